@@ -1,0 +1,1 @@
+"""Ingestion of external formats (svmlight / libsvm text, DNA sequences) into the zarr format."""

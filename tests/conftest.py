@@ -1,0 +1,52 @@
+"""Shared fixtures: a real multi-process LocalCluster and a scheduler that counts computes."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A real ``dask.distributed`` LocalCluster with two single-threaded worker processes."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+class CountingScheduler:
+    """A synchronous scheduler that counts how many times ``compute`` reached it.
+
+    Used as ``with dask.config.set(scheduler=counter): ...`` to prove that an operation is
+    one Dask compute (``counter.calls == 1``) and not one per block.
+    """
+
+    def __init__(self):
+        self.calls = 0
+        self.tasks = 0
+
+    def __call__(self, dsk, keys, **kwargs):
+        self.calls += 1
+        self.tasks += len(dsk)
+        return dask.get(dsk, keys, **kwargs)
+
+
+@pytest.fixture
+def counting_scheduler():
+    """A fresh :class:`CountingScheduler`, installed as the default scheduler for the test."""
+    counter = CountingScheduler()
+    with dask.config.set(scheduler=counter):
+        yield counter
+
+
+@pytest.fixture
+def rng():
+    """A seeded NumPy generator, so failures reproduce."""
+    return np.random.default_rng(12345)
