@@ -1,0 +1,368 @@
+"""Numba kernels of SPDC (Zhang & Xiao, "Stochastic Primal-Dual Coordinate Method for
+Regularized Empirical Risk Minimization", JMLR) over one CSR row block.
+
+Translation table (paper -> code), used in every docstring of this module:
+
+==========================  =========================================
+paper                       code
+==========================  =========================================
+``x`` (primal)              ``w``
+``y`` (dual)                ``z``
+``b`` (label)               ``labels``
+``lambda``                  ``alpha`` (here split into ``l1``, ``l2``)
+``a_k`` (row k of ``A``)    row ``k`` of the CSR block
+``u = A^T y / n``           ``u``
+``xbar``                    ``w + theta (w - w_prev)``
+``tau, sigma, theta``       ``tau, sigma, theta``
+==========================  =========================================
+
+The regularizer reaches the kernels as ``g(w) = l1 ||w||_1 + (l2 / 2) ||w||^2`` (Section 6
+of the paper); L2, L1, elastic net and the zero regularizer are all of this form, and the
+Section 3 perturbation adds ``delta`` to ``l2``. The loss reaches them as ``(code, params)``
+and its dual step is :func:`daskpd.kernels.scalar.loss_prox_conjugate`; the Section 3
+perturbation ``phi^* + (delta / 2) beta^2`` is folded into that prox by rescaling.
+
+Lazy updates (Section 6, digest Section 5): a coordinate ``j`` untouched by the sampled rows
+evolves by a fixed 1-D map while ``u_j`` is frozen, so its catch-up has a closed form. Per
+coordinate we keep ``w[j]`` (value at time ``stamp[j]``), ``w_prev[j]`` (value at time
+``stamp[j] - 1``) and ``stamp[j]``; ``u`` is always current. The closed forms use the
+numerically stable ``expm1`` / ``log1p`` form of the digest, not the paper's (36).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskpd.kernels._config import njit
+from daskpd.kernels.scalar import loss_prox_conjugate
+
+
+@njit
+def geometric_factor(k, tau, l2):
+    """Return ``r^k`` and ``(1 - r^k) / l2`` with ``r = 1 / (1 + l2 tau)``, stably.
+
+    Parameters
+    ----------
+    k : int
+        Number of skipped steps (``k >= 0``).
+    tau : float
+        Primal step size.
+    l2 : float
+        Strong convexity of the regularizer (``lambda_2`` of the paper); may be 0, where
+        the second value tends to ``k tau``.
+
+    Returns
+    -------
+    rk : float
+    one_minus_rk_over_l2 : float
+    """
+    if l2 == 0.0:
+        return 1.0, k * tau
+    log_r = -k * math.log1p(l2 * tau)
+    return math.exp(log_r), -math.expm1(log_r) / l2
+
+
+@njit
+def primal_step(v_in, u, tau, l1, l2):
+    """One primal prox step ``prox_{tau g}(w - tau u)`` for one coordinate.
+
+    Equations (34) and (37) of the paper: ``soft(w - tau u, tau l1) / (1 + l2 tau)``.
+    """
+    v = v_in - tau * u
+    thr = tau * l1
+    if v > thr:
+        return (v - thr) / (1.0 + l2 * tau)
+    if v < -thr:
+        return (v + thr) / (1.0 + l2 * tau)
+    return 0.0
+
+
+@njit
+def _branch(x0, c, k, tau, l2):
+    # k steps of x <- (x - tau c) / (1 + l2 tau): r^k x0 - c (1 - r^k) / l2.
+    rk, s = geometric_factor(k, tau, l2)
+    return rk * x0 - c * s
+
+
+@njit
+def _positive_run(x0, c, k, tau, l2):
+    # Number of steps (<= k) of the positive branch, started from x0 > 0 with c > 0, whose
+    # result stays > 0 (each of those steps is then exactly the positive branch of (38)).
+    if l2 == 0.0:
+        limit = x0 / (tau * c)
+    else:
+        limit = math.log1p(l2 * x0 / c) / math.log1p(l2 * tau)
+    if limit > k + 1.0:
+        count = k
+    else:
+        count = int(math.ceil(limit)) - 1
+        if count < 0:
+            count = 0
+        if count > k:
+            count = k
+    # Rounding guards: the closed-form bound may be off by one.
+    while count > 0 and _branch(x0, c, count, tau, l2) <= 0.0:
+        count -= 1
+    while count < k and _branch(x0, c, count + 1, tau, l2) > 0.0:
+        count += 1
+    return count
+
+
+@njit
+def lazy_steps(x0, u, k, tau, l1, l2):
+    """Apply ``k`` primal steps to one coordinate while ``u`` is frozen, in O(1).
+
+    Closed form of the recurrence (38) (L1 + L2) or (35) (L2, ``l1 = 0``) of the paper,
+    with the Case I/II/III sign-crossing logic and the stable form of the digest.
+
+    Parameters
+    ----------
+    x0 : float
+        Value of ``w_j`` (``x_j`` in the paper) before the skipped steps.
+    u : float
+        Frozen ``u_j``.
+    k : int
+        Number of steps.
+    tau, l1, l2 : float
+        Primal step and regularizer ``l1 |w| + (l2 / 2) w^2``.
+
+    Returns
+    -------
+    float
+        ``w_j`` after ``k`` steps; equals ``k`` applications of :func:`primal_step`.
+    """
+    if k <= 0:
+        return x0
+    if l1 == 0.0:
+        return _branch(x0, u, k, tau, l2)
+    # The map is odd in (x, u), so a negative start mirrors a positive one.
+    sign = 1.0
+    x = x0
+    uu = u
+    remaining = k
+    while remaining > 0:
+        if x < 0.0:
+            sign = -sign
+            x = -x
+            uu = -uu
+        if x == 0.0:
+            if -uu > l1:
+                x = _branch(0.0, uu + l1, remaining, tau, l2)
+            elif -uu < -l1:
+                x = _branch(0.0, uu - l1, remaining, tau, l2)
+            return sign * x
+        c = uu + l1
+        if c <= 0.0:
+            # Moving up towards the positive fixed point: never crosses zero.
+            return sign * _branch(x, c, remaining, tau, l2)
+        run = _positive_run(x, c, remaining, tau, l2)
+        x = _branch(x, c, run, tau, l2)
+        remaining -= run
+        if remaining > 0:
+            x = primal_step(x, uu, tau, l1, l2)
+            remaining -= 1
+    return sign * x
+
+
+@njit
+def dual_step(code, params, z, c, sigma_k, delta, label):
+    """Dual prox step (5)/(9)/(21): ``argmax_b b c - phi^*(b) - (delta/2) b^2 - (b - z)^2 / (2 sigma_k)``.
+
+    Parameters
+    ----------
+    code, params : int, ndarray
+        Loss as scalar-op code and parameters.
+    z : float
+        Current dual coordinate (``y_k`` of the paper).
+    c : float
+        ``<a_k, xbar>``.
+    sigma_k : float
+        Effective dual step of this coordinate (``sigma``, or ``sigma m / (n p_k)``).
+    delta : float
+        Section 3 perturbation of ``phi^*`` (0 for smooth losses).
+    label : float
+        Label of the row (``b_k``).
+    """
+    v = z + sigma_k * c
+    if delta == 0.0:
+        return loss_prox_conjugate(code, params, v, sigma_k, label)
+    # prox of sigma (phi^* + delta/2 b^2) at v is prox of sigma' phi^* at v / (1 + sigma delta).
+    scale = 1.0 + sigma_k * delta
+    return loss_prox_conjugate(code, params, v / scale, sigma_k / scale, label)
+
+
+@njit
+def catch_up(j, t, w, w_prev, stamp, u, tau, l1, l2):
+    """Bring coordinate ``j`` to time ``t``: ``w[j]`` at ``t`` and ``w_prev[j]`` at ``t - 1``."""
+    k = t - stamp[j]
+    if k <= 0:
+        return
+    prev = lazy_steps(w[j], u[j], k - 1, tau, l1, l2) if k > 1 else w[j]
+    w_prev[j] = prev
+    w[j] = primal_step(prev, u[j], tau, l1, l2)
+    stamp[j] = t
+
+
+@njit
+def flush(t, w, w_prev, stamp, u, tau, l1, l2):
+    """Bring every coordinate to time ``t`` (before evaluation, checkpoint or hand-over)."""
+    for j in range(w.shape[0]):
+        catch_up(j, t, w, w_prev, stamp, u, tau, l1, l2)
+
+
+@njit
+def spdc_rows(
+    indptr,
+    indices,
+    data,
+    binary,
+    labels,
+    z,
+    order,
+    batch_size,
+    inv_npi,
+    w,
+    w_prev,
+    stamp,
+    u,
+    mark,
+    acc,
+    t_start,
+    code,
+    params,
+    tau,
+    sigma,
+    theta,
+    l1,
+    l2,
+    delta,
+    n_total,
+):
+    """Run SPDC iterations on the rows ``order`` of one CSR block, with lazy updates.
+
+    Iteration ``t`` takes the next ``batch_size`` entries of ``order`` as the sample ``K``
+    and performs, in the paper's order: catch-up of the coordinates in the union ``J`` of
+    the supports, dual steps at ``xbar^(t)`` for each ``k`` in ``K``, the primal step on
+    ``J`` with the extrapolated dual average ``u + sum_k dz_k a_k / (n pi_k)``, then the
+    update of ``u``. Coordinates outside ``J`` are left stale (Section 6). Cost per
+    iteration is O(nnz of the sampled rows).
+
+    Parameters
+    ----------
+    indptr, indices, data : ndarray
+        Local CSR arrays of the block (``data`` is ignored when ``binary``).
+    binary : bool
+        Whether all stored values are 1.
+    labels : ndarray of shape (n_block_rows,)
+        Labels (``b``) of the block.
+    z : ndarray of shape (n_block_rows,)
+        Dual block (``y``), updated in place.
+    order : ndarray of int64
+        Local row ids, ``batch_size`` per iteration (length a multiple of ``batch_size``).
+    batch_size : int
+        ``m`` of the paper.
+    inv_npi : ndarray of shape (n_block_rows,)
+        ``1 / (n pi_k)`` with ``pi_k`` the inclusion probability of row ``k`` per
+        iteration: ``1 / m`` for uniform sampling, ``1 / (n p_k)`` for weighted.
+        The dual step of row ``k`` is ``sigma m inv_npi[k]``.
+    w, w_prev, stamp, u : ndarray of shape (n_features,)
+        Lazy primal state (``x``, ``x^(t-1)``, last update time) and ``u = A^T y / n``,
+        updated in place.
+    mark, acc : ndarray of shape (n_features,)
+        Scratch (int64 marks, float64 accumulator); ``mark`` must hold values < ``t_start``.
+    t_start : int
+        Global iteration counter at entry.
+    code, params : int, ndarray
+        Loss.
+    tau, sigma, theta : float
+        Step sizes and extrapolation.
+    l1, l2 : float
+        Regularizer ``l1 ||w||_1 + (l2 / 2) ||w||^2`` (already multiplied by ``alpha``).
+    delta : float
+        Section 3 perturbation of the dual (0 for smooth losses).
+    n_total : int
+        Number of rows ``n`` of the whole data set.
+
+    Returns
+    -------
+    int
+        Global iteration counter at exit.
+    """
+    n_iter = order.shape[0] // batch_size
+    touched = np.empty(w.shape[0], dtype=np.int64)
+    dz = np.empty(batch_size, dtype=np.float64)
+    inv_n = 1.0 / n_total
+    t = t_start
+    for it in range(n_iter):
+        base = it * batch_size
+        n_touched = 0
+        # Catch up the support and form the dual steps at xbar^(t).
+        for b in range(batch_size):
+            k = order[base + b]
+            for p in range(indptr[k], indptr[k + 1]):
+                j = indices[p]
+                if stamp[j] < t:
+                    catch_up(j, t, w, w_prev, stamp, u, tau, l1, l2)
+                if mark[j] != t:
+                    mark[j] = t
+                    touched[n_touched] = j
+                    n_touched += 1
+                    acc[j] = 0.0
+        for b in range(batch_size):
+            k = order[base + b]
+            c = 0.0
+            for p in range(indptr[k], indptr[k + 1]):
+                j = indices[p]
+                xbar = w[j] + theta * (w[j] - w_prev[j])
+                c += xbar if binary else data[p] * xbar
+            sigma_k = sigma * batch_size * inv_npi[k]
+            new = dual_step(code, params, z[k], c, sigma_k, delta, labels[k])
+            dz[b] = new - z[k]
+            z[k] = new
+        # The primal correction uses the dual change weighted by 1 / (n pi_k).
+        for b in range(batch_size):
+            k = order[base + b]
+            coef = dz[b] * inv_npi[k]
+            if coef != 0.0:
+                for p in range(indptr[k], indptr[k + 1]):
+                    acc[indices[p]] += coef if binary else coef * data[p]
+        for q in range(n_touched):
+            j = touched[q]
+            w_prev[j] = w[j]
+            w[j] = primal_step(w[j], u[j] + acc[j], tau, l1, l2)
+            stamp[j] = t + 1
+        for b in range(batch_size):
+            k = order[base + b]
+            coef = dz[b] * inv_n
+            if coef != 0.0:
+                for p in range(indptr[k], indptr[k + 1]):
+                    u[indices[p]] += coef if binary else coef * data[p]
+        t += 1
+    return t
+
+
+@njit
+def row_dots(indptr, indices, data, binary, w):
+    """Return ``X_block @ w`` for a CSR block."""
+    n_rows = indptr.shape[0] - 1
+    out = np.zeros(n_rows, dtype=np.float64)
+    for i in range(n_rows):
+        s = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            s += w[indices[p]] if binary else data[p] * w[indices[p]]
+        out[i] = s
+    return out
+
+
+@njit
+def transpose_dot(indptr, indices, data, binary, z, n_features):
+    """Return ``X_block^T @ z`` for a CSR block."""
+    out = np.zeros(n_features, dtype=np.float64)
+    for i in range(indptr.shape[0] - 1):
+        zi = z[i]
+        if zi != 0.0:
+            for p in range(indptr[i], indptr[i + 1]):
+                out[indices[p]] += zi if binary else zi * data[p]
+    return out
