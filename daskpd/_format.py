@@ -1,0 +1,255 @@
+"""Low-level pieces of the on-disk format: codecs, chunk sizes, streaming appenders, manifest.
+
+The format itself is specified in the docstring of :mod:`daskpd.dataset`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+import zlib
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec, Crc32cCodec
+
+#: Version written in the ``format_version`` attribute; readers refuse other versions.
+FORMAT_VERSION = 1
+
+#: Uncompressed bytes per chunk: a few MB, so that one chunk decodes fast and a terascale
+#: array still has a manageable number of chunk files.
+CHUNK_BYTES = 4 * 2**20
+
+#: Chunk files sit flat in the array's directory (``c.0``, ``c.3.1``): one directory per array,
+#: so one listing (and one directory mtime) covers every chunk file of the array.
+CHUNK_KEYS = {"name": "default", "separator": "."}
+
+#: Zarr config: chunks equal to the fill value are written anyway, so that every chunk file
+#: exists and a deleted one is detected by the size check instead of reading back as zeros.
+ARRAY_CONFIG = {"write_empty_chunks": True}
+
+
+class DatasetIntegrityError(ValueError):
+    """A stored dataset is truncated, altered or incomplete."""
+
+
+def compressors(itemsize: int):
+    """Blosc zstd with byte shuffle, then a CRC32C of the compressed chunk.
+
+    The CRC32C codec is verified by zarr on every chunk read, so an altered chunk file is
+    detected whenever it is read, not only by :meth:`Dataset.verify`.
+    """
+    return (
+        BloscCodec(cname="zstd", clevel=3, shuffle="shuffle", typesize=itemsize),
+        Crc32cCodec(),
+    )
+
+
+def chunk_length(itemsize: int, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """Elements per chunk of a 1-D array of items of ``itemsize`` bytes."""
+    return max(1, int(chunk_bytes) // int(itemsize))
+
+
+def create_1d(group, name: str, dtype, chunk_bytes: int = CHUNK_BYTES, shape: int = 0):
+    """Create an (initially empty or fixed-size) 1-D chunked compressed array in ``group``."""
+    dtype = np.dtype(dtype)
+    return group.create_array(
+        name,
+        shape=(int(shape),),
+        dtype=dtype,
+        chunks=(chunk_length(dtype.itemsize, chunk_bytes),),
+        compressors=compressors(dtype.itemsize),
+        fill_value=0,
+        chunk_key_encoding=CHUNK_KEYS,
+        config=ARRAY_CONFIG,
+    )
+
+
+def dense_chunks(n_features: int, itemsize: int, chunk_bytes: int = CHUNK_BYTES):
+    """Chunk shape ``(rows, cols)`` of a dense ``X`` holding about ``chunk_bytes``."""
+    cols = max(1, min(int(n_features), 2**16))
+    rows = max(1, int(chunk_bytes) // (itemsize * cols))
+    return rows, cols
+
+
+def create_dense(group, name: str, n_features: int, dtype, chunk_bytes: int = CHUNK_BYTES):
+    """Create an initially empty 2-D chunked array of ``n_features`` columns."""
+    dtype = np.dtype(dtype)
+    return group.create_array(
+        name,
+        shape=(0, int(n_features)),
+        dtype=dtype,
+        chunks=dense_chunks(n_features, dtype.itemsize, chunk_bytes),
+        compressors=compressors(dtype.itemsize),
+        fill_value=0,
+        chunk_key_encoding=CHUNK_KEYS,
+        config=ARRAY_CONFIG,
+    )
+
+
+class Appender:
+    """Append rows to a zarr array in whole chunks, keeping at most one chunk in memory.
+
+    Only chunk-aligned regions are written (each chunk exactly once), so no chunk is ever read
+    back. A CRC32 of the logical little-endian bytes, in order, is kept for the manifest.
+
+    Parameters
+    ----------
+    array : zarr.Array
+        Empty 1-D array, or 2-D array with zero rows, chunked along axis 0.
+    """
+
+    def __init__(self, array):
+        self.array = array
+        self.chunk_rows = int(array.chunks[0])
+        self.tail = tuple(array.shape[1:])
+        self.buffer = np.empty((self.chunk_rows, *self.tail), dtype=array.dtype)
+        self.fill = 0
+        self.written = 0
+        self.crc32 = 0
+
+    @property
+    def length(self) -> int:
+        """Rows appended so far."""
+        return self.written + self.fill
+
+    def append(self, values) -> None:
+        """Append ``values`` (rows of the array's shape and dtype) at the end."""
+        values = np.ascontiguousarray(values, dtype=self.array.dtype)
+        if values.shape[0] == 0:
+            return
+        self.crc32 = zlib.crc32(memoryview(values).cast("B"), self.crc32)
+        start = 0
+        total = values.shape[0]
+        if self.fill:
+            take = min(self.chunk_rows - self.fill, total)
+            self.buffer[self.fill : self.fill + take] = values[:take]
+            self.fill += take
+            start = take
+            if self.fill == self.chunk_rows:
+                self._write(self.buffer)
+                self.fill = 0
+        whole = (total - start) // self.chunk_rows * self.chunk_rows
+        if whole:
+            self._write(values[start : start + whole])
+            start += whole
+        rest = total - start
+        if rest:
+            self.buffer[:rest] = values[start:]
+            self.fill = rest
+
+    def _write(self, values) -> None:
+        stop = self.written + values.shape[0]
+        self.array.resize((stop, *self.tail))
+        self.array[self.written : stop] = values
+        self.written = stop
+
+    def finish(self) -> None:
+        """Write the last partial chunk."""
+        if self.fill:
+            self._write(self.buffer[: self.fill])
+            self.fill = 0
+        self.buffer = None
+
+
+def logical_crc32(array, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """CRC32 of the logical C-order bytes of a stored zarr array, read in slabs of rows."""
+    crc = 0
+    length = array.shape[0]
+    row_bytes = max(1, int(np.prod(array.shape[1:], dtype=np.int64)) * array.dtype.itemsize)
+    step = max(
+        int(array.chunks[0]), int(chunk_bytes) // row_bytes // array.chunks[0] * array.chunks[0]
+    )
+    for start in range(0, length, step):
+        values = np.ascontiguousarray(array[start : min(start + step, length)])
+        crc = zlib.crc32(memoryview(values).cast("B"), crc)
+    return crc
+
+
+def stored_files(directory: str) -> tuple[int, int]:
+    """Number and total size of the chunk files of the array stored in ``directory``."""
+    count = 0
+    size = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith("c.") and entry.is_file():
+                count += 1
+                size += entry.stat().st_size
+    return count, size
+
+
+def expected_chunks(shape, chunks) -> int:
+    """Number of chunk files of an array of ``shape`` chunked by ``chunks``."""
+    total = 1
+    for extent, chunk in zip(shape, chunks, strict=True):
+        total *= -(-int(extent) // int(chunk))
+    return total
+
+
+def manifest_entry(array, directory: str, crc32: int) -> dict:
+    """Manifest record of one stored array (shape, dtype, chunk files, bytes, CRC32)."""
+    n_files, n_bytes = stored_files(directory)
+    return {
+        "shape": [int(s) for s in array.shape],
+        "dtype": np.dtype(array.dtype).str,
+        "chunks": [int(c) for c in array.chunks],
+        "n_files": n_files,
+        "stored_bytes": n_bytes,
+        "crc32": int(crc32),
+    }
+
+
+def check_array(group, name: str, entry: dict, directory: str, where: str, files: bool) -> None:
+    """Fast check of one stored array against its manifest record.
+
+    Raises
+    ------
+    DatasetIntegrityError
+        Naming the dataset path and the array.
+    """
+    try:
+        array = group[name]
+    except KeyError:
+        raise DatasetIntegrityError(f"{where}: array {name!r} is missing") from None
+    except Exception as exc:  # unreadable metadata: report it as damage, not a crash
+        raise DatasetIntegrityError(
+            f"{where}: array {name!r} has unreadable metadata: {exc}"
+        ) from None
+    if [int(s) for s in array.shape] != entry["shape"]:
+        raise DatasetIntegrityError(
+            f"{where}: array {name!r} has shape {tuple(array.shape)}, "
+            f"expected {tuple(entry['shape'])} (truncated or altered)"
+        )
+    if np.dtype(array.dtype).str != entry["dtype"]:
+        raise DatasetIntegrityError(
+            f"{where}: array {name!r} has dtype {array.dtype}, expected {entry['dtype']}"
+        )
+    if files:
+        n_files, n_bytes = stored_files(directory)
+        if n_files != entry["n_files"]:
+            raise DatasetIntegrityError(
+                f"{where}: array {name!r} has {n_files} chunk files, expected "
+                f"{entry['n_files']} (chunk files missing or added)"
+            )
+        if n_bytes != entry["stored_bytes"]:
+            raise DatasetIntegrityError(
+                f"{where}: array {name!r} chunk files hold {n_bytes} bytes, expected "
+                f"{entry['stored_bytes']} (truncated or altered)"
+            )
+
+
+def temporary_sibling(path: str, tag: str = "tmp") -> str:
+    """A fresh name ``<path>.<tag>-<uuid>`` next to ``path`` (same file system, so renames
+    are atomic)."""
+    return f"{path}.{tag}-{uuid.uuid4().hex}"
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory tree if it exists."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def open_group_readonly(path: str):
+    """Open a zarr v3 group read-only."""
+    return zarr.open_group(path, mode="r", zarr_format=3)
