@@ -168,7 +168,9 @@ def lazy_steps(x0, u, k, tau, l1, l2):
 
 @njit
 def dual_step(code, params, z, c, sigma_k, delta, label):
-    """Dual prox step (5)/(9)/(21): ``argmax_b b c - phi^*(b) - (delta/2) b^2 - (b - z)^2 / (2 sigma_k)``.
+    """Dual prox step (5)/(9)/(21) of the paper.
+
+    ``argmax_b  b c - phi^*(b) - (delta/2) b^2 - (b - z)^2 / (2 sigma_k)``.
 
     Parameters
     ----------
