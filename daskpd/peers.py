@@ -1,0 +1,380 @@
+"""The peers daskpd is measured against, run on the same data and the same objective.
+
+Our objective is ``P(w) = (1/n) sum_i loss(x_i.w, y_i) + alpha R(w)`` with
+``R(w) = ||w||^2 / 2`` for the L2 penalty. Each peer states its regularization differently; the
+translations below are exact (same minimizer) and ``tests/test_peers.py`` checks them by
+solving the same problem with each peer and with our objective:
+
+=====================================================  =============================================
+peer and its objective                                 its parameter in terms of our ``alpha``
+=====================================================  =============================================
+liblinear (``LinearSVC``, ``LogisticRegression``):     ``C = 1 / (alpha n)``
+``C sum_i loss_i + ||w||^2 / 2``
+scikit-learn ``LogisticRegression(solver="saga")``     ``C = 1 / (alpha n)``
+scikit-learn ``SGDClassifier``:                        ``alpha`` (the same meaning)
+``(1/n) sum_i loss_i + alpha ||w||^2 / 2``
+dask-ml ``LogisticRegression`` (dask-glm):             ``C = 1 / (alpha n)``, and
+``sum_i loss_i + (1/C) ||w||^2 / 2``                   ``solver_kwargs={"normalize": False}``
+                                                       (it standardizes columns by default)
+Vowpal Wabbit, ``--bfgs`` (batch):                     ``--l2 = alpha n``
+``sum_i loss_i + (l2/2) ||w||^2``
+Vowpal Wabbit, online SGD (default):                   ``--l2 = alpha``
+per-example ``loss_i + (l2/2) ||w||^2``
+=====================================================  =============================================
+
+Intercepts are left out (``fit_intercept=False`` / ``--noconstant``) so every peer solves exactly
+the objective above; benchmarks that want an intercept add a constant feature to the data for
+everyone.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class PeerFit:
+    """A peer's trained linear model and the wall time its training took.
+
+    Attributes
+    ----------
+    name : str
+        Peer name, e.g. ``"liblinear"``.
+    coef : ndarray of shape (n_features,) or None
+        Weights in our feature order (``None`` where the peer's weights are not readable).
+    seconds : float
+        Training wall time (data conversion excluded where the peer needs its own format).
+    test_scores : ndarray of shape (n_test,) or None
+        Scores the peer itself gave to held-out data, when asked for.
+    """
+
+    name: str
+    coef: np.ndarray | None
+    seconds: float
+    test_scores: np.ndarray | None = None
+
+
+def alpha_to_c(alpha: float, n_samples: int) -> float:
+    """Return the ``C`` of liblinear / scikit-learn / dask-ml equal to our ``alpha``.
+
+    Parameters
+    ----------
+    alpha : float
+        Our regularization strength (> 0).
+    n_samples : int
+        Number of training examples.
+
+    Returns
+    -------
+    C : float
+    """
+    _check_alpha(alpha)
+    return 1.0 / (alpha * n_samples)
+
+
+def alpha_to_vw_l2(alpha: float, n_samples: int, *, batch: bool) -> float:
+    """Return Vowpal Wabbit's ``--l2`` equal to our ``alpha`` for the L2 penalty.
+
+    Parameters
+    ----------
+    alpha : float
+        Our regularization strength (> 0).
+    n_samples : int
+        Number of training examples.
+    batch : bool
+        ``True`` for ``--bfgs`` (a summed objective), ``False`` for online SGD (the
+        penalty is applied per example).
+
+    Returns
+    -------
+    l2 : float
+    """
+    _check_alpha(alpha)
+    return alpha * n_samples if batch else alpha
+
+
+def _check_alpha(alpha):
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha!r}")
+
+
+def _labels_pm1(y):
+    y = np.asarray(y, dtype=np.float64)
+    bad = ~np.isin(y, (-1.0, 1.0))
+    if bad.any():
+        raise ValueError(f"peer classifiers expect labels in {{-1, +1}}, got {y[bad][0]!r}")
+    return y
+
+
+def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
+    """Train liblinear (through scikit-learn) on our objective.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    alpha : float
+        Our regularization strength.
+    loss : {"hinge", "logistic", "squared_hinge"}
+        Loss; hinge runs the dual coordinate descent solver (``liblinear -s 3``).
+    tol : float
+        liblinear's stopping tolerance.
+    max_iter : int
+        Iteration cap of liblinear.
+
+    Returns
+    -------
+    PeerFit
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
+    y = _labels_pm1(y)
+    c = alpha_to_c(alpha, X.shape[0])
+    if loss == "logistic":
+        model = LogisticRegression(
+            solver="liblinear", C=c, fit_intercept=False, tol=tol, max_iter=max_iter
+        )
+    elif loss in ("hinge", "squared_hinge"):
+        model = LinearSVC(
+            loss=loss, dual=True, C=c, fit_intercept=False, tol=tol, max_iter=max_iter
+        )
+    else:
+        raise ValueError(f"loss must be 'hinge', 'squared_hinge' or 'logistic', got {loss!r}")
+    start = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - start
+    return PeerFit("liblinear", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+
+
+def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0):
+    """Train scikit-learn's ``SGDClassifier`` on our objective (its ``alpha`` is ours).
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    alpha : float
+        Our regularization strength.
+    loss : {"hinge", "logistic"}
+    max_iter : int
+        Epochs.
+    tol : float or None
+        scikit-learn's stopping tolerance (``None``: run all epochs).
+    random_state : int
+
+    Returns
+    -------
+    PeerFit
+    """
+    from sklearn.linear_model import SGDClassifier
+
+    y = _labels_pm1(y)
+    _check_alpha(alpha)
+    sk_loss = {"hinge": "hinge", "logistic": "log_loss"}.get(loss)
+    if sk_loss is None:
+        raise ValueError(f"loss must be 'hinge' or 'logistic', got {loss!r}")
+    model = SGDClassifier(
+        loss=sk_loss,
+        penalty="l2",
+        alpha=alpha,
+        fit_intercept=False,
+        max_iter=max_iter,
+        tol=tol,
+        random_state=random_state,
+    )
+    start = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - start
+    return PeerFit("sgd", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+
+
+def fit_saga(X, y, alpha, *, tol=1e-6, max_iter=1000):
+    """Train scikit-learn's SAGA logistic regression on our objective.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    alpha : float
+        Our regularization strength.
+    tol : float
+    max_iter : int
+
+    Returns
+    -------
+    PeerFit
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    y = _labels_pm1(y)
+    model = LogisticRegression(
+        solver="saga",
+        C=alpha_to_c(alpha, X.shape[0]),
+        fit_intercept=False,
+        tol=tol,
+        max_iter=max_iter,
+    )
+    start = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - start
+    return PeerFit("saga", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+
+
+def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=None):
+    """Train dask-ml's ``LogisticRegression`` on our objective.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix, dask array} of shape (n_samples, n_features)
+        Sparse input is densified per chunk by dask-ml's solvers; pass dense or Dask data.
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1} (mapped to dask-ml's {0, 1}).
+    alpha : float
+        Our regularization strength.
+    solver : {"lbfgs", "admm", "gradient_descent", "proximal_grad", "newton"}
+    max_iter : int
+    tol : float
+    chunks : int or None
+        Row chunk size when X is not already a Dask array.
+
+    Returns
+    -------
+    PeerFit
+    """
+    import dask.array as da
+    from dask_ml.linear_model import LogisticRegression
+
+    y = _labels_pm1(np.asarray(y))
+    n = X.shape[0]
+    if not isinstance(X, da.Array):
+        if sp.issparse(X):
+            X = X.toarray()
+        X = da.from_array(np.asarray(X), chunks=(chunks or max(1, n // 4), X.shape[1]))
+    y01 = da.from_array((y > 0).astype(np.float64), chunks=(X.chunks[0],))
+    # dask-glm standardizes the columns by default, which regularizes other coefficients
+    # than ours; normalize=False makes it solve our objective.
+    model = LogisticRegression(
+        penalty="l2",
+        C=alpha_to_c(alpha, n),
+        fit_intercept=False,
+        solver=solver,
+        max_iter=max_iter,
+        tol=tol,
+        solver_kwargs={"normalize": False},
+    )
+    start = time.perf_counter()
+    model.fit(X, y01)
+    seconds = time.perf_counter() - start
+    return PeerFit("dask-ml", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+
+
+def write_vw(X, y, path):
+    """Write ``(X, y)`` in Vowpal Wabbit's text format with integer feature names.
+
+    Feature ``j`` is written as name ``j`` in namespace ``f``; :func:`fit_vw` reads the
+    weights back by hashing the same names, so no hash collision is assumed.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    path : str or path-like
+    """
+    X = sp.csr_matrix(X)
+    y = _labels_pm1(y)
+    with open(path, "w") as handle:
+        for i in range(X.shape[0]):
+            start, stop = X.indptr[i], X.indptr[i + 1]
+            features = " ".join(
+                f"{j}:{v:.9g}"
+                for j, v in zip(X.indices[start:stop], X.data[start:stop], strict=True)
+            )
+            handle.write(f"{int(y[i])} |f {features}\n")
+
+
+def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, bits=24, extra=""):
+    """Train Vowpal Wabbit on our objective.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    alpha : float
+        Our regularization strength (translated by :func:`alpha_to_vw_l2`).
+    X_test : sparse matrix of shape (n_test, n_features), optional
+        When given, VW scores it with its own predictor (``-t -p``): the only faithful way to
+        read an online VW model, whose stored weights are in its normalized coordinates.
+    loss : {"logistic", "hinge"}
+    passes : int
+        Passes over the data (VW caches the parsed data after the first).
+    batch : bool, default=True
+        ``--bfgs``: VW's exact batch optimizer, whose objective matches ours under
+        :func:`alpha_to_vw_l2`, so its weights are comparable with ours. ``False``: VW's
+        default online learner (adaptive, normalized updates) as people run it; its ``coef``
+        is then ``None`` and only ``test_scores`` is meaningful.
+    bits : int
+        Hash table bits (``-b``); must exceed ``log2(n_features)`` to avoid collisions.
+    extra : str
+        Further VW arguments.
+
+    Returns
+    -------
+    PeerFit
+        ``seconds`` counts VW's training including its parse of the text file (VW's normal
+        use), not our conversion to text.
+    """
+    from vowpalwabbit import Workspace
+
+    if loss not in ("logistic", "hinge"):
+        raise ValueError(f"loss must be 'logistic' or 'hinge', got {loss!r}")
+    if 2**bits <= X.shape[1]:
+        raise ValueError(f"bits={bits} gives fewer hash slots than n_features={X.shape[1]}")
+    if not batch and X_test is None:
+        raise ValueError("online VW (batch=False) needs X_test: its weights are not readable")
+    l2 = alpha_to_vw_l2(alpha, X.shape[0], batch=batch)
+    with tempfile.TemporaryDirectory(prefix="daskpd-vw-") as tmp:
+        data = os.path.join(tmp, "train.vw")
+        model_path = os.path.join(tmp, "model.vw")
+        write_vw(X, y, data)
+        args = (
+            f"-d {data} --loss_function {loss} --l2 {l2:.17g} --noconstant -b {bits} "
+            f"--passes {passes} -c -k --holdout_off --quiet --cache_file {tmp}/cache "
+            f"-f {model_path} " + ("--bfgs --predict_only_model " if batch else "") + extra
+        )
+        start = time.perf_counter()
+        workspace = Workspace(args)
+        seconds = time.perf_counter() - start
+        coef = None
+        if batch:
+            namespace = workspace.hash_space("f")
+            coef = np.array(
+                [
+                    workspace.get_weight(workspace.hash_feature(str(j), namespace))
+                    for j in range(X.shape[1])
+                ]
+            )
+        workspace.finish()  # writes the model file
+        test_scores = None
+        if X_test is not None:
+            test_data = os.path.join(tmp, "test.vw")
+            preds = os.path.join(tmp, "preds.txt")
+            write_vw(X_test, np.ones(X_test.shape[0]), test_data)
+            scorer = Workspace(
+                f"-d {test_data} -t -i {model_path} -p {preds} --quiet"
+                + (" --predict_only_model" if batch else "")
+            )
+            scorer.finish()
+            test_scores = np.loadtxt(preds, ndmin=1)
+    return PeerFit("vw", coef, seconds, test_scores)
