@@ -18,8 +18,10 @@ dask-ml ``LogisticRegression`` (dask-glm):             ``C = 1 / (alpha n)``, an
                                                        (it standardizes columns by default)
 Vowpal Wabbit, ``--bfgs`` (batch):                     ``--l2 = alpha n``
 ``sum_i loss_i + (l2/2) ||w||^2``
-Vowpal Wabbit, online SGD (default):                   ``--l2 = alpha``
-per-example ``loss_i + (l2/2) ||w||^2``
+Vowpal Wabbit, online SGD (default):                   ``--l2 = alpha`` (nominal: the
+per-example ``loss_i + (l2/2) ||w||^2``                adaptive, normalized updates regularize
+                                                       more strongly; not an exact match, so
+                                                       online VW is judged by test AUPRC only)
 =====================================================  =============================================
 
 Intercepts are left out (``fit_intercept=False`` / ``--noconstant``) so every peer solves exactly

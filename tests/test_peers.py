@@ -82,12 +82,12 @@ def test_sgd_alpha_has_our_meaning():
 
 def test_online_vw_scores_held_out_data():
     X, y = _problem()
-    result = peers.fit_vw(X, y, ALPHA, batch=False, passes=5, X_test=X[:50])
+    result = peers.fit_vw(X, y, 1e-4, batch=False, passes=5, X_test=X[:50])
     assert result.coef is None
     assert result.test_scores.shape == (50,)
-    # VW's online model still ranks the training labels far better than chance
+    # VW's own predictor reproduces the training labels far better than chance
     agreement = np.mean(np.sign(result.test_scores) == y[:50])
-    assert agreement > 0.7
+    assert agreement > 0.8
 
 
 @pytest.mark.parametrize("alpha", [0.0, -1.0])
