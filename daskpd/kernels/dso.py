@@ -1,0 +1,420 @@
+"""Numba kernels of DSO (distributed stochastic saddle-point optimization).
+
+DSO (Matsushima, Yun, Zhang, Vishwanathan) writes regularized risk minimization as a saddle
+problem whose objective is a sum over the nonzeros of ``X`` and updates one primal and one
+dual coordinate per nonzero. The kernels here run those updates over one tile of the grid;
+the schedule lives in :mod:`daskpd.solvers.dso`.
+
+Translation table (paper symbol -> name in this module):
+
+===========================  =============================================================
+paper                        code
+===========================  =============================================================
+``m``, ``d``                 ``n`` (``inv_n = 1/n``), number of columns of the tile block
+``lambda``                   ``alpha`` (regularization strength)
+``alpha_i``                  ``-z[i]`` (dual variable; the sign is flipped, see below)
+``w_j``                      ``w[j]`` (primal variable)
+``|Omega_i|``                ``row_nnz`` of row i (the kernel receives ``inv_row_nnz``)
+``|Omegabar_j|``             ``col_nnz`` of column j (the kernel receives ``inv_col_nnz``)
+``phi_j``                    the separable regularizer ``R_j`` given by ``(reg_code, reg_params)``
+``ell_i^*``                  the loss conjugate ``loss*(z, y_i)`` given by ``(loss_code, ...)``
+``eta_t``                    ``eta_w`` (primal step) and ``eta_z`` (dual step)
+``hat w``, ``hat alpha``     ``w_snap``, ``-z_snap`` (SVRG snapshot)
+``Xt^T hat alpha``, ``Xt w``  ``-u_snap`` (``u_snap = X^T z_snap``), ``v_snap = X w_snap``
+===========================  =============================================================
+
+Sign convention. With ``z = -alpha`` the saddle function of the paper becomes
+
+    f(w, z) = alpha R(w) + (1/n) sum_i z_i x_i.w - (1/n) sum_i c_i loss*(z_i / c_i, y_i)
+
+(``c_i`` the row weight) and its decomposition over nonzeros (6) gives the per-nonzero
+update (8), in the order descent in ``w``, ascent in ``z``:
+
+    g_w = alpha R'(w_j) / |Omegabar_j| + z_i x_ij / n
+    g_z = w_j x_ij / n - (loss*)'(z_i / c_i, y_i) / (n |Omega_i|)
+    w_j <- clip(w_j - eta_w g_w, -w_bound, w_bound)
+    z_i <- clip(z_i + eta_z g_z, z_lo[i], z_hi[i])
+
+Both increments are computed from the old ``(w_j, z_i)`` (simultaneous semantics, which
+Lemma 2 needs for an exact serial replay). Labels: the paper folds ``y_i`` into the data
+(``x~ = y x``) for classification losses; here the label enters through the conjugate,
+``loss*(z, y) = loss*_folded(y z)``. Since ``y`` is +-1 both forms multiply by exactly the
+same magnitudes, so this is the folded update with every dual value negated exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskpd.kernels import scalar
+from daskpd.kernels._config import njit
+
+HINGE = scalar.HINGE
+SMOOTH_HINGE = scalar.SMOOTH_HINGE
+LOGISTIC = scalar.LOGISTIC
+SQUARED = scalar.SQUARED
+ABSOLUTE = scalar.ABSOLUTE
+
+#: Losses whose conjugate slope DSO's dual step knows (see :func:`conjugate_slope`).
+DSO_LOSSES = (HINGE, SMOOTH_HINGE, LOGISTIC, SQUARED, ABSOLUTE)
+#: Separable regularizers DSO supports.
+DSO_REGULARIZERS = (scalar.L2, scalar.L1, scalar.ELASTIC_NET)
+
+#: Distance kept from the ends of the logistic dual interval (App. A of the paper): the
+#: conjugate slope ``log((1-a)/a)`` stays below about 32.2 in magnitude.
+LOGISTIC_MARGIN = 1e-14
+
+#: Ways to take the regularizer part of the primal step.
+REG_GRADIENT = 0
+REG_PROX = 1
+
+
+@njit
+def conjugate_slope(code, params, z, y):
+    """Derivative of ``z -> loss*(z, y)`` at an interior point of the dual domain.
+
+    Parameters
+    ----------
+    code : int
+        Loss code (:data:`DSO_LOSSES`).
+    params : ndarray of shape (n_params,)
+        Loss parameters (``params[0] = gamma`` for the smoothed hinge).
+    z : float
+        Dual value (``-alpha_i`` of the paper), already divided by the row weight.
+    y : float
+        Label of the row.
+
+    Returns
+    -------
+    slope : float
+        ``(loss*)'(z, y)``: hinge and absolute ``y``; smoothed hinge ``y + gamma z``;
+        squared ``y + z``; logistic ``y log((1 - a) / a)`` with ``a = -y z``.
+    """
+    if code == LOGISTIC:
+        a = -y * z
+        return y * (math.log1p(-a) - math.log(a))
+    if code == SMOOTH_HINGE:
+        return y + params[0] * z
+    if code == SQUARED:
+        return y + z
+    return y
+
+
+@njit
+def dso_tile(
+    rows,
+    cols,
+    vals,
+    binary,
+    segment_ptr,
+    order,
+    z,
+    z_acc,
+    z_lo,
+    z_hi,
+    y,
+    inv_weight,
+    inv_row_nnz,
+    z_snap,
+    v_snap,
+    w,
+    w_acc,
+    inv_col_nnz,
+    w_snap,
+    u_snap,
+    w_bound,
+    loss_code,
+    loss_params,
+    reg_code,
+    reg_params,
+    alpha,
+    inv_n,
+    eta_w,
+    eta_z,
+    adagrad,
+    eps,
+    svrg,
+    reg_step,
+):
+    """Run update (8) over every nonzero of one tile, in the given visit order, in place.
+
+    Parameters
+    ----------
+    rows, cols : ndarray of shape (tile_nnz,), int32
+        Local row id (within the row group) and local column id (within the column block).
+    vals : ndarray of shape (tile_nnz,) or (0,)
+        Values; ignored when ``binary`` (every value is 1).
+    binary : bool
+        Whether the data is binary.
+    segment_ptr : ndarray of shape (n_segments + 1,) or (0,), int64
+        When empty, ``order`` is a permutation of the nonzeros. Otherwise ``order`` is a
+        permutation of segments ``segment_ptr[s]:segment_ptr[s + 1]`` visited in storage
+        order inside each segment.
+    order : ndarray, int64
+        Visit order (nonzeros or segments).
+    z, z_acc : ndarray of shape (n_rows_group,)
+        Dual block and its AdaGrad accumulators (updated in place).
+    z_lo, z_hi : ndarray of shape (n_rows_group,)
+        Dual box per row (already scaled by the row weight).
+    y : ndarray of shape (n_rows_group,)
+        Labels.
+    inv_weight : ndarray of shape (n_rows_group,)
+        ``1 / c_i`` (0 for rows of weight 0, whose box is ``[0, 0]``).
+    inv_row_nnz : ndarray of shape (n_rows_group,)
+        ``1 / |Omega_i|`` over the whole dataset.
+    z_snap, v_snap : ndarray of shape (n_rows_group,) or (0,)
+        SVRG snapshot ``z`` and ``X w_snap`` (unused unless ``svrg``).
+    w, w_acc : ndarray of shape (n_cols_block,)
+        Primal block and its AdaGrad accumulators (updated in place).
+    inv_col_nnz : ndarray of shape (n_cols_block,)
+        ``1 / |Omegabar_j|`` over the whole dataset.
+    w_snap, u_snap : ndarray of shape (n_cols_block,) or (0,)
+        SVRG snapshot ``w`` and ``X^T z_snap`` (unused unless ``svrg``).
+    w_bound : float
+        Box ``[-w_bound, w_bound]`` on every primal coordinate (``inf`` for none).
+    loss_code, loss_params, reg_code, reg_params
+        Loss and separable regularizer as scalar-op codes.
+    alpha : float
+        Regularization strength.
+    inv_n : float
+        ``1 / n_samples`` over the whole dataset.
+    eta_w, eta_z : float
+        Primal and dual steps (the AdaGrad base step when ``adagrad``).
+    adagrad : bool
+        Per-coordinate AdaGrad steps ``eta / sqrt(acc + eps)``.
+    eps : float
+        AdaGrad regularizer.
+    svrg : bool
+        Use the variance-reduced coupling terms.
+    reg_step : int
+        :data:`REG_GRADIENT` (subgradient of ``R`` inside the step, as in (8)) or
+        :data:`REG_PROX` (proximal step on ``R``).
+    """
+    n_items = order.shape[0]
+    use_segments = segment_ptr.shape[0] > 0
+    for item in range(n_items):
+        if use_segments:
+            start = segment_ptr[order[item]]
+            stop = segment_ptr[order[item] + 1]
+        else:
+            start = order[item]
+            stop = start + 1
+        for e in range(start, stop):
+            i = rows[e]
+            j = cols[e]
+            x = 1.0 if binary else np.float64(vals[e])
+            wj = w[j]
+            zi = z[i]
+            # coupling terms of the w and z partial gradients
+            if svrg:
+                cw = ((zi - z_snap[i]) * x + u_snap[j] * inv_col_nnz[j]) * inv_n
+                cz = ((wj - w_snap[j]) * x + v_snap[i] * inv_row_nnz[i]) * inv_n
+            else:
+                cw = zi * x * inv_n
+                cz = wj * x * inv_n
+            gz = cz - conjugate_slope(loss_code, loss_params, zi * inv_weight[i], y[i]) * (
+                inv_n * inv_row_nnz[i]
+            )
+            if reg_step == REG_GRADIENT:
+                gw = alpha * scalar.reg_subgradient(reg_code, reg_params, wj) * inv_col_nnz[j] + cw
+            else:
+                gw = cw
+            if adagrad:
+                acc_w = w_acc[j] + gw * gw
+                acc_z = z_acc[i] + gz * gz
+                w_acc[j] = acc_w
+                z_acc[i] = acc_z
+                step_w = eta_w / math.sqrt(acc_w + eps)
+                step_z = eta_z / math.sqrt(acc_z + eps)
+            else:
+                step_w = eta_w
+                step_z = eta_z
+            new_w = wj - step_w * gw
+            if reg_step == REG_PROX:
+                new_w = scalar.reg_prox(
+                    reg_code, reg_params, new_w, step_w * alpha * inv_col_nnz[j]
+                )
+            if new_w > w_bound:
+                new_w = w_bound
+            elif new_w < -w_bound:
+                new_w = -w_bound
+            new_z = zi + step_z * gz
+            if new_z > z_hi[i]:
+                new_z = z_hi[i]
+            elif new_z < z_lo[i]:
+                new_z = z_lo[i]
+            w[j] = new_w
+            z[i] = new_z
+
+
+@njit
+def tile_read_only(rows, cols, vals, binary, segment_ptr, order, w, z):
+    """Bare loop with the same memory traffic as :func:`dso_tile` and no arithmetic.
+
+    Reads every nonzero, its ``w`` and ``z`` entries in the given order, and returns a sum
+    (so that the reads cannot be optimized away). The benchmark's throughput baseline.
+
+    Parameters
+    ----------
+    rows, cols, vals, binary, segment_ptr, order
+        As in :func:`dso_tile`.
+    w : ndarray of shape (n_cols_block,)
+    z : ndarray of shape (n_rows_group,)
+
+    Returns
+    -------
+    total : float
+    """
+    total = 0.0
+    use_segments = segment_ptr.shape[0] > 0
+    for item in range(order.shape[0]):
+        if use_segments:
+            start = segment_ptr[order[item]]
+            stop = segment_ptr[order[item] + 1]
+        else:
+            start = order[item]
+            stop = start + 1
+        for e in range(start, stop):
+            x = 1.0 if binary else np.float64(vals[e])
+            total += w[cols[e]] * x + z[rows[e]]
+    return total
+
+
+@njit
+def dual_boxes(loss_code, loss_params, y, weight, z_lo, z_hi, z0):
+    """Dual box and starting point of every row, in place.
+
+    The box is ``c_i`` times the loss's dual domain for the label (logistic: shrunk by
+    :data:`LOGISTIC_MARGIN` at both ends, App. A). The start is ``c_i loss'(0, y_i)``
+    projected onto the box: the dual point that matches ``w = 0``, optimal for empty rows.
+
+    Parameters
+    ----------
+    loss_code, loss_params
+        Loss as scalar-op code.
+    y, weight : ndarray of shape (n_rows,)
+        Labels and row weights.
+    z_lo, z_hi, z0 : ndarray of shape (n_rows,)
+        Outputs.
+    """
+    for i in range(y.shape[0]):
+        lo, hi = scalar.loss_dual_bounds(loss_code, loss_params, y[i])
+        if loss_code == LOGISTIC:
+            lo = lo + LOGISTIC_MARGIN
+            hi = hi - LOGISTIC_MARGIN
+        lo = lo * weight[i]
+        hi = hi * weight[i]
+        z_lo[i] = lo
+        z_hi[i] = hi
+        start = weight[i] * scalar.loss_derivative(loss_code, loss_params, 0.0, y[i])
+        z0[i] = min(max(start, lo), hi)
+
+
+@njit
+def tile_products(rows, cols, vals, binary, z, w, xt_z, x_w):
+    """Add ``X_tile^T z`` to ``xt_z`` and ``X_tile w`` to ``x_w`` (SVRG snapshot vectors).
+
+    Parameters
+    ----------
+    rows, cols, vals, binary
+        As in :func:`dso_tile`.
+    z : ndarray of shape (n_rows_group,)
+    w : ndarray of shape (n_cols_block,)
+    xt_z : ndarray of shape (n_cols_block,)
+        Accumulated in place.
+    x_w : ndarray of shape (n_rows_group,)
+        Accumulated in place.
+    """
+    for e in range(rows.shape[0]):
+        x = 1.0 if binary else np.float64(vals[e])
+        xt_z[cols[e]] += x * z[rows[e]]
+        x_w[rows[e]] += x * w[cols[e]]
+
+
+@njit
+def dcd_local(
+    indptr,
+    indices,
+    vals,
+    binary,
+    y,
+    weight,
+    loss_code,
+    alpha,
+    n_passes,
+    orders,
+    a,
+    w,
+):
+    """Local dual coordinate ascent (Hsieh et al.) on one row group, in place.
+
+    Solves ``min_w alpha/2 ||w||^2 + (1/m_q) sum_i c_i loss(x_i.w, y_i)`` over the rows of
+    the group in DSO's folded convention: ``a_i in [0, c_i]`` and
+    ``w = sum_i a_i y_i x_i / (alpha m_q)``. Hinge uses the exact coordinate maximizer;
+    logistic a few safeguarded Newton steps (Yu, Huang and Lin) kept inside
+    ``[c_i e, c_i (1 - e)]`` with ``e`` = :data:`LOGISTIC_MARGIN`.
+
+    Parameters
+    ----------
+    indptr, indices, vals, binary
+        CSR rows of the group (``vals`` ignored when ``binary``).
+    y, weight : ndarray of shape (m_q,)
+    loss_code : int
+        :data:`HINGE` or :data:`LOGISTIC`.
+    alpha : float
+    n_passes : int
+    orders : ndarray of shape (n_passes, m_q), int64
+        Row order of each pass.
+    a : ndarray of shape (m_q,)
+        Dual start, updated in place.
+    w : ndarray of shape (n_features,)
+        Must equal ``sum_i a_i y_i x_i / (alpha m_q)`` on entry; updated in place.
+    """
+    m_q = y.shape[0]
+    scale = 1.0 / (alpha * m_q)
+    for t in range(n_passes):
+        for k in range(m_q):
+            i = orders[t, k]
+            c = weight[i]
+            start = indptr[i]
+            stop = indptr[i + 1]
+            if stop == start or c == 0.0:
+                continue
+            margin = 0.0
+            norm_sq = 0.0
+            for e in range(start, stop):
+                x = 1.0 if binary else np.float64(vals[e])
+                margin += w[indices[e]] * x
+                norm_sq += x * x
+            margin *= y[i]
+            ai = a[i]
+            if loss_code == HINGE:
+                new_a = ai + (1.0 - margin) / (norm_sq * scale)
+                new_a = min(max(new_a, 0.0), c)
+            else:
+                # maximize c H(s / c) - s (margin - ai q) - s^2 q / 2 over s, q = ||x||^2 scale
+                q = norm_sq * scale
+                rest = margin - ai * q
+                lo = c * LOGISTIC_MARGIN
+                hi = c * (1.0 - LOGISTIC_MARGIN)
+                s = min(max(ai, lo), hi)
+                for _ in range(25):
+                    grad = math.log((c - s) / s) - rest - s * q
+                    hess = c / (s * (c - s)) + q
+                    step = s + grad / hess
+                    if step <= lo or step >= hi:
+                        # Newton left the interval: bisect towards the violated end
+                        step = 0.5 * (s + (lo if step <= lo else hi))
+                    if abs(step - s) <= 1e-15 * c:
+                        s = step
+                        break
+                    s = step
+                new_a = s
+            delta = (new_a - ai) * y[i] * scale
+            if delta != 0.0:
+                for e in range(start, stop):
+                    x = 1.0 if binary else np.float64(vals[e])
+                    w[indices[e]] += delta * x
+            a[i] = new_a

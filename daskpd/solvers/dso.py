@@ -1,0 +1,1195 @@
+"""DSO: distributed stochastic saddle-point optimization on a p x p grid of tiles.
+
+Matsushima, Yun, Zhang and Vishwanathan, "Distributed Stochastic Optimization of the
+Regularized Risk". The objective is written as a saddle function that is a sum over the
+nonzeros of ``X``; one update touches one primal and one dual coordinate
+(:func:`daskpd.kernels.dso.dso_tile`). Rows are cut into ``p`` row groups ``I_q`` (their data
+and dual block ``z_q`` stay on one worker) and columns into ``p`` blocks ``J_r`` (the primal
+blocks ``w_r`` travel around a ring). In round ``r`` of an epoch, task ``q`` updates tile
+``(q, sigma_r(q))`` with ``sigma_r(q) = (q + r) mod p`` (0-based).
+
+Translation table (paper -> code): ``m`` -> ``n_samples``, ``lambda`` -> ``alpha``,
+``alpha_i`` -> ``-z_i``, ``w^{(r)}`` -> ``w`` block ``r``, ``Omega^{(q,r)}`` -> tile
+``(q, r)``, ``|Omega_i|`` / ``|Omegabar_j|`` -> ``row_nnz`` / ``col_nnz``, ``eta_t`` ->
+``eta0 / sqrt(epoch)``, ``t`` -> ``epoch``, ``p`` -> ``grid``.
+
+The Dask graph of an epoch is a dataflow, not a sequence of barriers: task ``(r, q)`` depends
+only on ``z`` block ``q`` (from task ``(r - 1, q)``) and on ``w`` block ``sigma_r(q)`` (from task
+``(r - 1, q + 1)``). Lemma 2 of the paper makes any such execution equal, bit for bit, to the
+serial replay :func:`serial_replay` in the order (epoch, round, row group, visit order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from daskpd.kernels import dso as kernels
+from daskpd.kernels import scalar
+from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
+
+__all__ = ["DSO", "DSOOptions", "serial_replay"]
+
+_STEPS = ("adagrad", "sqrt")
+_ORDERS = ("random", "rows", "storage")
+_INITS = ("zero", "dcd")
+_REG_STEPS = ("auto", "gradient", "prox")
+_REPORTS = ("last", "average")
+
+
+@dataclass(frozen=True)
+class DSOOptions:
+    """Options of :class:`DSO`.
+
+    Parameters
+    ----------
+    grid : int or None, default=None
+        ``p``: the data is cut into ``p`` row groups and ``p`` column blocks (``p * p``
+        tiles). Must be a multiple of the number of Dask workers. ``None``: the number of
+        workers for in-memory data, else the smallest grid stored with the dataset that is a
+        multiple of the number of workers.
+    step : {"adagrad", "sqrt"}, default="adagrad"
+        ``"sqrt"``: ``eta_t = eta0 / sqrt(epoch)`` as in Algorithm 1; ``"adagrad"``: per
+        coordinate ``eta0 / sqrt(sum of squared partial gradients + adagrad_eps)`` (the
+        accumulators of ``w`` travel with the ``w`` blocks, those of ``z`` stay).
+    eta0 : float or None, default=None
+        Primal step. ``None``: 0.5 for AdaGrad; ``min(1 / alpha, n_samples)`` for ``"sqrt"``.
+    dual_eta0 : float or None, default=None
+        Dual step; ``None``: 0.5 for AdaGrad, ``eta0`` for ``"sqrt"`` (the paper's single step).
+    adagrad_eps : float, default=1e-12
+        Added to the AdaGrad accumulators.
+    visit_order : {"random", "rows", "storage"}, default="random"
+        Order of the nonzeros inside a tile: a permutation drawn per (epoch, row group,
+        column block); a permutation of the tile's rows (each row's nonzeros in storage
+        order); or storage order.
+    init : {"zero", "dcd"}, default="zero"
+        ``"zero"``: ``w = 0`` and ``z_i = c_i loss'(0, y_i)`` projected on the dual box;
+        ``"dcd"``: ``dcd_passes`` passes of local dual coordinate ascent on every row group,
+        then ``w`` = the row-count-weighted average of the local ``w`` (App. A; hinge or
+        logistic with L2).
+    dcd_passes : int, default=20
+        Passes of the local dual coordinate ascent of ``init="dcd"``.
+    svrg_every : int, default=0
+        Take an SVRG snapshot at the start of every ``svrg_every``-th epoch and use
+        variance-reduced coupling terms (0: off).
+    regularizer_step : {"auto", "gradient", "prox"}, default="auto"
+        How the regularizer enters the primal step: its (sub)gradient as in update (8), or
+        a proximal step; ``"auto"``: gradient for L2, prox for L1 and elastic net.
+    w_box : bool, default=True
+        Project every primal coordinate on ``[-B, B]``, a box known to contain the
+        solution (App. A: ``B = 1/sqrt(alpha)`` for hinge and ``sqrt(log 2 / alpha)`` for
+        logistic with L2; otherwise from ``alpha R(w*) <= P(0)``).
+    report : {"last", "average"}, default="last"
+        Which iterate :meth:`DSO.iterate` reports as ``w``/``z`` (both are always kept).
+    tile_cache_bytes : int or None, default=None
+        Bytes of tiles each worker process keeps in memory between epochs (tiles that fit
+        are kept, the rest re-read from zarr every epoch). ``None``: a quarter of the
+        worker's memory limit (of the machine's memory without a worker).
+    """
+
+    grid: int | None = None
+    step: str = "adagrad"
+    eta0: float | None = None
+    dual_eta0: float | None = None
+    adagrad_eps: float = 1e-12
+    visit_order: str = "random"
+    init: str = "zero"
+    dcd_passes: int = 20
+    svrg_every: int = 0
+    regularizer_step: str = "auto"
+    w_box: bool = True
+    report: str = "last"
+    tile_cache_bytes: int | None = None
+
+    def __post_init__(self):
+        for name, value, valid in (
+            ("step", self.step, _STEPS),
+            ("visit_order", self.visit_order, _ORDERS),
+            ("init", self.init, _INITS),
+            ("regularizer_step", self.regularizer_step, _REG_STEPS),
+            ("report", self.report, _REPORTS),
+        ):
+            if value not in valid:
+                raise ValueError(f"{name} must be one of {', '.join(valid)}; got {value!r}")
+        if self.grid is not None and (
+            isinstance(self.grid, bool)
+            or not isinstance(self.grid, int | np.integer)
+            or self.grid < 1
+        ):
+            raise ValueError(f"grid must be a positive integer, got {self.grid!r}")
+        for name in ("eta0", "dual_eta0"):
+            value = getattr(self, name)
+            if value is not None and not (float(value) > 0 and math.isfinite(float(value))):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not float(self.adagrad_eps) >= 0:
+            raise ValueError(f"adagrad_eps must be >= 0, got {self.adagrad_eps!r}")
+        if int(self.dcd_passes) < 1:
+            raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
+        if int(self.svrg_every) < 0:
+            raise ValueError(f"svrg_every must be >= 0, got {self.svrg_every!r}")
+        if self.tile_cache_bytes is not None and int(self.tile_cache_bytes) < 0:
+            raise ValueError(f"tile_cache_bytes must be >= 0, got {self.tile_cache_bytes!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# settings shared by every task of a run
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """Constants of a run that every task needs (small; shipped with each task)."""
+
+    grid: int
+    n_samples: int
+    n_features: int
+    binary: bool
+    loss_code: int
+    loss_params: np.ndarray
+    reg_code: int
+    reg_params: np.ndarray
+    alpha: float
+    w_bound: float
+    adagrad: bool
+    eps: float
+    eta0: float
+    dual_eta0: float
+    reg_step: int
+    visit_order: str
+    svrg_every: int
+    cache_bytes: int | None
+    report_average: bool
+
+    def steps(self, epoch):
+        """Primal and dual steps of an epoch."""
+        if self.adagrad:
+            return self.eta0, self.dual_eta0
+        root = math.sqrt(epoch)
+        return self.eta0 / root, self.dual_eta0 / root
+
+    def snapshot_epoch(self, epoch):
+        """Whether an SVRG snapshot is taken at the start of ``epoch``."""
+        return self.svrg_every > 0 and (epoch - 1) % self.svrg_every == 0
+
+
+def _settings(problem, data, options, grid):
+    loss, reg = problem.loss, problem.regularizer
+    alpha = float(problem.alpha)
+    n = int(data.n_samples)
+    if options.step == "adagrad":
+        eta0 = 0.5 if options.eta0 is None else float(options.eta0)
+        dual_eta0 = 0.5 if options.dual_eta0 is None else float(options.dual_eta0)
+    else:
+        eta0 = min(1.0 / alpha, float(n)) if options.eta0 is None else float(options.eta0)
+        dual_eta0 = eta0 if options.dual_eta0 is None else float(options.dual_eta0)
+    reg_step = options.regularizer_step
+    if reg_step == "auto":
+        reg_step = "gradient" if reg.code == scalar.L2 else "prox"
+    return _Settings(
+        grid=int(grid),
+        n_samples=n,
+        n_features=int(data.n_features),
+        binary=bool(data.binary),
+        loss_code=int(loss.code),
+        loss_params=np.asarray(loss.params, dtype=np.float64),
+        reg_code=int(reg.code),
+        reg_params=np.asarray(reg.params, dtype=np.float64),
+        alpha=alpha,
+        w_bound=_w_bound(problem, data) if options.w_box else math.inf,
+        adagrad=options.step == "adagrad",
+        eps=float(options.adagrad_eps),
+        eta0=eta0,
+        dual_eta0=dual_eta0,
+        reg_step=kernels.REG_GRADIENT if reg_step == "gradient" else kernels.REG_PROX,
+        visit_order=options.visit_order,
+        svrg_every=int(options.svrg_every),
+        cache_bytes=None if options.tile_cache_bytes is None else int(options.tile_cache_bytes),
+        report_average=options.report == "average",
+    )
+
+
+def _row_weights(problem, data, y, start, stop):
+    """Row weights ``c_i = sample_weight_i * class_weight[y_i]`` of rows ``start:stop``."""
+    weights = np.ones(stop - start, dtype=np.float64)
+    if getattr(data, "has_sample_weight", False):
+        sample = data.sample_weight_rows(start, stop)
+        if sample is not None:
+            weights *= np.asarray(sample, dtype=np.float64)
+    class_weight = getattr(problem, "class_weight", None)
+    if class_weight is not None:
+        resolved = _resolve_class_weight(class_weight, data)
+        for label, value in resolved.items():
+            weights[y == label] *= float(value)
+    return weights
+
+
+def _resolve_class_weight(class_weight, data):
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be a dict or 'balanced', got {class_weight!r}")
+        counts = {float(k): int(v) for k, v in dict(data.label_counts).items()}
+        total = sum(counts.values())
+        return {label: total / (len(counts) * count) for label, count in counts.items()}
+    return {float(k): float(v) for k, v in dict(class_weight).items()}
+
+
+def _w_bound(problem, data):
+    """Half-width of a box that contains the primal solution."""
+    loss, reg, alpha = problem.loss, problem.regularizer, float(problem.alpha)
+    y = np.asarray(data.y, dtype=np.float64)
+    weights = _row_weights(problem, data, y, 0, y.shape[0])
+    mean_weight = float(weights.mean()) if weights.size else 0.0
+    if reg.code == scalar.L2 and loss.code == scalar.HINGE:
+        return math.sqrt(mean_weight / alpha)
+    if reg.code == scalar.L2 and loss.code == scalar.LOGISTIC:
+        return math.sqrt(mean_weight * math.log(2.0) / alpha)
+    # alpha R(w*) <= P(w*) <= P(0) and R_j(w_j) <= R(w) bound every coordinate.
+    p0 = float(np.mean(weights * _loss_at_zero(loss, y))) if y.size else 0.0
+    budget = p0 / alpha
+    if reg.code == scalar.L2:
+        return math.sqrt(2.0 * budget)
+    if reg.code == scalar.L1:
+        return budget
+    ratio = float(reg.params[0])
+    if ratio >= 1.0:
+        return budget
+    quad = 0.5 * (1.0 - ratio)
+    # largest |w| with ratio |w| + quad w^2 <= budget
+    return (-ratio + math.sqrt(ratio * ratio + 4.0 * quad * budget)) / (2.0 * quad)
+
+
+def _loss_at_zero(loss, y):
+    return np.array(
+        [scalar.loss_value(int(loss.code), np.asarray(loss.params, np.float64), 0.0, v) for v in y]
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# tiles: read by the task on the worker that owns the row group
+
+
+_CACHE_LOCK = threading.Lock()
+_TILE_CACHE: dict = {}
+_CACHE_USED = [0]
+
+
+def _cache_budget(requested):
+    if requested is not None:
+        return requested
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+        if limit:
+            return int(limit) // 4
+    except (ImportError, ValueError, AttributeError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total) // 4
+    except ImportError:
+        return 0
+
+
+def _segments(rows):
+    """Start offsets of the runs of equal row ids of a tile (its rows), plus the end."""
+    if rows.shape[0] == 0:
+        return np.zeros(1, dtype=np.int64)
+    starts = np.flatnonzero(rows[1:] != rows[:-1]) + 1
+    return np.concatenate(([0], starts, [rows.shape[0]])).astype(np.int64)
+
+
+def _load_tile(source, settings, q, r):
+    """Return ``(rows, cols, vals, segment_ptr)`` of tile ``(q, r)``.
+
+    ``source`` is a dataset (``tile(P, q, r)``) or the tile's ``(rows, cols, vals)``. Tiles of
+    on-disk datasets are memoized per process within ``settings.cache_bytes``.
+    """
+    path = getattr(source, "path", None)
+    key = None
+    if path is not None:
+        key = (str(path), int(getattr(source, "nnz", -1)), settings.grid, q, r)
+        with _CACHE_LOCK:
+            hit = _TILE_CACHE.get(key)
+        if hit is not None:
+            return hit
+    if isinstance(source, tuple):
+        rows, cols, vals = source
+    else:
+        rows, cols, vals = source.tile(settings.grid, q, r)
+    rows = np.ascontiguousarray(rows, dtype=np.int32)
+    cols = np.ascontiguousarray(cols, dtype=np.int32)
+    if settings.binary or vals is None:
+        vals = np.zeros(0, dtype=np.float64)
+    else:
+        vals = np.ascontiguousarray(vals)
+    segment_ptr = _segments(rows) if settings.visit_order == "rows" else np.zeros(0, np.int64)
+    tile = (rows, cols, vals, segment_ptr)
+    if key is not None:
+        size = rows.nbytes + cols.nbytes + vals.nbytes + segment_ptr.nbytes
+        with _CACHE_LOCK:
+            # Keep, never evict: the access pattern is cyclic, where LRU eviction would
+            # throw away exactly the tile needed next.
+            if _CACHE_USED[0] + size <= _cache_budget(settings.cache_bytes):
+                _TILE_CACHE[key] = tile
+                _CACHE_USED[0] += size
+    return tile
+
+
+def _visit_order(tile, settings, seed, epoch, q, r):
+    """The visit order of tile ``(q, r)`` in ``epoch`` (a function of the seed only)."""
+    rows, _, _, segment_ptr = tile
+    if settings.visit_order == "rows":
+        n_items = segment_ptr.shape[0] - 1
+    else:
+        n_items = rows.shape[0]
+    if settings.visit_order == "storage":
+        return np.arange(n_items, dtype=np.int64)
+    tile_seed = block_seeds(epoch_seed(seed, epoch), settings.grid * settings.grid)[
+        q * settings.grid + r
+    ]
+    return np.random.default_rng(tile_seed).permutation(n_items).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# tasks (pure: they copy what they mutate)
+
+
+def _row_constants_task(source, problem, settings, start, stop):
+    """Per-row constants of one row group and its starting dual block."""
+    y = np.asarray(source.y[start:stop], dtype=np.float64)
+    weights = _row_weights(problem, source, y, start, stop)
+    row_nnz = np.asarray(source.row_nnz[start:stop], dtype=np.float64)
+    inv_row_nnz = np.divide(1.0, row_nnz, out=np.zeros_like(row_nnz), where=row_nnz > 0)
+    inv_weight = np.divide(1.0, weights, out=np.zeros_like(weights), where=weights > 0)
+    z_lo = np.empty_like(y)
+    z_hi = np.empty_like(y)
+    z0 = np.empty_like(y)
+    kernels.dual_boxes(settings.loss_code, settings.loss_params, y, weights, z_lo, z_hi, z0)
+    return {
+        "y": y,
+        "weight": weights,
+        "inv_weight": inv_weight,
+        "inv_row_nnz": inv_row_nnz,
+        "z_lo": z_lo,
+        "z_hi": z_hi,
+        "z0": z0,
+    }
+
+
+def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_col_nnz):
+    """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states."""
+    tile = _load_tile(source, settings, q, r)
+    rows, cols, vals, segment_ptr = tile
+    z, z_acc, z_snap, v_snap = zstate
+    w, w_acc, w_snap, u_snap = wstate
+    z, z_acc, w, w_acc = z.copy(), z_acc.copy(), w.copy(), w_acc.copy()
+    order = _visit_order(tile, settings, seed, epoch, q, r)
+    eta_w, eta_z = settings.steps(epoch)
+    kernels.dso_tile(
+        rows, cols, vals, settings.binary, segment_ptr, order,
+        z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
+        rowc["inv_row_nnz"], z_snap, v_snap,
+        w, w_acc, inv_col_nnz, w_snap, u_snap, settings.w_bound,
+        settings.loss_code, settings.loss_params, settings.reg_code, settings.reg_params,
+        settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
+        settings.eps, settings.svrg_every > 0, settings.reg_step,
+    )  # fmt: skip
+    return (z, z_acc, z_snap, v_snap), (w, w_acc, w_snap, u_snap)
+
+
+def _products_task(source, settings, q, r, z, w):
+    """``(X_qr^T z_q, X_qr w_r)`` of tile ``(q, r)`` (an SVRG snapshot term)."""
+    rows, cols, vals, _ = _load_tile(source, settings, q, r)
+    xt_z = np.zeros(w.shape[0])
+    x_w = np.zeros(z.shape[0])
+    kernels.tile_products(rows, cols, vals, settings.binary, z, w, xt_z, x_w)
+    return xt_z, x_w
+
+
+def _sum_task(*parts):
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+def _snapshot_z_task(zstate, *x_w_parts):
+    z, z_acc, _, _ = zstate
+    return z, z_acc, z.copy(), _sum_task(*x_w_parts)
+
+
+def _snapshot_w_task(wstate, *xt_z_parts):
+    w, w_acc, _, _ = wstate
+    return w, w_acc, w.copy(), _sum_task(*xt_z_parts)
+
+
+def _average_task(average, state, count):
+    return average + (state[0] - average) / count
+
+
+def _dcd_task(source, settings, rowc, start, stop, n_passes, seed, q):
+    """Local dual coordinate ascent on row group ``q``; returns ``(z_q, m_q/n * w_q)``."""
+    import scipy.sparse as sp
+
+    X, _ = source.read_rows(start, stop)
+    X = sp.csr_matrix(X)
+    indptr = X.indptr.astype(np.int64)
+    indices = X.indices.astype(np.int32)
+    vals = np.asarray(X.data, dtype=np.float64)
+    y = rowc["y"]
+    m_q = y.shape[0]
+    rng = np.random.default_rng(block_seeds(seed, settings.grid)[q])
+    orders = np.stack([rng.permutation(m_q) for _ in range(n_passes)]).astype(np.int64)
+    if m_q == 0:
+        return rowc["z0"].copy(), np.zeros(settings.n_features)
+    a = np.zeros(m_q)
+    if settings.loss_code == scalar.LOGISTIC:
+        a = rowc["weight"] * 0.5
+    w = np.zeros(settings.n_features)
+    scale = 1.0 / (settings.alpha * m_q)
+    # w must start consistent with a: w = sum_i a_i y_i x_i / (alpha m_q)
+    w += np.asarray(X.T @ (a * y), dtype=np.float64).ravel() * scale
+    kernels.dcd_local(
+        indptr, indices, vals, False, y, rowc["weight"], settings.loss_code,
+        settings.alpha, n_passes, orders, a, w,
+    )  # fmt: skip
+    row_nnz = np.diff(indptr)
+    z = np.where(row_nnz > 0, -y * a, rowc["z0"])
+    z = np.clip(z, rowc["z_lo"], rowc["z_hi"])
+    return z, w * (m_q / settings.n_samples)
+
+
+# --------------------------------------------------------------------------------------------
+# execution backends: plain dask.compute (in-process) or futures on a distributed client
+
+
+class _LocalGraph:
+    """Builds one epoch as ``dask.delayed`` calls and runs it with a single ``dask.compute``."""
+
+    def __init__(self):
+        import dask
+
+        self._delayed = dask.delayed
+
+    def call(self, fn, *args, nout=None, worker=None, name=None):
+        return self._delayed(fn, pure=False, nout=nout)(*args)
+
+    def run(self, outputs):
+        import dask
+
+        return list(dask.compute(*outputs))
+
+
+class _ClientGraph:
+    """Submits one epoch as a wave of futures pinned to the worker owning each row group."""
+
+    def __init__(self, client, token):
+        self.client = client
+        self.token = token
+
+    def call(self, fn, *args, nout=None, worker=None, name=None):
+        pin = {} if worker is None else {"workers": [worker], "allow_other_workers": False}
+        key = f"dso-{name}-{self.token}"
+        future = self.client.submit(fn, *args, key=key, retries=2, **pin)
+        if nout is None:
+            return future
+        # Split on the same worker, so each part travels (or stays) on its own.
+        return tuple(
+            self.client.submit(operator.getitem, future, k, key=f"{key}-{k}", **pin)
+            for k in range(nout)
+        )
+
+    def run(self, outputs):
+        from distributed import wait
+
+        wait(outputs)
+        failed = [f for f in outputs if f.status == "error"]
+        if failed:
+            failed[0].result()
+        return list(outputs)
+
+
+# --------------------------------------------------------------------------------------------
+# state
+
+
+@dataclass(frozen=True)
+class _State:
+    """Everything of a run between epochs (arrays or futures, by block)."""
+
+    problem: Any
+    source: Any
+    settings: _Settings
+    seed: Any
+    client: Any
+    workers: tuple
+    token: str
+    row_bounds: np.ndarray
+    col_bounds: np.ndarray
+    row_consts: tuple
+    col_consts: tuple
+    tile_sources: tuple
+    zstates: tuple
+    wstates: tuple
+    z_avg: tuple
+    w_avg: tuple
+    epoch: int
+
+
+def _owner(settings, workers, q):
+    if not workers:
+        return None
+    # Contiguous row groups per worker: the ring step q + 1 -> q stays inside one worker
+    # for all but one row group of each worker.
+    return workers[q * len(workers) // settings.grid]
+
+
+def _graph(state_or_client, token):
+    if state_or_client is None:
+        return _LocalGraph()
+    return _ClientGraph(state_or_client, token)
+
+
+def _epoch_graph(state, epoch, graph):
+    """Add the tasks of one epoch to ``graph``; return the new blocks and averages."""
+    settings = state.settings
+    p = settings.grid
+    zstates = list(state.zstates)
+    wstates = list(state.wstates)
+    if settings.snapshot_epoch(epoch):
+        products = [
+            [
+                graph.call(
+                    _products_task,
+                    state.tile_sources[q][r],
+                    settings,
+                    q,
+                    r,
+                    _first(graph, zstates[q], state, q, f"e{epoch}-zs{q}-{r}"),
+                    _first(graph, wstates[r], state, q, f"e{epoch}-ws{q}-{r}"),
+                    nout=2,
+                    worker=_owner(settings, state.workers, q),
+                    name=f"e{epoch}-prod-{q}-{r}",
+                )  # fmt: skip
+                for r in range(p)
+            ]
+            for q in range(p)
+        ]
+        zstates = [
+            graph.call(
+                _snapshot_z_task,
+                zstates[q],
+                *[products[q][r][1] for r in range(p)],
+                worker=_owner(settings, state.workers, q),
+                name=f"e{epoch}-zsnap-{q}",
+            )  # fmt: skip
+            for q in range(p)
+        ]
+        wstates = [
+            graph.call(
+                _snapshot_w_task,
+                wstates[r],
+                *[products[q][r][0] for q in range(p)],
+                worker=_owner(settings, state.workers, r),
+                name=f"e{epoch}-wsnap-{r}",
+            )  # fmt: skip
+            for r in range(p)
+        ]
+    for rnd in range(p):
+        for q in range(p):
+            r = (q + rnd) % p
+            zstates[q], wstates[r] = graph.call(
+                _tile_task, state.tile_sources[q][r], settings, state.seed, epoch, q, r,
+                zstates[q], wstates[r], state.row_consts[q], state.col_consts[r],
+                nout=2, worker=_owner(settings, state.workers, q),
+                name=f"e{epoch}-r{rnd}-q{q}",
+            )  # fmt: skip
+    z_avg = [
+        graph.call(
+            _average_task,
+            state.z_avg[q],
+            zstates[q],
+            epoch,
+            worker=_owner(settings, state.workers, q),
+            name=f"e{epoch}-zavg-{q}",
+        )  # fmt: skip
+        for q in range(p)
+    ]
+    w_avg = [
+        graph.call(
+            _average_task,
+            state.w_avg[r],
+            wstates[r],
+            epoch,
+            worker=_owner(settings, state.workers, r),
+            name=f"e{epoch}-wavg-{r}",
+        )  # fmt: skip
+        for r in range(p)
+    ]
+    return zstates, wstates, z_avg, w_avg
+
+
+def _first(graph, block_state, state, q, name):
+    return graph.call(
+        operator.getitem,
+        block_state,
+        0,
+        worker=_owner(state.settings, state.workers, q),
+        name=name,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the solver
+
+
+def _grid_info(data, grid):
+    info = data.grid(grid)
+    return (
+        np.asarray(info.row_bounds, dtype=np.int64),
+        np.asarray(info.col_bounds, dtype=np.int64),
+    )
+
+
+def _has_grid(data, grid):
+    try:
+        return int(grid) in [int(g) for g in data.grids]
+    except (AttributeError, KeyError, TypeError):
+        return False
+
+
+def _is_on_disk(data):
+    return getattr(data, "path", None) is not None
+
+
+def _workers(client):
+    if client is None:
+        return ()
+    return tuple(sorted(client.scheduler_info()["workers"]))
+
+
+def _choose_grid(data, options, n_workers):
+    if options.grid is not None:
+        return int(options.grid)
+    if not _is_on_disk(data):
+        return max(1, n_workers)
+    grids = sorted(int(g) for g in getattr(data, "grids", []))
+    for g in grids:
+        if g % max(1, n_workers) == 0:
+            return g
+    return max(1, n_workers)
+
+
+def _ensure_grid(data, grid):
+    """Make sure ``data`` has the tiled layout of ``grid`` (made in memory for in-memory data)."""
+    if _has_grid(data, grid):
+        return data
+    if not _is_on_disk(data) and hasattr(data, "partition"):
+        partitioned = data.partition(grid)
+        return data if partitioned is None else partitioned
+    where = getattr(data, "path", "DATA")
+    raise ValueError(
+        f"dataset {where} has no tiled layout for grid {grid}; run "
+        f"`daskpd partition {where} --grid {grid}` first"
+    )
+
+
+@register_solver
+class DSO:
+    """Distributed stochastic saddle-point optimization (DSO) over a ``grid x grid`` tiling.
+
+    Supports the losses hinge, smoothed hinge, logistic, squared and absolute and the
+    regularizers L2, L1 and elastic net; row weights (``sample_weight`` times
+    ``class_weight``) scale the dual box. See the module docstring for the schedule and
+    :class:`DSOOptions` for the options.
+    """
+
+    name = "dso"
+    Options = DSOOptions
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def check(self, problem, data, options):
+        """Raise ``ValueError`` for anything DSO cannot do, before any Dask work.
+
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        options : DSOOptions
+        """
+        loss, reg = problem.loss, problem.regularizer
+        if int(getattr(loss, "code", -1)) not in kernels.DSO_LOSSES:
+            raise ValueError(
+                f"DSO does not support loss {getattr(loss, 'name', loss)!r}; supported: "
+                "hinge, smooth_hinge, logistic, squared, absolute"
+            )
+        if int(getattr(reg, "code", -1)) not in kernels.DSO_REGULARIZERS:
+            raise ValueError(
+                f"DSO does not support regularizer {getattr(reg, 'name', reg)!r}; supported: "
+                "l2, l1, elasticnet"
+            )
+        if not float(problem.alpha) > 0:
+            raise ValueError(f"DSO needs alpha > 0, got alpha={problem.alpha!r}")
+        if getattr(data, "layout", "csr") != "csr":
+            raise ValueError(f"DSO needs sparse (csr) data, got layout {data.layout!r}")
+        if options.init == "dcd" and not (
+            reg.code == scalar.L2 and loss.code in (scalar.HINGE, scalar.LOGISTIC)
+        ):
+            raise ValueError(
+                "init='dcd' needs the l2 regularizer with the hinge or logistic loss, got "
+                f"{getattr(loss, 'name', loss)!r} + {getattr(reg, 'name', reg)!r}"
+            )
+        if options.grid is not None:
+            self._check_grid(data, int(options.grid))
+
+    def _check_grid(self, data, grid):
+        n, d = int(data.n_samples), int(data.n_features)
+        if grid > min(n, d):
+            raise ValueError(
+                f"grid={grid} is too large for {n} rows and {d} columns (needs grid <= {min(n, d)})"
+            )
+        if _is_on_disk(data) and not _has_grid(data, grid):
+            raise ValueError(
+                f"dataset {data.path} has no tiled layout for grid {grid}; run "
+                f"`daskpd partition {data.path} --grid {grid}` first"
+            )
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        """Build the state of epoch 0 (one Dask compute or one wave of futures).
+
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        seed : numpy.random.SeedSequence
+            Root seed; epoch ``e``, tile ``(q, r)`` draws its order from
+            ``block_seeds(epoch_seed(seed, e), grid**2)[q * grid + r]``.
+        client : distributed.Client or None
+        options : DSOOptions
+        warm_start : Iterate, optional
+            Starting ``w`` (and ``z`` when it is an ndarray of length ``n_samples``).
+
+        Returns
+        -------
+        state
+        """
+        workers = _workers(client)
+        grid = _choose_grid(data, options, len(workers))
+        self._check_grid(data, grid)
+        if workers and grid % len(workers) != 0:
+            raise ValueError(
+                f"grid={grid} must be a multiple of the number of Dask workers ({len(workers)})"
+            )
+        data = _ensure_grid(data, grid)
+        settings = _settings(problem, data, options, grid)
+        row_bounds, col_bounds = _grid_info(data, grid)
+        token = _token()
+        p = grid
+        on_disk = _is_on_disk(data)
+        # On-disk rows are read by the worker owning the row group; in-memory data is
+        # already in this process, so its setup runs here and only the blocks are shipped.
+        graph = _graph(client if on_disk else None, token)
+        owner = [_owner(settings, workers, q) for q in range(p)]
+        row_consts = [
+            graph.call(
+                _row_constants_task,
+                data,
+                problem,
+                settings,
+                int(row_bounds[q]),
+                int(row_bounds[q + 1]),
+                worker=owner[q],
+                name=f"rows-{q}",
+            )  # fmt: skip
+            for q in range(p)
+        ]
+        outputs = list(row_consts)
+        use_dcd = options.init == "dcd" and warm_start is None
+        if use_dcd:
+            for q in range(p):
+                outputs += list(
+                    graph.call(
+                        _dcd_task,
+                        data,
+                        settings,
+                        row_consts[q],
+                        int(row_bounds[q]),
+                        int(row_bounds[q + 1]),
+                        int(options.dcd_passes),
+                        epoch_seed(seed, 1),
+                        q,
+                        nout=2,
+                        worker=owner[q],
+                        name=f"dcd-{q}",
+                    )  # fmt: skip
+                )
+        results = graph.run(outputs)
+        row_consts = results[:p]
+        if client is not None and on_disk:
+            local = client.gather(results)
+        else:
+            local = results
+        row_local = local[:p]
+        n = settings.n_samples
+        if warm_start is not None:
+            w = np.asarray(warm_start.w, dtype=np.float64).copy()
+            z_full = getattr(warm_start, "z", None)
+            z_blocks = [c["z0"].copy() for c in row_local]
+            if isinstance(z_full, np.ndarray) and z_full.shape == (n,):
+                z_blocks = [
+                    np.clip(z_full[row_bounds[q] : row_bounds[q + 1]], c["z_lo"], c["z_hi"])
+                    for q, c in enumerate(row_local)
+                ]
+        elif use_dcd:
+            z_blocks = [local[p + 2 * q] for q in range(p)]
+            w = np.sum([local[p + 2 * q + 1] for q in range(p)], axis=0)
+        else:
+            w = np.zeros(settings.n_features)
+            z_blocks = [c["z0"].copy() for c in row_local]
+        w = np.clip(w, -settings.w_bound, settings.w_bound)
+        empty = np.zeros(0)
+        zstates = [(z_blocks[q], np.zeros_like(z_blocks[q]), empty, empty) for q in range(p)]
+        wstates = [
+            (w[col_bounds[r] : col_bounds[r + 1]].copy(),
+             np.zeros(int(col_bounds[r + 1] - col_bounds[r])), empty, empty)
+            for r in range(p)
+        ]  # fmt: skip
+        z_avg = [np.zeros_like(zs[0]) for zs in zstates]
+        w_avg = [np.zeros_like(ws[0]) for ws in wstates]
+        col_nnz = np.asarray(data.col_nnz, dtype=np.float64)
+        inv_col = np.divide(1.0, col_nnz, out=np.zeros_like(col_nnz), where=col_nnz > 0)
+        col_consts = [inv_col[col_bounds[r] : col_bounds[r + 1]] for r in range(p)]
+        if on_disk:
+            sources = [[data] * p for _ in range(p)]
+        else:
+            sources = [[_plain_tile(data, grid, q, r) for r in range(p)] for q in range(p)]
+        if client is not None:
+            if not on_disk:
+                sources = [_scatter_to(client, row, owner[q]) for q, row in enumerate(sources)]
+                row_consts = _scatter_each(client, row_consts, owner)
+            col_consts = client.scatter(col_consts, broadcast=True, hash=False)
+            zstates = _scatter_each(client, zstates, owner)
+            z_avg = _scatter_each(client, z_avg, owner)
+            wstates = _scatter_each(client, wstates, owner)
+            w_avg = _scatter_each(client, w_avg, owner)
+        return _State(
+            problem=problem,
+            source=data,
+            settings=settings,
+            seed=seed,
+            client=client,
+            workers=workers,
+            token=token,
+            row_bounds=row_bounds,
+            col_bounds=col_bounds,
+            row_consts=tuple(row_consts),
+            col_consts=tuple(col_consts),
+            tile_sources=tuple(tuple(row) for row in sources),
+            zstates=tuple(zstates),
+            wstates=tuple(wstates),
+            z_avg=tuple(z_avg),
+            w_avg=tuple(w_avg),
+            epoch=0,
+        )
+
+    def run_epoch(self, state, epoch):
+        """Run one epoch: ``grid`` rounds of ``grid`` tile tasks, one compute or one wave.
+
+        Parameters
+        ----------
+        state
+            From :meth:`init`, :meth:`run_epoch` or :meth:`restore`.
+        epoch : int
+            1, 2, ...
+
+        Returns
+        -------
+        state
+        """
+        graph = _graph(state.client, f"{state.token}-{epoch}")
+        zstates, wstates, z_avg, w_avg = _epoch_graph(state, epoch, graph)
+        p = state.settings.grid
+        results = graph.run([*zstates, *wstates, *z_avg, *w_avg])
+        return dataclasses.replace(
+            state,
+            zstates=tuple(results[:p]),
+            wstates=tuple(results[p : 2 * p]),
+            z_avg=tuple(results[2 * p : 3 * p]),
+            w_avg=tuple(results[3 * p :]),
+            epoch=epoch,
+        )
+
+    def iterate(self, state):
+        """Return the current iterate; ``z`` stays by row group (futures on a cluster).
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        Iterate
+            ``w``/``z`` are the last iterate (or the averaged one with
+            ``report="average"``); ``w_avg``/``z_avg`` the other (``None`` at epoch 0).
+        """
+        client, p = state.client, state.settings.grid
+        owner = [_owner(state.settings, state.workers, q) for q in range(p)]
+        if client is None:
+            w = np.concatenate([ws[0] for ws in state.wstates])
+            w_avg = np.concatenate(state.w_avg)
+            z = [zs[0] for zs in state.zstates]
+        else:
+            w = np.concatenate([ws[0] for ws in client.gather(list(state.wstates))])
+            w_avg = np.concatenate(client.gather(list(state.w_avg)))
+            # z never leaves its worker: pick it out of the block state where it lives.
+            z = [
+                client.submit(
+                    operator.getitem,
+                    zs,
+                    0,
+                    key=f"dso-z-{state.token}-{state.epoch}-{q}",
+                    workers=[owner[q]],
+                )
+                for q, zs in enumerate(state.zstates)
+            ]
+        z_avg = list(state.z_avg)
+        if state.epoch == 0:
+            return Iterate(w=w, z=z, z_bounds=state.row_bounds)
+        if state.settings.report_average:
+            return Iterate(w=w_avg, z=z_avg, z_bounds=state.row_bounds, w_avg=w, z_avg=z)
+        return Iterate(w=w, z=z, z_bounds=state.row_bounds, w_avg=w_avg, z_avg=z_avg)
+
+    def state_arrays(self, state):
+        """Return every array needed to resume exactly (gathers the blocks once).
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        dict of str to ndarray
+        """
+        zstates, wstates, z_avg, w_avg = _local_blocks(state)
+        arrays = {
+            "epoch": np.asarray(state.epoch, dtype=np.int64),
+            "grid": np.asarray(state.settings.grid, dtype=np.int64),
+            "w": np.concatenate([ws[0] for ws in wstates]),
+            "w_acc": np.concatenate([ws[1] for ws in wstates]),
+            "z": np.concatenate([zs[0] for zs in zstates]),
+            "z_acc": np.concatenate([zs[1] for zs in zstates]),
+            "w_avg": np.concatenate(w_avg),
+            "z_avg": np.concatenate(z_avg),
+        }
+        if state.settings.svrg_every > 0:
+            arrays["w_snap"] = np.concatenate([ws[2] for ws in wstates])
+            arrays["u_snap"] = np.concatenate([ws[3] for ws in wstates])
+            arrays["z_snap"] = np.concatenate([zs[2] for zs in zstates])
+            arrays["v_snap"] = np.concatenate([zs[3] for zs in zstates])
+        return arrays
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        """Rebuild the state saved by :meth:`state_arrays`.
+
+        Parameters
+        ----------
+        problem, data, seed, client, options
+            As for :meth:`init`.
+        arrays : dict of str to ndarray
+
+        Returns
+        -------
+        state
+        """
+        grid = int(arrays["grid"])
+        if options.grid is not None and int(options.grid) != grid:
+            raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
+        options = dataclasses.replace(options, grid=grid, init="zero")
+        state = self.init(problem, data, seed=seed, client=client, options=options)
+        rb, cb = state.row_bounds, state.col_bounds
+        p = grid
+        svrg = state.settings.svrg_every > 0
+        empty = np.zeros(0)
+
+        def zpart(name, q):
+            return arrays[name][rb[q] : rb[q + 1]].copy() if svrg else empty
+
+        def wpart(name, r):
+            return arrays[name][cb[r] : cb[r + 1]].copy() if svrg else empty
+
+        zstates = [
+            (arrays["z"][rb[q] : rb[q + 1]].copy(), arrays["z_acc"][rb[q] : rb[q + 1]].copy(),
+             zpart("z_snap", q), zpart("v_snap", q))
+            for q in range(p)
+        ]  # fmt: skip
+        wstates = [
+            (arrays["w"][cb[r] : cb[r + 1]].copy(), arrays["w_acc"][cb[r] : cb[r + 1]].copy(),
+             wpart("w_snap", r), wpart("u_snap", r))
+            for r in range(p)
+        ]  # fmt: skip
+        z_avg = [arrays["z_avg"][rb[q] : rb[q + 1]].copy() for q in range(p)]
+        w_avg = [arrays["w_avg"][cb[r] : cb[r + 1]].copy() for r in range(p)]
+        if client is not None:
+            owner = [_owner(state.settings, state.workers, q) for q in range(p)]
+            zstates = _scatter_each(client, zstates, owner)
+            z_avg = _scatter_each(client, z_avg, owner)
+            wstates = _scatter_each(client, wstates, owner)
+            w_avg = _scatter_each(client, w_avg, owner)
+        return dataclasses.replace(
+            state,
+            zstates=tuple(zstates),
+            wstates=tuple(wstates),
+            z_avg=tuple(z_avg),
+            w_avg=tuple(w_avg),
+            epoch=int(arrays["epoch"]),
+        )
+
+
+def _local_blocks(state):
+    zstates, wstates = list(state.zstates), list(state.wstates)
+    z_avg, w_avg = list(state.z_avg), list(state.w_avg)
+    if state.client is not None:
+        zstates, wstates, z_avg, w_avg = state.client.gather([zstates, wstates, z_avg, w_avg])
+    return zstates, wstates, z_avg, w_avg
+
+
+def _scatter_each(client, blocks, owner):
+    """Scatter block ``b`` to worker ``owner[b]`` (one future per block)."""
+    return [_scatter_to(client, block, owner[b]) for b, block in enumerate(blocks)]
+
+
+def _scatter_to(client, value, worker):
+    # A one-element list keeps tuples (block states, tiles) as one future.
+    return client.scatter([value], workers=[worker], hash=False)[0]
+
+
+def _token():
+    import uuid
+
+    return uuid.uuid4().hex[:12]
+
+
+def _plain_tile(data, grid, q, r):
+    rows, cols, vals = data.tile(grid, q, r)
+    return (np.asarray(rows), np.asarray(cols), None if vals is None else np.asarray(vals))
+
+
+# --------------------------------------------------------------------------------------------
+# serial replay (the reference of Lemma 2)
+
+
+def _seed_sequence(seed):
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    return np.random.SeedSequence(int(seed))
+
+
+def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
+    """Replay DSO's updates one by one on a single process, in the order of Lemma 2.
+
+    For each epoch, each round ``r`` and each row group ``q = 0 .. p - 1``, the nonzeros of
+    tile ``(q, (q + r) mod p)`` are appended in their visit order to one global sequence,
+    which a single kernel call then runs on the full ``w`` and ``z``. No blocks, no Dask: a
+    distributed run must equal this bit for bit.
+
+    Parameters
+    ----------
+    problem : daskpd.problem.Problem
+    data : Dataset or MemoryDataset
+        With the tiled layout of ``options.grid`` (made in memory for in-memory data).
+    n_epochs : int
+        Epochs to replay.
+    seed : int or numpy.random.SeedSequence, default=0
+        Root seed, as given to :meth:`DSO.init`.
+    options : DSOOptions, optional
+
+    Returns
+    -------
+    result : dict of str to ndarray
+        ``w``, ``z``, ``w_acc``, ``z_acc``, ``w_avg``, ``z_avg`` after ``n_epochs``.
+    """
+    options = options or DSOOptions()
+    seed = _seed_sequence(seed)
+    solver = DSO()
+    solver.check(problem, data, options)
+    state = solver.init(problem, data, seed=seed, client=None, options=options)
+    settings = state.settings
+    p = settings.grid
+    rb, cb = state.row_bounds, state.col_bounds
+    data = _ensure_grid(data, p)
+    arrays = solver.state_arrays(state)
+    w, w_acc, z, z_acc = arrays["w"], arrays["w_acc"], arrays["z"], arrays["z_acc"]
+    w_avg, z_avg = arrays["w_avg"], arrays["z_avg"]
+    consts = {
+        key: np.concatenate([c[key] for c in state.row_consts])
+        for key in ("z_lo", "z_hi", "y", "inv_weight", "inv_row_nnz")
+    }
+    inv_col_nnz = np.concatenate(state.col_consts)
+    tiles = {}
+    for q in range(p):
+        for r in range(p):
+            source = state.tile_sources[q][r]
+            tiles[q, r] = _load_tile(source, settings, q, r)
+    svrg = settings.svrg_every > 0
+    w_snap = u_snap = z_snap = v_snap = np.zeros(0)
+    for epoch in range(1, int(n_epochs) + 1):
+        if settings.snapshot_epoch(epoch):
+            w_snap, z_snap = w.copy(), z.copy()
+            u_snap = np.zeros_like(w)
+            v_snap = np.zeros_like(z)
+            for (q, r), (rows, cols, vals, _) in tiles.items():
+                xt_z = np.zeros(int(cb[r + 1] - cb[r]))
+                x_w = np.zeros(int(rb[q + 1] - rb[q]))
+                kernels.tile_products(
+                    rows, cols, vals, settings.binary, z[rb[q] : rb[q + 1]],
+                    w[cb[r] : cb[r + 1]], xt_z, x_w,
+                )  # fmt: skip
+                # Same summation order as the distributed snapshot tasks: over q, then r.
+                u_snap[cb[r] : cb[r + 1]] = _ordered_add(u_snap[cb[r] : cb[r + 1]], xt_z, q)
+                v_snap[rb[q] : rb[q + 1]] = _ordered_add(v_snap[rb[q] : rb[q + 1]], x_w, r)
+        sequence_rows, sequence_cols, sequence_vals = [], [], []
+        for rnd in range(p):
+            for q in range(p):
+                r = (q + rnd) % p
+                tile = tiles[q, r]
+                rows, cols, vals, segment_ptr = tile
+                order = _visit_order(tile, settings, seed, epoch, q, r)
+                if settings.visit_order == "rows":
+                    order = np.concatenate(
+                        [np.arange(segment_ptr[s], segment_ptr[s + 1]) for s in order]
+                        or [np.zeros(0, np.int64)]
+                    )
+                sequence_rows.append(rows[order].astype(np.int64) + rb[q])
+                sequence_cols.append(cols[order].astype(np.int64) + cb[r])
+                if not settings.binary:
+                    sequence_vals.append(vals[order])
+        rows = np.concatenate(sequence_rows)
+        cols = np.concatenate(sequence_cols)
+        vals = np.concatenate(sequence_vals) if sequence_vals else np.zeros(0)
+        eta_w, eta_z = settings.steps(epoch)
+        kernels.dso_tile(
+            rows, cols, vals, settings.binary, np.zeros(0, np.int64),
+            np.arange(rows.shape[0], dtype=np.int64),
+            z, z_acc, consts["z_lo"], consts["z_hi"], consts["y"], consts["inv_weight"],
+            consts["inv_row_nnz"], z_snap, v_snap,
+            w, w_acc, inv_col_nnz, w_snap, u_snap, settings.w_bound,
+            settings.loss_code, settings.loss_params, settings.reg_code, settings.reg_params,
+            settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
+            settings.eps, svrg, settings.reg_step,
+        )  # fmt: skip
+        w_avg = w_avg + (w - w_avg) / epoch
+        z_avg = z_avg + (z - z_avg) / epoch
+    return {"w": w, "z": z, "w_acc": w_acc, "z_acc": z_acc, "w_avg": w_avg, "z_avg": z_avg}
+
+
+def _ordered_add(total, part, index):
+    # The distributed snapshot sums parts starting from a copy of the first one.
+    return part.copy() if index == 0 else total + part
