@@ -1,0 +1,118 @@
+"""Per-block partial sums of the primal and dual objectives.
+
+For a row block with rows ``x_i``, labels ``y_i``, row weights ``c_i`` and dual values ``z_i``
+the kernels return
+
+- ``loss_sum = sum_i c_i loss(x_i . w, y_i)``,
+- ``conj_sum = sum_i (c_i loss)*(z_i) = sum_i c_i loss*(z_i / c_i, y_i)`` (``+inf`` if some z_i
+  leaves the domain; for ``c_i = 0`` the conjugate is the indicator of ``{0}``),
+
+and add ``X_block^T z`` into ``g_out`` (length n_features). When no dual values are given
+(``has_z = False``) the kernels use ``z_i = c_i loss'(x_i . w, y_i)``, the dual point that is
+optimal when ``w`` is. :class:`daskpd.problem.Problem` sums these over blocks and finishes the
+dual with the regularizer conjugate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskpd.kernels._config import njit
+from daskpd.kernels.scalar import loss_conjugate, loss_derivative, loss_value
+
+
+@njit
+def _weighted_conjugate(code, params, zi, yi, c):
+    if c == 0.0:
+        if zi == 0.0:
+            return 0.0
+        return np.inf
+    return c * loss_conjugate(code, params, zi / c, yi)
+
+
+@njit
+def csr_block_partial(
+    indptr, indices, data, binary, y, weight, weighted, w, code, params, z, has_z, g_out
+):
+    """Partial sums over a CSR row block.
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,), int64, starting at 0
+    indices : ndarray of shape (nnz,), int32
+    data : ndarray of shape (nnz,)
+        Stored values; ignored (may be empty) when ``binary``.
+    binary : bool
+        Every stored value is 1.
+    y : ndarray of shape (n_rows,), float64
+    weight : ndarray of shape (n_rows,), float64
+        Row weights ``c_i``; ignored (may be empty) unless ``weighted``.
+    weighted : bool
+    w : ndarray of shape (n_features,), float64
+    code : int
+        Loss code of :mod:`daskpd.kernels.scalar`.
+    params : ndarray of float64
+        Loss parameters.
+    z : ndarray of shape (n_rows,), float64
+        Dual values; ignored (may be empty) unless ``has_z``.
+    has_z : bool
+    g_out : ndarray of shape (n_features,), float64
+        Accumulator; ``X_block^T z`` is added to it in place.
+
+    Returns
+    -------
+    loss_sum, conj_sum : float
+    """
+    loss_sum = 0.0
+    conj_sum = 0.0
+    for i in range(indptr.shape[0] - 1):
+        start = indptr[i]
+        stop = indptr[i + 1]
+        t = 0.0
+        if binary:
+            for k in range(start, stop):
+                t += w[indices[k]]
+        else:
+            for k in range(start, stop):
+                t += data[k] * w[indices[k]]
+        c = weight[i] if weighted else 1.0
+        loss_sum += c * loss_value(code, params, t, y[i])
+        if has_z:
+            zi = z[i]
+        else:
+            zi = c * loss_derivative(code, params, t, y[i])
+        conj_sum += _weighted_conjugate(code, params, zi, y[i], c)
+        if zi != 0.0:
+            if binary:
+                for k in range(start, stop):
+                    g_out[indices[k]] += zi
+            else:
+                for k in range(start, stop):
+                    g_out[indices[k]] += zi * data[k]
+    return loss_sum, conj_sum
+
+
+@njit
+def dense_block_partial(X, y, weight, weighted, w, code, params, z, has_z, g_out):
+    """Partial sums over a dense row block ``X`` of shape (n_rows, n_features).
+
+    Same outputs and conventions as :func:`csr_block_partial`.
+    """
+    loss_sum = 0.0
+    conj_sum = 0.0
+    n_features = X.shape[1]
+    for i in range(X.shape[0]):
+        t = 0.0
+        for j in range(n_features):
+            t += X[i, j] * w[j]
+        c = weight[i] if weighted else 1.0
+        loss_sum += c * loss_value(code, params, t, y[i])
+        if has_z:
+            zi = z[i]
+        else:
+            zi = c * loss_derivative(code, params, t, y[i])
+        conj_sum += _weighted_conjugate(code, params, zi, y[i], c)
+        if zi != 0.0:
+            for j in range(n_features):
+                g_out[j] += zi * X[i, j]
+    return loss_sum, conj_sum

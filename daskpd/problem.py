@@ -1,0 +1,569 @@
+"""Primal, dual and duality gap of a regularized linear model over an out-of-core dataset.
+
+Objective (weighted, ``c_i = sample_weight_i * class_weight[y_i]``, both optional)::
+
+    P(w) = (1/n) sum_i c_i loss(x_i . w, y_i) + alpha R(w)
+
+Dual (SPDC's sign convention, ``loss(u) = sup_z z u - loss*(z)``)::
+
+    D(z) = -(1/n) sum_i c_i loss*(z_i / c_i, y_i) - alpha R*(-X^T z / (n alpha))
+
+Weak duality ``D(z) <= P(w)`` holds for every ``w`` and ``z``, so ``P(w) - D(z)`` bounds the
+suboptimality of ``w``. For constraint sets (``R`` an indicator, ``alpha R = R``) the last term is
+the support function ``R*(-X^T z / n)`` and ``alpha`` has no effect.
+
+**The dual point actually used.** Given ``z`` (or, when none is given, ``z_i = c_i
+loss'(x_i . w, y_i)``, which is dual-optimal when ``w`` is primal-optimal), the reported dual is
+``s A - alpha R*(s v)`` with ``A = -(1/n) sum_i c_i loss*(z_i / c_i)``, ``v = -X^T z / (n alpha)``
+and ``s = R.feasible_scale(v)`` in [0, 1]: 1 when ``R*`` is finite (L2, elastic net with
+``l1_ratio < 1``, constraint sets), and ``min(1, 1 / ||v||_*)`` for norms whose conjugate is the
+indicator of the dual-norm ball (L1, group lasso, l1/l-inf, trace norm). Every loss domain is an
+interval containing 0 and every ``loss*(0) = 0``, so ``s z`` stays feasible and, by convexity,
+``loss*(s z_i) <= s loss*(z_i)``; the reported value is therefore a lower bound on ``D(s z)``, hence
+on the optimum, and equals ``D(z)`` when ``s = 1``. The gap is ``>= 0`` always, and tends to 0 at
+an optimum when the loss is smooth (``z`` built from ``w`` converges to the dual optimum).
+
+For non-smooth losses (hinge, absolute, epsilon-insensitive) the dual built from ``w`` alone is
+valid but not tight: at the optimum, rows exactly on a kink need a fraction of the subgradient
+interval that ``w`` does not determine. Solvers that maintain a dual iterate pass it as ``z`` and
+get a gap that vanishes; from ``w`` alone the gap stays positive.
+
+Evaluation is one Dask compute: one task per row block runs the numba kernel of
+:mod:`daskpd.kernels.objective` (loss sum, conjugate sum and the n_features-sized partial
+``X^T z``), a tree reduction sums them, and the regularizer terms are finished on the client.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from daskpd.kernels.objective import csr_block_partial, dense_block_partial
+from daskpd.losses import Loss, get_loss
+from daskpd.regularizers import Regularizer, Zero, get_regularizer
+
+__all__ = ["Evaluation", "Problem"]
+
+#: Number of partial results summed by one task of the tree reduction.
+_FAN_IN = 8
+
+
+class Evaluation(NamedTuple):
+    """Result of :meth:`Problem.evaluate`.
+
+    Attributes
+    ----------
+    primal : float
+        ``P(w)``.
+    dual : float
+        The certified lower bound on the optimum (see :mod:`daskpd.problem`).
+    gap : float
+        ``primal - dual`` (``>= 0``; ``inf`` when ``w`` or ``z`` is infeasible).
+    loss : float
+        ``(1/n) sum_i c_i loss(x_i . w, y_i)``.
+    regularization : float
+        ``alpha R(w)`` (``R(w)`` for constraint sets).
+    dual_scale : float
+        Factor ``s`` applied to ``z`` to make the regularizer conjugate finite.
+    n_samples : int
+    """
+
+    primal: float
+    dual: float
+    gap: float
+    loss: float
+    regularization: float
+    dual_scale: float
+    n_samples: int
+
+
+# ----------------------------------------------------------------------------------------------
+# in-memory (X, y) pairs
+# ----------------------------------------------------------------------------------------------
+class _ArrayData:
+    """Read API of a dataset over in-memory NumPy / scipy.sparse arrays, as one row block."""
+
+    def __init__(self, X, y, sample_weight=None):
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            self.layout = "csr"
+        else:
+            X = np.asarray(X)
+            self.layout = "dense"
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got X with shape {X.shape}")
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"y must have shape ({X.shape[0]},) to match X {X.shape}, got y with shape "
+                f"{y.shape}"
+            )
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y must be finite, got y with NaN or inf")
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != y.shape:
+                raise ValueError(
+                    f"sample_weight must have shape {y.shape}, got {sample_weight.shape}"
+                )
+            if not np.all(np.isfinite(sample_weight)) or np.any(sample_weight < 0):
+                raise ValueError("sample_weight must be finite and >= 0")
+        self.X, self.y, self._weight = X, y, sample_weight
+        self.shape = X.shape
+        self.n_samples, self.n_features = X.shape
+        self.has_sample_weight = sample_weight is not None
+        self.row_block_bounds = np.array([0, self.n_samples], dtype=np.int64)
+        self.n_row_blocks = 1
+        is_label = (y == 1.0) | (y == -1.0)
+        self.task = "binary" if bool(np.all(is_label)) else "regression"
+        self.label_counts = (
+            {"-1": int(np.sum(y == -1.0)), "1": int(np.sum(y == 1.0))}
+            if self.task == "binary"
+            else None
+        )
+
+    def read_rows(self, start, stop):
+        return self.X[start:stop], self.y[start:stop]
+
+    def read_rows_arrays(self, start, stop):
+        block = self.X[start:stop]
+        return block.indptr, block.indices, block.data, self.y[start:stop]
+
+    def sample_weight_rows(self, start, stop):
+        return None if self._weight is None else self._weight[start:stop]
+
+
+def _as_data(data):
+    """A dataset-like object for ``data`` (a Dataset / MemoryDataset, or an (X, y[, weight])
+    pair)."""
+    if hasattr(data, "n_row_blocks") and hasattr(data, "row_block_bounds"):
+        return data
+    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+        try:
+            from daskpd.dataset import as_dataset
+        except ImportError:
+            return _ArrayData(*data)
+        return as_dataset(*data)
+    raise ValueError(
+        "data must be a Dataset, a MemoryDataset or an (X, y) pair, got "
+        f"data of type {type(data).__name__}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# block tasks
+# ----------------------------------------------------------------------------------------------
+def _row_weights(data, start, stop, y, class_weight):
+    weight = data.sample_weight_rows(start, stop)
+    if class_weight is not None:
+        negative, positive = class_weight
+        per_class = np.where(y > 0, positive, negative)
+        weight = per_class if weight is None else weight * per_class
+    return weight
+
+
+def _z_rows(start, stop, pieces, offsets):
+    """Rows ``start:stop`` of a dual vector stored as consecutive pieces starting at
+    ``offsets``."""
+    parts = []
+    for piece, offset in zip(pieces, offsets, strict=True):
+        piece = np.asarray(piece, dtype=np.float64).ravel()
+        lo, hi = max(start, offset), min(stop, offset + piece.shape[0])
+        if lo < hi:
+            parts.append(piece[lo - offset : hi - offset])
+    z = np.concatenate(parts) if parts else np.empty(0)
+    if z.shape[0] != stop - start:
+        raise ValueError(f"z pieces cover {z.shape[0]} of the rows [{start}, {stop})")
+    return np.ascontiguousarray(z)
+
+
+def _block_partial(data, start, stop, w, code, params, class_weight, pieces, offsets):
+    """Task: ``(loss_sum, conj_sum, X_block^T z)`` of rows ``start:stop``."""
+    g = np.zeros(w.shape[0])
+    has_z = pieces is not None
+    z = _z_rows(start, stop, pieces, offsets) if has_z else np.empty(0)
+    if data.layout == "dense":
+        X, y = data.read_rows(start, stop)
+        X = np.ascontiguousarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        weight = _row_weights(data, start, stop, y, class_weight)
+        weighted = weight is not None
+        weight = np.ascontiguousarray(weight, dtype=np.float64) if weighted else np.empty(0)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        loss_sum, conj_sum = dense_block_partial(
+            X, y, weight, weighted, w, code, params, z, has_z, g
+        )
+        return loss_sum, conj_sum, g
+    indptr, indices, values, y = data.read_rows_arrays(start, stop)
+    binary = values is None
+    values = np.empty(0) if binary else np.ascontiguousarray(values)
+    if values.dtype not in (np.float32, np.float64):
+        values = values.astype(np.float64)
+    weight = _row_weights(data, start, stop, y, class_weight)
+    weighted = weight is not None
+    weight = np.ascontiguousarray(weight, dtype=np.float64) if weighted else np.empty(0)
+    loss_sum, conj_sum = csr_block_partial(
+        np.ascontiguousarray(indptr, dtype=np.int64),
+        np.ascontiguousarray(indices, dtype=np.int32),
+        values,
+        binary,
+        np.ascontiguousarray(y, dtype=np.float64),
+        weight,
+        weighted,
+        w,
+        code,
+        params,
+        z,
+        has_z,
+        g,
+    )
+    return loss_sum, conj_sum, g
+
+
+def _sum_partials(*parts):
+    loss_sum = sum(p[0] for p in parts)
+    conj_sum = sum(p[1] for p in parts)
+    g = parts[0][2].copy()
+    for p in parts[1:]:
+        g += p[2]
+    return loss_sum, conj_sum, g
+
+
+# ----------------------------------------------------------------------------------------------
+# the problem
+# ----------------------------------------------------------------------------------------------
+def _normalize_class_weight(class_weight):
+    if class_weight is None or class_weight == "balanced":
+        return class_weight
+    if not isinstance(class_weight, dict):
+        raise ValueError(
+            f"class_weight must be None, 'balanced' or a dict, got class_weight={class_weight!r}"
+        )
+    items = {}
+    for label, weight in class_weight.items():
+        if float(label) not in (-1.0, 1.0):
+            raise ValueError(f"class_weight labels must be -1 or +1, got label {label!r}")
+        weight = float(weight)
+        if not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"class_weight[{label!r}] must be finite and >= 0, got {weight!r}")
+        items[float(label)] = weight
+    return ((-1.0, items.get(-1.0, 1.0)), (1.0, items.get(1.0, 1.0)))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A regularized linear model ``P(w) = (1/n) sum_i c_i loss(x_i . w, y_i) + alpha R(w)``.
+
+    Parameters
+    ----------
+    loss : Loss or str
+        A loss of :mod:`daskpd.losses` or its name.
+    regularizer : Regularizer or str
+        A regularizer of :mod:`daskpd.regularizers` or its name.
+    alpha : float
+        Regularization strength; > 0, or >= 0 for constraint sets and :class:`~daskpd.
+        regularizers.Zero` (whose ``alpha R`` does not depend on alpha).
+    class_weight : None, "balanced" or dict, default=None
+        Row weight per label ({-1: c_neg, +1: c_pos}, missing labels weigh 1; "balanced" uses
+        ``n / (2 n_label)``), multiplied with the dataset's sample weights. Classification
+        losses only. A dict is stored as ``((-1.0, c_neg), (1.0, c_pos))``.
+
+    Raises
+    ------
+    ValueError
+        Unknown loss or regularizer, alpha out of range, malformed class_weight.
+    """
+
+    loss: Loss | str = "hinge"
+    regularizer: Regularizer | str = "l2"
+    alpha: float = 1e-4
+    class_weight: object = None
+
+    def __post_init__(self):
+        loss = get_loss(self.loss)
+        regularizer = get_regularizer(self.regularizer)
+        try:
+            alpha = float(self.alpha)
+        except (TypeError, ValueError):
+            raise ValueError(f"alpha must be a number, got alpha={self.alpha!r}") from None
+        alpha_free = regularizer.is_indicator or isinstance(regularizer, Zero)
+        if not math.isfinite(alpha) or alpha < 0 or (alpha == 0 and not alpha_free):
+            bound = ">= 0" if alpha_free else "> 0"
+            raise ValueError(
+                f"alpha must be finite and {bound} for regularizer={regularizer.name!r}, "
+                f"got alpha={self.alpha!r}"
+            )
+        class_weight = _normalize_class_weight(self.class_weight)
+        if class_weight is not None and not loss.classification:
+            raise ValueError(
+                f"class_weight needs a classification loss, got loss={loss.name!r} with "
+                f"class_weight={self.class_weight!r}"
+            )
+        object.__setattr__(self, "loss", loss)
+        object.__setattr__(self, "regularizer", regularizer)
+        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "class_weight", class_weight)
+
+    # ---- validation
+
+    def check(self, data, w=None, z=None, z_bounds=None):
+        """Validate ``data`` (and ``w``, ``z`` if given) against the problem, without Dask work.
+
+        Parameters
+        ----------
+        data : Dataset, MemoryDataset or (X, y) pair
+        w : array-like of shape (n_features,), optional
+        z : ndarray of shape (n_samples,) or list of pieces, optional
+        z_bounds : array-like of int, optional
+            Row bounds of the pieces of ``z`` (``len(z) + 1`` entries from 0 to n_samples).
+
+        Returns
+        -------
+        data
+            The dataset-like object the evaluation reads (``data`` itself for datasets).
+
+        Raises
+        ------
+        ValueError
+            Naming the offending parameter and value: labels not in {-1, +1} (or a single
+            class) for a classification loss, a regularizer defined for another number of
+            features, shapes of ``w`` or ``z`` that do not match, an empty dataset.
+        """
+        data = _as_data(data)
+        n_samples, n_features = int(data.n_samples), int(data.n_features)
+        if n_samples == 0:
+            raise ValueError("data has no rows (n_samples=0)")
+        size = self.regularizer.n_features
+        if size is not None and size != n_features:
+            raise ValueError(
+                f"regularizer={self.regularizer.name!r} is defined for n_features={size}, "
+                f"but the data has n_features={n_features}"
+            )
+        if self.loss.classification:
+            self._check_labels(data)
+        if w is not None:
+            w = np.asarray(w)
+            if w.shape != (n_features,):
+                raise ValueError(
+                    f"w must have shape ({n_features},) to match the data, got w with shape "
+                    f"{w.shape}"
+                )
+        if z is not None:
+            self._z_layout(z, z_bounds, n_samples)
+        return data
+
+    def _check_labels(self, data):
+        task = getattr(data, "task", None)
+        counts = getattr(data, "label_counts", None)
+        if task != "binary" or not counts:
+            y = np.asarray(data.y)
+            bad = y[(y != 1.0) & (y != -1.0)]
+            if bad.size:
+                raise ValueError(
+                    f"loss={self.loss.name!r} needs labels in {{-1, +1}}, got label {bad[0]!r}"
+                )
+            counts = {"-1": int(np.sum(y == -1.0)), "1": int(np.sum(y == 1.0))}
+        n_negative, n_positive = int(counts.get("-1", 0)), int(counts.get("1", 0))
+        if n_negative == 0 or n_positive == 0:
+            raise ValueError(
+                f"loss={self.loss.name!r} needs both classes -1 and +1, got label counts "
+                f"{{-1: {n_negative}, +1: {n_positive}}}"
+            )
+        return n_negative, n_positive
+
+    @staticmethod
+    def _z_layout(z, z_bounds, n_samples):
+        """Return ``(pieces, offsets)`` for the block tasks, validating shapes."""
+        if z_bounds is None:
+            if isinstance(z, (list, tuple)):
+                raise ValueError("z given as a list of pieces needs z_bounds")
+            z = np.asarray(z, dtype=np.float64)
+            if z.shape != (n_samples,):
+                raise ValueError(
+                    f"z must have shape ({n_samples},) to match the data, got z with shape "
+                    f"{z.shape}"
+                )
+            return None, z
+        bounds = np.asarray(z_bounds, dtype=np.int64).ravel()
+        pieces = list(z) if isinstance(z, (list, tuple)) else None
+        if pieces is None:
+            raise ValueError(f"z_bounds needs z as a list of pieces, got z of type {type(z)}")
+        valid = (
+            bounds.size == len(pieces) + 1
+            and bounds[0] == 0
+            and bounds[-1] == n_samples
+            and np.all(np.diff(bounds) >= 0)
+        )
+        if not valid:
+            raise ValueError(
+                f"z_bounds must rise from 0 to n_samples={n_samples} with one more entry than "
+                f"the {len(pieces)} pieces of z, got z_bounds={bounds.tolist()}"
+            )
+        for piece, lo, hi in zip(pieces, bounds[:-1], bounds[1:], strict=True):
+            if isinstance(piece, np.ndarray) and piece.shape != (hi - lo,):
+                raise ValueError(
+                    f"z piece for rows [{lo}, {hi}) must have shape ({hi - lo},), got {piece.shape}"
+                )
+        return pieces, bounds
+
+    def _class_weight_pair(self, data):
+        if self.class_weight is None:
+            return None
+        if self.class_weight == "balanced":
+            n_negative, n_positive = self._check_labels(data)
+            n = n_negative + n_positive
+            return (n / (2.0 * n_negative), n / (2.0 * n_positive))
+        return (self.class_weight[0][1], self.class_weight[1][1])
+
+    # ---- evaluation
+
+    def _graph(self, w, data, z, z_bounds):
+        """Delayed ``(loss_sum, conj_sum, X^T z)`` over all row blocks (tree-reduced)."""
+        from dask import delayed
+
+        n_samples = int(data.n_samples)
+        token = uuid.uuid4().hex
+        # One graph key each for the dataset handle and w, so neither is copied into every task.
+        data_node = delayed(data, name=f"daskpd-objective-data-{token}", traverse=False)
+        w_node = delayed(w, name=f"daskpd-objective-w-{token}", traverse=False)
+        code = int(self.loss.code)
+        params = np.asarray(self.loss.params, dtype=np.float64)
+        class_weight = self._class_weight_pair(data)
+        if z is None:
+            pieces = offsets = None
+        else:
+            pieces, layout = self._z_layout(z, z_bounds, n_samples)
+            if pieces is None:
+                full = layout
+            else:
+                offsets = [int(b) for b in layout[:-1]]
+        bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+        block = delayed(_block_partial, pure=True)
+        parts = []
+        for i in range(bounds.size - 1):
+            start, stop = int(bounds[i]), int(bounds[i + 1])
+            if z is None:
+                block_pieces, block_offsets = None, None
+            elif pieces is None:
+                block_pieces, block_offsets = [full[start:stop]], [start]
+            else:
+                # Only the pieces overlapping this block become dependencies of its task.
+                keep = [
+                    k
+                    for k, offset in enumerate(offsets)
+                    if offset < stop and int(layout[k + 1]) > start
+                ]
+                block_pieces = [pieces[k] for k in keep]
+                block_offsets = [offsets[k] for k in keep]
+            parts.append(
+                block(
+                    data_node,
+                    start,
+                    stop,
+                    w_node,
+                    code,
+                    params,
+                    class_weight,
+                    block_pieces,
+                    block_offsets,
+                    dask_key_name=f"daskpd-objective-block-{token}-{i}",
+                )
+            )
+        level = 0
+        while len(parts) > 1:
+            level += 1
+            parts = [
+                delayed(_sum_partials, pure=True)(
+                    *parts[k : k + _FAN_IN],
+                    dask_key_name=f"daskpd-objective-sum-{token}-{level}-{k // _FAN_IN}",
+                )
+                for k in range(0, len(parts), _FAN_IN)
+            ]
+        return parts[0]
+
+    def evaluate(self, w, data, z=None, z_bounds=None, *, client=None) -> Evaluation:
+        """Primal, dual and gap at ``w`` (and ``z``) in one Dask compute.
+
+        Parameters
+        ----------
+        w : array-like of shape (n_features,)
+            Primal point.
+        data : Dataset, MemoryDataset or (X, y) pair
+        z : ndarray of shape (n_samples,), or list of pieces, optional
+            Dual point. Pieces (ndarrays, Dask futures or delayed objects holding consecutive
+            row ranges) need ``z_bounds``; they are read by the block tasks, so ``z`` never has
+            to reach the client. Default: ``z_i = c_i loss'(x_i . w, y_i)``.
+        z_bounds : array-like of int, optional
+            Row bounds of the pieces of ``z``.
+        client : distributed.Client, optional
+            Compute on this client; default: Dask's current scheduler.
+
+        Returns
+        -------
+        Evaluation
+        """
+        import dask
+
+        data = self.check(data, w=w, z=z, z_bounds=z_bounds)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        root = self._graph(w, data, z, z_bounds)
+        if client is not None:
+            loss_sum, conj_sum, g = client.compute(root).result()
+        else:
+            (loss_sum, conj_sum, g) = dask.compute(root)[0]
+        return self._finish(w, int(data.n_samples), loss_sum, conj_sum, g)
+
+    def _finish(self, w, n_samples, loss_sum, conj_sum, g) -> Evaluation:
+        """Client side: the regularizer terms, the dual scaling and the gap."""
+        regularizer, alpha = self.regularizer, self.alpha
+        alpha_free = regularizer.is_indicator or isinstance(regularizer, Zero)
+        loss_term = loss_sum / n_samples
+        if alpha_free:
+            reg_term = regularizer.value(w)
+        else:
+            reg_term = alpha * regularizer.value(w)
+        primal = loss_term + reg_term
+        # v = -X^T z / n; the conjugate term is alpha R*(v / alpha), or R*(v) when R is
+        # positively homogeneous of degree one in that role (indicators, Zero).
+        v = -np.asarray(g, dtype=np.float64) / n_samples
+        u = v if alpha_free else v / alpha
+        scale = float(regularizer.feasible_scale(u))
+        if scale == 0.0:
+            # z = 0 is always feasible with D(0) = 0 (every loss*(0) = 0, R*(0) = 0).
+            dual = 0.0
+        else:
+            conj_term = regularizer.conjugate(scale * u)
+            if not alpha_free:
+                conj_term = alpha * conj_term
+            dual = -scale * conj_sum / n_samples - conj_term
+        gap = primal - dual
+        if math.isnan(gap) and not (math.isnan(primal) or math.isnan(dual)):
+            gap = math.inf
+        return Evaluation(
+            primal=float(primal),
+            dual=float(dual),
+            gap=float(gap),
+            loss=float(loss_term),
+            regularization=float(reg_term),
+            dual_scale=scale,
+            n_samples=n_samples,
+        )
+
+    def primal(self, w, data, *, client=None) -> float:
+        """``P(w)`` (one Dask compute)."""
+        return self.evaluate(w, data, client=client).primal
+
+    def dual(self, z, data, *, client=None) -> float:
+        """The certified dual value at ``z`` (ndarray of shape (n_samples,); one compute)."""
+        data = _as_data(data)
+        return self.evaluate(np.zeros(data.n_features), data, z=z, client=client).dual
+
+    def gap(self, w, data, z=None, z_bounds=None, *, client=None) -> float:
+        """``P(w) - D(z)`` (``z`` built from ``w`` when None; one Dask compute)."""
+        return self.evaluate(w, data, z=z, z_bounds=z_bounds, client=client).gap
