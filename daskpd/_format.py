@@ -153,6 +153,28 @@ class Appender:
         self.buffer = None
 
 
+def write_small(group, name: str, values):
+    """Write a whole (small) array of any rank at once; return ``(array, crc32)``.
+
+    Chunked along axis 0 to about :data:`CHUNK_BYTES`.
+    """
+    values = np.ascontiguousarray(values)
+    row_bytes = max(1, int(np.prod(values.shape[1:], dtype=np.int64)) * values.dtype.itemsize)
+    chunks = (max(1, CHUNK_BYTES // row_bytes), *values.shape[1:])
+    array = group.create_array(
+        name,
+        shape=values.shape,
+        dtype=values.dtype,
+        chunks=tuple(int(c) for c in chunks),
+        compressors=compressors(values.dtype.itemsize),
+        fill_value=0,
+        chunk_key_encoding=CHUNK_KEYS,
+        config=ARRAY_CONFIG,
+    )
+    array[...] = values
+    return array, zlib.crc32(memoryview(values).cast("B"))
+
+
 def logical_crc32(array, chunk_bytes: int = CHUNK_BYTES) -> int:
     """CRC32 of the logical C-order bytes of a stored zarr array, read in slabs of rows."""
     crc = 0
@@ -196,7 +218,7 @@ def manifest_entry(array, directory: str, crc32: int) -> dict:
         "chunks": [int(c) for c in array.chunks],
         "n_files": n_files,
         "stored_bytes": n_bytes,
-        "crc32": int(crc32),
+        "crc32": None if crc32 is None else int(crc32),
     }
 
 

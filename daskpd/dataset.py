@@ -59,252 +59,47 @@ from __future__ import annotations
 
 import os
 import uuid
+import zlib
 from functools import cached_property
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 import zarr
 
 from daskpd import _format
+from daskpd._base import (
+    LAYOUTS,
+    TASKS,
+    BaseDataset,
+    GridInfo,
+    block_limits,
+    check_labels,
+    check_weights,
+    csr_chunk,
+    csr_row_stats,
+    dense_chunk,
+    dense_stats,
+    dense_to_csr,
+    task_and_counts,
+)
 from daskpd._format import FORMAT_VERSION, DatasetIntegrityError
+from daskpd._memory import BiasDataset, MemoryDataset, _check_grid
+from daskpd._partition import TILE_ARRAYS, ZarrSink, build_grid
 from daskpd.kernels import dataset as kernels
 
 __all__ = [
     "BaseDataset",
+    "BiasDataset",
     "Dataset",
     "DatasetIntegrityError",
     "DatasetWriter",
     "GridInfo",
+    "MemoryDataset",
+    "as_dataset",
     "open_dataset",
+    "partition_dataset",
     "write_dataset",
 ]
-
-#: Default target of stored entries per row block when ``rows_per_block`` is not given:
-#: 4 Mi nonzeros (about 48 MB decoded) amortize a task's overhead and fit any worker.
-DEFAULT_BLOCK_NNZ = 2**22
-
-_NO_LIMIT = np.iinfo(np.int64).max
-_LAYOUTS = ("csr", "dense")
-_TASKS = ("binary", "regression")
-
-
-class GridInfo(NamedTuple):
-    """Bounds and tile offsets of a P x P grid.
-
-    Attributes
-    ----------
-    row_bounds : ndarray of shape (P + 1,), int64
-    col_bounds : ndarray of shape (P + 1,), int64
-    tile_ptr : ndarray of shape (P, P + 1), int64
-    """
-
-    row_bounds: np.ndarray
-    col_bounds: np.ndarray
-    tile_ptr: np.ndarray
-
-    @property
-    def n_blocks(self) -> int:
-        """P, the number of row groups (and of column blocks)."""
-        return int(self.row_bounds.shape[0] - 1)
-
-
-# --------------------------------------------------------------------------------------------
-# shared read API
-
-
-class BaseDataset:
-    """Read API shared by :class:`Dataset`, ``MemoryDataset`` and the bias view.
-
-    Subclasses provide metadata attributes and the primitives ``_csr_rows``, ``_dense_rows``
-    (dense layout), ``_y_rows``, ``_weight_rows``, ``_grid_info`` and ``_tile``.
-    """
-
-    shape: tuple[int, int]
-    nnz: int
-    binary: bool
-    layout: str
-    task: str
-    label_counts: dict | None
-    dtype: np.dtype
-    has_sample_weight: bool
-    row_block_bounds: np.ndarray
-
-    # ---- sizes
-
-    @property
-    def n_samples(self) -> int:
-        """Number of rows."""
-        return int(self.shape[0])
-
-    @property
-    def n_features(self) -> int:
-        """Number of columns."""
-        return int(self.shape[1])
-
-    @property
-    def n_row_blocks(self) -> int:
-        """Number of row blocks."""
-        return int(self.row_block_bounds.shape[0] - 1)
-
-    # ---- rows and blocks
-
-    def _check_range(self, start, stop) -> tuple[int, int]:
-        start, stop = int(start), int(stop)
-        if not 0 <= start <= stop <= self.n_samples:
-            raise IndexError(
-                f"row range [{start}, {stop}) is outside [0, {self.n_samples}) of {self!r}"
-            )
-        return start, stop
-
-    def _block_range(self, i) -> tuple[int, int]:
-        i = int(i)
-        if not 0 <= i < self.n_row_blocks:
-            raise IndexError(f"row block {i} is outside [0, {self.n_row_blocks}) of {self!r}")
-        return int(self.row_block_bounds[i]), int(self.row_block_bounds[i + 1])
-
-    def read_rows(self, start, stop):
-        """Rows ``start:stop`` as ``(X, y)``.
-
-        Parameters
-        ----------
-        start, stop : int
-            Row range, ``0 <= start <= stop <= n_samples``.
-
-        Returns
-        -------
-        X : scipy.sparse.csr_matrix of shape (stop - start, n_features), or ndarray (dense layout)
-        y : ndarray of shape (stop - start,), float64
-        """
-        start, stop = self._check_range(start, stop)
-        y = self._y_rows(start, stop)
-        if self.layout == "dense":
-            return self._dense_rows(start, stop), y
-        indptr, indices, data = self._csr_rows(start, stop)
-        if data is None:
-            data = np.ones(indices.shape[0], dtype=self.dtype)
-        matrix = sp.csr_matrix((data, indices, indptr), shape=(stop - start, self.n_features))
-        return matrix, y
-
-    def read_rows_arrays(self, start, stop):
-        """Rows ``start:stop`` as raw CSR arrays for kernels.
-
-        Returns
-        -------
-        indptr : ndarray of shape (stop - start + 1,), int64, starting at 0
-        indices : ndarray of shape (nnz_rows,), int32
-        data : ndarray of shape (nnz_rows,) or None
-            None when the dataset is binary (every stored value is 1).
-        y : ndarray of shape (stop - start,), float64
-        """
-        start, stop = self._check_range(start, stop)
-        indptr, indices, data = self._csr_rows(start, stop)
-        return indptr, indices, data, self._y_rows(start, stop)
-
-    def y_rows(self, start, stop) -> np.ndarray:
-        """Labels of rows ``start:stop`` (float64)."""
-        return self._y_rows(*self._check_range(start, stop))
-
-    def sample_weight_rows(self, start, stop):
-        """Sample weights of rows ``start:stop`` (float64), or None when there are none."""
-        start, stop = self._check_range(start, stop)
-        if not self.has_sample_weight:
-            return None
-        return self._weight_rows(start, stop)
-
-    def block(self, i):
-        """Row block ``i`` as ``(X_block, y_block)`` (see :meth:`read_rows`)."""
-        return self.read_rows(*self._block_range(i))
-
-    def block_arrays(self, i):
-        """Row block ``i`` as ``(indptr, indices, data or None, y)`` (see
-        :meth:`read_rows_arrays`); dense datasets are converted to CSR."""
-        return self.read_rows_arrays(*self._block_range(i))
-
-    def to_delayed(self):
-        """One ``dask.delayed`` ``(X_block, y_block)`` per row block.
-
-        Each task reads only its block on the worker (the graph holds the dataset handle, which
-        pickles as its path for on-disk datasets).
-
-        Returns
-        -------
-        list of dask.delayed.Delayed
-        """
-        from dask import delayed
-        from dask.base import tokenize
-
-        token = tokenize(self._token())
-        load = delayed(_load_block, pure=True)
-        return [
-            load(self, i, dask_key_name=f"daskpd-block-{token}-{i}")
-            for i in range(self.n_row_blocks)
-        ]
-
-    def _token(self):
-        return id(self)
-
-    # ---- grids
-
-    @property
-    def grids(self) -> list[int]:
-        """Grid sizes P whose tiled layout is available."""
-        return []
-
-    def grid(self, n_blocks) -> GridInfo:
-        """Bounds and tile offsets of the ``n_blocks`` x ``n_blocks`` grid."""
-        n_blocks = int(n_blocks)
-        if n_blocks not in self.grids:
-            raise KeyError(
-                f"{self!r} has no {n_blocks} x {n_blocks} grid (available: {self.grids}); "
-                f"run partition_dataset(path, grid={n_blocks})"
-            )
-        return self._grid_info(n_blocks)
-
-    def tile(self, n_blocks, q, r):
-        """Tile ``(q, r)`` of the ``n_blocks`` x ``n_blocks`` grid.
-
-        Returns
-        -------
-        rows : ndarray of int32
-            Row ids local to row group ``q``.
-        cols : ndarray of int32
-            Column ids local to column block ``r``.
-        vals : ndarray or None
-            None when binary.
-        """
-        info = self.grid(n_blocks)
-        q, r = int(q), int(r)
-        if not (0 <= q < n_blocks and 0 <= r < n_blocks):
-            raise IndexError(f"tile ({q}, {r}) is outside the {n_blocks} x {n_blocks} grid")
-        return self._tile(n_blocks, info, q, r)
-
-    # ---- statistics helpers
-
-    @property
-    def density(self) -> float:
-        """``nnz / (n_samples * n_features)``."""
-        return self.nnz / max(1, self.n_samples * self.n_features)
-
-    def summary(self) -> dict:
-        """A JSON-serializable summary of the dataset."""
-        return {
-            "shape": [self.n_samples, self.n_features],
-            "nnz": int(self.nnz),
-            "density": float(self.density),
-            "layout": self.layout,
-            "binary": bool(self.binary),
-            "dtype": np.dtype(self.dtype).name,
-            "task": self.task,
-            "label_counts": self.label_counts,
-            "has_sample_weight": bool(self.has_sample_weight),
-            "n_row_blocks": self.n_row_blocks,
-            "grids": list(self.grids),
-        }
-
-
-def _load_block(dataset, i):
-    return dataset.block(i)
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,29 +217,7 @@ class Dataset(BaseDataset):
                 )
 
     def _check_files(self) -> None:
-        # Listing chunk files is cheap but not free on a terascale store, and tasks reopen the
-        # dataset for every block: a process checks each (write, directory state) once. Deleted
-        # or added files change the directory mtime and so trigger a new check; altered bytes
-        # are caught by the per-chunk CRC32C when read.
-        mtimes = []
-        for name in sorted(self._manifest):
-            directory = os.path.join(self.path, name)
-            try:
-                mtimes.append(os.stat(directory).st_mtime_ns)
-            except FileNotFoundError:
-                raise DatasetIntegrityError(f"{self.path}: array {name!r} is missing") from None
-        key = (self.path, self._write_id, tuple(mtimes))
-        check_files = key not in _FILES_CHECKED
-        for name, entry in self._manifest.items():
-            _format.check_array(
-                self._group,
-                name,
-                entry,
-                os.path.join(self.path, name),
-                self.path,
-                files=check_files,
-            )
-        _FILES_CHECKED.add(key)
+        _check_group_files(self._group, self.path, self._manifest, self._write_id)
 
     def verify(self) -> None:
         """Re-read every stored array (grids included) and compare it with the manifest.
@@ -454,26 +227,31 @@ class Dataset(BaseDataset):
         DatasetIntegrityError
             Naming the first array whose size, chunk files or checksum differ.
         """
-        groups = [(self._group, self.path, self._manifest)]
+        _verify_arrays(self._group, self.path, self._manifest)
         for n_blocks in self.grids:
-            subgroup, directory, manifest = self._grid_group(n_blocks)
-            groups.append((subgroup, directory, manifest))
-        for group, directory, manifest in groups:
-            for name, entry in manifest.items():
-                _format.check_array(
-                    group, name, entry, os.path.join(directory, name), directory, files=True
-                )
-                try:
-                    crc = _format.logical_crc32(group[name])
-                except Exception as exc:
-                    raise DatasetIntegrityError(
-                        f"{directory}: array {name!r} cannot be read back ({exc})"
-                    ) from None
-                if crc != entry["crc32"]:
-                    raise DatasetIntegrityError(
-                        f"{directory}: array {name!r} checksum differs from the manifest "
-                        "(altered data)"
+            group, directory, attrs = self._grid_group(n_blocks)
+            manifest = attrs["manifest"]
+            _verify_arrays(group, directory, manifest)
+            table = self._read("tile_crc32", group=group, where=directory)
+            tile_ptr = self._read("tile_ptr", group=group, where=directory)
+            starts = tile_ptr[:, :-1].ravel()
+            stops = np.append(starts[1:], tile_ptr[-1, -1])
+            for name in TILE_ARRAYS:
+                if name not in manifest:
+                    continue
+                column = TILE_ARRAYS.index(name)
+                array = group[name]
+                for tile, (lo, hi) in enumerate(zip(starts, stops, strict=True)):
+                    values = np.ascontiguousarray(
+                        self._read(name, slice(int(lo), int(hi)), group, directory)
                     )
+                    if zlib.crc32(memoryview(values).cast("B")) != table[tile, column]:
+                        q, r = divmod(tile, n_blocks)
+                        raise DatasetIntegrityError(
+                            f"{directory}: array {name!r} checksum of tile ({q}, {r}) differs "
+                            "from the manifest (altered data)"
+                        )
+                del array
 
     def _read(self, name, selection=slice(None), group=None, where=None):
         group = self._group if group is None else group
@@ -533,7 +311,7 @@ class Dataset(BaseDataset):
 
     def _csr_rows(self, start, stop):
         if self.layout == "dense":
-            return _dense_to_csr(self._dense_rows(start, stop))
+            return dense_to_csr(self._dense_rows(start, stop))
         indptr = self._read("indptr", slice(start, stop + 1))
         lo, hi = int(indptr[0]), int(indptr[-1])
         indices = self._read("indices", slice(lo, hi))
@@ -558,10 +336,14 @@ class Dataset(BaseDataset):
         try:
             group = _format.open_group_readonly(directory)
             attrs = dict(group.attrs)
-            manifest = dict(attrs["manifest"])
+            attrs["manifest"] = dict(attrs["manifest"])
+            write_id = str(attrs["write_id"])
+            if int(attrs["grid"]) != int(n_blocks) or attrs["format_version"] != FORMAT_VERSION:
+                raise ValueError("grid attributes disagree with the directory name")
         except Exception as exc:
             raise DatasetIntegrityError(f"{directory}: unreadable grid ({exc})") from None
-        return group, directory, manifest
+        _check_group_files(group, directory, attrs["manifest"], write_id)
+        return group, directory, attrs
 
     @cached_property
     def _grid_cache(self) -> dict:
@@ -569,18 +351,39 @@ class Dataset(BaseDataset):
 
     def _grid_info(self, n_blocks):
         if n_blocks not in self._grid_cache:
-            group, directory, manifest = self._grid_group(n_blocks)
-            for name, entry in manifest.items():
-                _format.check_array(
-                    group, name, entry, os.path.join(directory, name), directory, files=False
-                )
+            group, directory, attrs = self._grid_group(n_blocks)
             info = GridInfo(
                 row_bounds=self._read("row_bounds", group=group, where=directory),
                 col_bounds=self._read("col_bounds", group=group, where=directory),
                 tile_ptr=self._read("tile_ptr", group=group, where=directory),
             )
+            shapes_ok = (
+                info.row_bounds.shape == (n_blocks + 1,)
+                and info.col_bounds.shape == (n_blocks + 1,)
+                and info.tile_ptr.shape == (n_blocks, n_blocks + 1)
+                and int(info.tile_ptr[-1, -1]) == self.nnz
+                and int(attrs["nnz"]) == self.nnz
+            )
+            if not shapes_ok:
+                raise DatasetIntegrityError(
+                    f"{directory}: grid tables disagree with the dataset (altered grid)"
+                )
             self._grid_cache[n_blocks] = (group, directory, info)
         return self._grid_cache[n_blocks][2]
+
+    def _row_nnz_chunks(self):
+        array = self._group["row_nnz"]
+        step = int(array.chunks[0])
+        for start in range(0, self.n_samples, step):
+            yield self._read("row_nnz", slice(start, min(start + step, self.n_samples)))
+
+    def _csr_indices_rows(self, start, stop):
+        if self.layout == "dense":
+            indptr, indices, _ = self._csr_rows(start, stop)
+            return indptr, indices
+        indptr = self._read("indptr", slice(start, stop + 1))
+        indices = self._read("indices", slice(int(indptr[0]), int(indptr[-1])))
+        return indptr - indptr[0], indices
 
     def _tile(self, n_blocks, info, q, r):
         group, directory, _ = self._grid_cache[n_blocks]
@@ -591,11 +394,44 @@ class Dataset(BaseDataset):
         return rows, cols, vals
 
 
-def _dense_to_csr(block):
-    rows, cols = np.nonzero(block)
-    indptr = np.zeros(block.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=block.shape[0]), out=indptr[1:])
-    return indptr, cols.astype(np.int32), block[rows, cols]
+def _check_group_files(group, directory, manifest, write_id) -> None:
+    """Fast checks of every array of a group against its manifest (shape, dtype, files).
+
+    Listing chunk files is cheap but not free on a terascale store, and tasks reopen the
+    dataset for every block: a process lists each (write, directory state) once. Deleted or
+    added chunk files change the array directory's mtime and so trigger a new listing; altered
+    or truncated bytes are caught by the per-chunk CRC32C whenever they are read.
+    """
+    mtimes = []
+    for name in sorted(manifest):
+        try:
+            mtimes.append(os.stat(os.path.join(directory, name)).st_mtime_ns)
+        except FileNotFoundError:
+            raise DatasetIntegrityError(f"{directory}: array {name!r} is missing") from None
+    key = (directory, write_id, tuple(mtimes))
+    check_files = key not in _FILES_CHECKED
+    for name, entry in manifest.items():
+        _format.check_array(
+            group, name, entry, os.path.join(directory, name), directory, files=check_files
+        )
+    _FILES_CHECKED.add(key)
+
+
+def _verify_arrays(group, directory, manifest) -> None:
+    for name, entry in manifest.items():
+        _format.check_array(group, name, entry, os.path.join(directory, name), directory, True)
+        if entry["crc32"] is None:  # checked tile by tile
+            continue
+        try:
+            crc = _format.logical_crc32(group[name])
+        except Exception as exc:
+            raise DatasetIntegrityError(
+                f"{directory}: array {name!r} cannot be read back ({type(exc).__name__}: {exc})"
+            ) from None
+        if crc != entry["crc32"]:
+            raise DatasetIntegrityError(
+                f"{directory}: array {name!r} checksum differs from the manifest (altered data)"
+            )
 
 
 def open_dataset(path, *, verify=False) -> Dataset:
@@ -617,21 +453,6 @@ def open_dataset(path, *, verify=False) -> Dataset:
 
 # --------------------------------------------------------------------------------------------
 # writing
-
-
-def _as_float_array(values, name, length=None):
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1:
-        array = array.reshape(-1) if array.ndim == 2 and 1 in array.shape else array
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {np.shape(values)}")
-    if length is not None and array.shape[0] != length:
-        raise ValueError(f"{name} has {array.shape[0]} entries, expected {length} (one per row)")
-    return array
-
-
-def _first_bad(mask) -> int:
-    return int(np.flatnonzero(mask)[0])
 
 
 class DatasetWriter:
@@ -696,15 +517,12 @@ class DatasetWriter:
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
-        if layout not in _LAYOUTS:
-            raise ValueError(f"layout must be one of {_LAYOUTS}, got {layout!r}")
-        if task is not None and task not in _TASKS:
-            raise ValueError(f"task must be one of {_TASKS} or None, got {task!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if task is not None and task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS} or None, got {task!r}")
         if layout == "dense" and binary:
             raise ValueError("binary=True needs layout='csr' (dense data stores every value)")
-        for name, value in (("rows_per_block", rows_per_block), ("block_nnz", block_nnz)):
-            if value is not None and int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
         if int(chunk_bytes) < 8:
             raise ValueError(f"chunk_bytes must be >= 8, got {chunk_bytes}")
         if os.path.exists(self.path) and not overwrite:
@@ -717,12 +535,7 @@ class DatasetWriter:
         self.layout = layout
         self.overwrite = bool(overwrite)
         self.chunk_bytes = int(chunk_bytes)
-        if rows_per_block is None and block_nnz is None:
-            block_nnz = DEFAULT_BLOCK_NNZ
-            if layout == "dense":
-                rows_per_block = max(1, DEFAULT_BLOCK_NNZ // n_features)
-        self._max_rows = _NO_LIMIT if rows_per_block is None else int(rows_per_block)
-        self._max_nnz = _NO_LIMIT if block_nnz is None else int(block_nnz)
+        self._max_rows, self._max_nnz = block_limits(rows_per_block, block_nnz, layout, n_features)
 
         self.n_samples = 0
         self.nnz = 0
@@ -799,11 +612,8 @@ class DatasetWriter:
         if self._closed:
             raise ValueError(f"the writer of {self.path} is closed")
         n_rows = X_rows.shape[0] if hasattr(X_rows, "shape") else len(X_rows)
-        y_rows = _as_float_array(y_rows, "y", n_rows)
         first_row = self.n_samples
-        if not np.all(np.isfinite(y_rows)):
-            row = first_row + _first_bad(~np.isfinite(y_rows))
-            raise ValueError(f"label of row {row} is {y_rows[row - first_row]}, not finite")
+        y_rows = check_labels(y_rows, n_rows, first_row, self.task)
         has_weight = sample_weight is not None
         if self._has_weight is not None and has_weight != self._has_weight:
             raise ValueError(
@@ -811,29 +621,15 @@ class DatasetWriter:
                 f"(rows from {first_row} {'have' if has_weight else 'lack'} it)"
             )
         if has_weight:
-            sample_weight = _as_float_array(sample_weight, "sample_weight", n_rows)
-            bad = ~(np.isfinite(sample_weight) & (sample_weight >= 0))
-            if bad.any():
-                row = _first_bad(bad)
-                raise ValueError(
-                    f"sample_weight of row {first_row + row} is {sample_weight[row]}; "
-                    "weights must be finite and >= 0"
-                )
+            sample_weight = check_weights(sample_weight, n_rows, first_row)
         is_negative = y_rows == -1.0
         is_positive = y_rows == 1.0
-        if self.task == "binary" and not np.all(is_negative | is_positive):
-            row = _first_bad(~(is_negative | is_positive))
-            raise ValueError(
-                f"label of row {first_row + row} is {y_rows[row]}; task 'binary' needs -1 or +1"
-            )
 
         if self.layout == "csr":
-            indptr, indices, data = self._csr_chunk(X_rows, n_rows, first_row)
-            row_nnz = np.diff(indptr)
-            if self.binary:
-                row_norm_sq = row_nnz.astype(np.float64)
-            else:
-                row_norm_sq = kernels.row_norms_sq(indptr, data)
+            indptr, indices, data = csr_chunk(
+                X_rows, self.n_features, self.binary, self.dtype, first_row
+            )
+            row_nnz, row_norm_sq = csr_row_stats(indptr, data)
             kernels.add_column_counts(self._col_nnz, indices)
             offset = self.nnz
             self._appenders["indptr"].append(indptr[1:] + offset)
@@ -842,12 +638,9 @@ class DatasetWriter:
                 self._appenders["data"].append(data)
             chunk_nnz = int(indptr[-1])
         else:
-            block = self._dense_chunk(X_rows, n_rows, first_row)
-            nonzero = block != 0
-            row_nnz = np.count_nonzero(nonzero, axis=1).astype(np.int64)
-            self._col_nnz += np.count_nonzero(nonzero, axis=0)
-            wide = block.astype(np.float64, copy=False)
-            row_norm_sq = np.einsum("ij,ij->i", wide, wide)
+            block = dense_chunk(X_rows, self.n_features, self.dtype, first_row)
+            row_nnz, row_norm_sq, col_nnz = dense_stats(block)
+            self._col_nnz += col_nnz
             self._appenders["X"].append(block)
             chunk_nnz = int(row_nnz.sum())
 
@@ -868,69 +661,6 @@ class DatasetWriter:
         self._n_other += n_rows - int(np.count_nonzero(is_negative | is_positive))
         self.n_samples += n_rows
         self.nnz += chunk_nnz
-
-    def _csr_chunk(self, X_rows, n_rows, first_row):
-        if sp.issparse(X_rows):
-            matrix = X_rows.tocsr()
-            if matrix.shape[1] != self.n_features:
-                raise ValueError(
-                    f"rows from {first_row} have {matrix.shape[1]} features, "
-                    f"expected {self.n_features}"
-                )
-            indptr = np.asarray(matrix.indptr, dtype=np.int64)
-            indptr = indptr - indptr[0]
-            indices = np.asarray(matrix.indices)[: indptr[-1]]
-            data = np.asarray(matrix.data)[: indptr[-1]]
-            row, reason, column = kernels.check_csr(indptr, indices, self.n_features)
-            if row >= 0:
-                what = {
-                    1: f"column id {column} outside [0, {self.n_features})",
-                    2: f"column ids unsorted or duplicated (at column {column})",
-                    3: "decreasing indptr",
-                }[reason]
-                raise ValueError(f"row {first_row + row}: {what}")
-            indices = indices.astype(np.int32, copy=False)
-        else:
-            dense = np.asarray(X_rows)
-            if dense.ndim != 2 or dense.shape[1] != self.n_features:
-                raise ValueError(
-                    f"rows from {first_row} have shape {dense.shape}, "
-                    f"expected (n_rows, {self.n_features})"
-                )
-            self._check_finite_dense(dense, first_row)
-            indptr, indices, data = _dense_to_csr(dense)
-        if data.shape[0] and not np.all(np.isfinite(data)):
-            position = _first_bad(~np.isfinite(data))
-            row = int(np.searchsorted(indptr, position, side="right")) - 1
-            raise ValueError(f"row {first_row + row} has a non-finite value {data[position]}")
-        if self.binary:
-            if data.shape[0] and not np.all(data == 1):
-                position = _first_bad(data != 1)
-                row = int(np.searchsorted(indptr, position, side="right")) - 1
-                raise ValueError(
-                    f"row {first_row + row} has value {data[position]} in a binary dataset "
-                    "(binary features are all 1)"
-                )
-            data = None
-        else:
-            data = np.asarray(data, dtype=self.dtype)
-        return indptr, indices, data
-
-    def _check_finite_dense(self, dense, first_row):
-        finite = np.isfinite(dense)
-        if not finite.all():
-            row = _first_bad(~finite.all(axis=1))
-            raise ValueError(f"row {first_row + row} has a non-finite value")
-
-    def _dense_chunk(self, X_rows, n_rows, first_row):
-        dense = X_rows.toarray() if sp.issparse(X_rows) else np.asarray(X_rows)
-        if dense.ndim != 2 or dense.shape[1] != self.n_features:
-            raise ValueError(
-                f"rows from {first_row} have shape {dense.shape}, "
-                f"expected (n_rows, {self.n_features})"
-            )
-        self._check_finite_dense(dense, first_row)
-        return dense.astype(self.dtype, copy=False)
 
     # ---- closing
 
@@ -960,12 +690,9 @@ class DatasetWriter:
     def _commit(self) -> Dataset:
         if self.n_samples == 0:
             raise ValueError(f"no rows were written; nothing created at {self.path}")
-        if self.task == "binary" or (self.task is None and self._n_other == 0):
-            task = "binary"
-            label_counts = {"-1": self._n_negative, "1": self._n_positive}
-        else:
-            task = "regression"
-            label_counts = None
+        task, label_counts = task_and_counts(
+            self.task, self._n_negative, self._n_positive, self._n_other
+        )
         bounds = np.concatenate([*self._cuts, np.array([self.n_samples], dtype=np.int64)])
         for name, values in (("col_nnz", self._col_nnz), ("row_block_bounds", bounds)):
             self._add(name, np.int64)
@@ -1137,3 +864,162 @@ def write_dataset(
         for X_rows, y_rows, weight_rows in _iter_row_chunks(X, y, sample_weight, rows_per_chunk):
             writer.append(X_rows, y_rows, weight_rows)
         return writer.close()
+
+
+# --------------------------------------------------------------------------------------------
+# tiled layout
+
+
+def partition_dataset(
+    path,
+    grid,
+    *,
+    overwrite=False,
+    memory_budget=256 * 2**20,
+    chunk_bytes=_format.CHUNK_BYTES,
+) -> Dataset:
+    """Derive and store the tiled layout of a ``grid`` x ``grid`` grid (subgroup ``grids/P``).
+
+    Streams the row blocks twice (count per tile, then place) and never holds more than one
+    row block plus one write buffer per tile of the current row group. The grid is written to a
+    temporary subgroup and renamed when complete.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or Dataset
+        An on-disk dataset.
+    grid : int
+        P >= 1.
+    overwrite : bool, default=False
+        Replace an existing grid of the same size.
+    memory_budget : int, default=256 MiB
+        Bytes for the per-tile write buffers of one row group (larger buffers mean fewer
+        partial-chunk rewrites).
+    chunk_bytes : int, default=4 MiB
+        Uncompressed bytes per chunk of the tile arrays.
+
+    Returns
+    -------
+    Dataset
+        The dataset, reopened, with ``grid`` in :attr:`Dataset.grids`.
+
+    Raises
+    ------
+    FileExistsError
+        When the grid exists and ``overwrite`` is False.
+    """
+    dataset = path if isinstance(path, Dataset) else open_dataset(path)
+    n_blocks = _check_grid(grid)
+    if int(memory_budget) < 1:
+        raise ValueError(f"memory_budget must be >= 1 byte, got {memory_budget}")
+    grids_directory = os.path.join(dataset.path, "grids")
+    target = os.path.join(grids_directory, str(n_blocks))
+    if os.path.exists(target) and not overwrite:
+        raise FileExistsError(
+            f"{target} already exists; pass overwrite=True (--overwrite) to rebuild it"
+        )
+    zarr.open_group(grids_directory, mode="a", zarr_format=3)
+    temporary = os.path.join(grids_directory, f".tmp-{n_blocks}-{uuid.uuid4().hex}")
+    try:
+        group = zarr.open_group(temporary, mode="w-", zarr_format=3)
+        entry_bytes = 8 + (0 if dataset.binary else dataset.dtype.itemsize)
+        buffer_entries = int(memory_budget) // (n_blocks * entry_bytes)
+        buffer_entries = max(1024, min(buffer_entries, _format.chunk_length(4, chunk_bytes)))
+        sink = ZarrSink(
+            group,
+            dataset.nnz,
+            None if dataset.binary else dataset.dtype,
+            buffer_entries,
+            chunk_bytes,
+        )
+        info = build_grid(dataset, n_blocks, sink)
+        manifest = sink.finish(temporary)
+        for name in ("row_bounds", "col_bounds", "tile_ptr"):
+            array, crc = _format.write_small(group, name, getattr(info, name))
+            manifest[name] = _format.manifest_entry(array, os.path.join(temporary, name), crc)
+        group.attrs.update(
+            {
+                "format_version": FORMAT_VERSION,
+                "grid": n_blocks,
+                "nnz": int(dataset.nnz),
+                "binary": bool(dataset.binary),
+                "dataset_write_id": dataset._write_id,
+                "write_id": uuid.uuid4().hex,
+                "manifest": manifest,
+            }
+        )
+        try:
+            _publish(temporary, target, overwrite)
+        except OSError as exc:
+            if os.path.exists(target) and not overwrite:
+                raise FileExistsError(f"{target} was created meanwhile ({exc})") from None
+            raise
+    except BaseException:
+        _format.remove_tree(temporary)
+        raise
+    return open_dataset(dataset.path)
+
+
+# --------------------------------------------------------------------------------------------
+# conversion
+
+
+#: Dense Dask arrays up to this many bytes are computed into memory by :func:`as_dataset`.
+IN_MEMORY_BYTES = 256 * 2**20
+
+
+def as_dataset(X, y=None, sample_weight=None, *, temporary_dir=None, **options):
+    """Turn any supported input into a dataset object.
+
+    Parameters
+    ----------
+    X : BaseDataset, str, os.PathLike, ndarray, scipy.sparse matrix or dask.array.Array
+        A dataset is returned as is (``y``/``sample_weight`` must then be None); a path is
+        opened; NumPy and scipy.sparse input becomes a :class:`MemoryDataset`; a Dask array
+        larger than :data:`IN_MEMORY_BYTES` (or of sparse chunks) is written chunk by chunk to a
+        temporary on-disk dataset, removed when the returned object is garbage collected.
+    y : array-like or dask.array.Array of shape (n_samples,), optional
+    sample_weight : array-like of shape (n_samples,), optional
+    temporary_dir : str, optional
+        Where temporary datasets go (default: the system's temporary directory).
+    **options
+        Passed to :class:`MemoryDataset` or :func:`write_dataset` (``rows_per_block``,
+        ``block_nnz``, ``dtype``, ``binary``, ``task``, ``layout``).
+
+    Returns
+    -------
+    BaseDataset
+    """
+    if isinstance(X, BaseDataset):
+        if y is not None or sample_weight is not None:
+            raise ValueError(
+                "y and sample_weight come from the dataset; do not pass them with a dataset"
+            )
+        return X
+    if isinstance(X, (str, os.PathLike)):
+        if y is not None or sample_weight is not None:
+            raise ValueError("y and sample_weight come from the dataset at the given path")
+        return open_dataset(X)
+    if _is_dask_array(X):
+        if len(X.shape) != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        sparse_chunks = sp.issparse(getattr(X, "_meta", None))
+        if not sparse_chunks and X.nbytes <= IN_MEMORY_BYTES:
+            return MemoryDataset(
+                X.compute(),
+                None if y is None else _compute_slice(y, 0, X.shape[0]),
+                None if sample_weight is None else _compute_slice(sample_weight, 0, X.shape[0]),
+                **options,
+            )
+        import tempfile
+        import weakref
+
+        directory = tempfile.mkdtemp(prefix="daskpd-", dir=temporary_dir)
+        if y is None:
+            y = np.zeros(X.shape[0])
+        dataset = write_dataset(
+            X, y, os.path.join(directory, "data.zarr"), sample_weight=sample_weight, **options
+        )
+        weakref.finalize(dataset, _format.remove_tree, directory)
+        return dataset
+    return MemoryDataset(X, y, sample_weight, **options)

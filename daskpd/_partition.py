@@ -1,0 +1,266 @@
+"""Derivation of the tiled layout of a P x P grid, shared by on-disk and in-memory datasets.
+
+The grid is built in two streaming passes over the row blocks: the first counts the nonzeros
+of every tile, which fixes ``tile_ptr``; the second splits each row block by column block and
+appends the pieces to their tiles. Both passes hold one row block at a time; the on-disk sink
+adds one bounded write buffer per tile of the current row group.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+
+from daskpd import _format
+from daskpd._base import GridInfo
+from daskpd.kernels import dataset as kernels
+
+#: Names of the per-tile checksum columns, in the order of the last axis of ``tile_crc32``.
+TILE_ARRAYS = ("rows", "cols", "vals")
+
+
+def cumulative_chunks(count_chunks):
+    """Turn consecutive pieces of a count array into pieces of its cumulative sum.
+
+    The output starts with the 0 entry, so its total length is one more than the input's.
+    Offsets are accumulated in int64.
+    """
+    carry = np.int64(0)
+    yield np.zeros(1, dtype=np.int64)
+    for counts in count_chunks:
+        cumulative = np.cumsum(counts, dtype=np.int64) + carry
+        if cumulative.shape[0]:
+            carry = cumulative[-1]
+        yield cumulative
+
+
+def balanced_bounds(cumulative_pieces, total, n_blocks, length):
+    """Split ``length`` items into ``n_blocks`` ranges with about equal counts.
+
+    Bound k (0 < k < n_blocks) is the first index i whose cumulative count ``c[i]`` (items
+    before i) reaches ``ceil(k * total / n_blocks)``. Without any count, the items are split
+    evenly.
+
+    Parameters
+    ----------
+    cumulative_pieces : iterable of ndarray of int64
+        Consecutive pieces of the cumulative count array ``c`` (``c[0] = 0``, length
+        ``length + 1``), read one piece at a time.
+    total : int
+        ``c[-1]``.
+    n_blocks : int
+    length : int
+
+    Returns
+    -------
+    ndarray of shape (n_blocks + 1,), int64
+    """
+    bounds = np.empty(n_blocks + 1, dtype=np.int64)
+    if total == 0:
+        bounds[:] = np.arange(n_blocks + 1, dtype=np.int64) * length // n_blocks
+        for _ in cumulative_pieces:
+            break
+        return bounds
+    # k * total stays far below 2**63 (total <= ~1e12, k <= n_blocks <= ~1e4).
+    targets = -(-(np.arange(1, n_blocks, dtype=np.int64) * np.int64(total)) // n_blocks)
+    found = np.full(n_blocks - 1, -1, dtype=np.int64)
+    offset = 0
+    for piece in cumulative_pieces:
+        position = np.searchsorted(piece, targets, side="left")
+        new = (found < 0) & (position < piece.shape[0])
+        found[new] = offset + position[new]
+        offset += piece.shape[0]
+        if found.shape[0] == 0 or found[-1] >= 0:
+            break
+    bounds[0] = 0
+    bounds[1:-1] = found
+    bounds[-1] = length
+    return bounds
+
+
+def row_pieces(row_bounds, block_bounds):
+    """Row ranges ``(q, start, stop)``: each row group cut at the dataset's row-block bounds.
+
+    Every piece lies inside one row block, so reading it costs at most one block of memory.
+    """
+    pieces = []
+    for q in range(row_bounds.shape[0] - 1):
+        start, stop = int(row_bounds[q]), int(row_bounds[q + 1])
+        inner = block_bounds[(block_bounds > start) & (block_bounds < stop)]
+        cuts = [start, *(int(c) for c in inner), stop]
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            if b > a:
+                pieces.append((q, a, b))
+    return pieces
+
+
+def build_grid(dataset, n_blocks, sink):
+    """Compute the P x P grid of ``dataset`` and stream its tiles into ``sink``.
+
+    Parameters
+    ----------
+    dataset : BaseDataset
+        Provides ``_row_nnz_chunks()``, ``col_nnz``, ``row_block_bounds``, ``_csr_rows`` and
+        ``_csr_indices_rows``.
+    n_blocks : int
+        P.
+    sink : object
+        ``start(info)``, ``add(q, r, rows, cols, vals)`` (pieces of a tile arrive in order),
+        ``end_group(q)``.
+
+    Returns
+    -------
+    GridInfo
+    """
+    n_samples, n_features = dataset.shape
+    nnz = int(dataset.nnz)
+    row_bounds = balanced_bounds(
+        cumulative_chunks(dataset._row_nnz_chunks()), nnz, n_blocks, n_samples
+    )
+    col_bounds = balanced_bounds(
+        cumulative_chunks([np.asarray(dataset.col_nnz, dtype=np.int64)]),
+        nnz,
+        n_blocks,
+        n_features,
+    )
+    pieces = row_pieces(row_bounds, np.asarray(dataset.row_block_bounds, dtype=np.int64))
+
+    counts = np.zeros((n_blocks, n_blocks), dtype=np.int64)
+    for q, start, stop in pieces:
+        indptr, indices = dataset._csr_indices_rows(start, stop)
+        kernels.count_tile_nnz(indptr, indices, col_bounds, counts[q])
+    starts = np.zeros(n_blocks * n_blocks + 1, dtype=np.int64)
+    np.cumsum(counts.ravel(), out=starts[1:])
+    tile_ptr = np.empty((n_blocks, n_blocks + 1), dtype=np.int64)
+    tile_ptr[:, :n_blocks] = starts[:-1].reshape(n_blocks, n_blocks)
+    tile_ptr[:, n_blocks] = starts[n_blocks::n_blocks]
+    if int(starts[-1]) != nnz:
+        raise ValueError(f"{dataset!r}: counted {int(starts[-1])} nonzeros, expected {nnz}")
+    info = GridInfo(row_bounds=row_bounds, col_bounds=col_bounds, tile_ptr=tile_ptr)
+
+    sink.start(info)
+    no_values = np.zeros(1, dtype=np.float64)
+    for index, (q, start, stop) in enumerate(pieces):
+        indptr, indices, data = dataset._csr_rows(start, stop)
+        has_data = data is not None
+        block_ptr, rows, cols, vals = kernels.split_by_column_block(
+            indptr,
+            indices,
+            data if has_data else no_values,
+            has_data,
+            col_bounds,
+            start - int(row_bounds[q]),
+        )
+        for r in range(n_blocks):
+            lo, hi = int(block_ptr[r]), int(block_ptr[r + 1])
+            if hi > lo:
+                sink.add(q, r, rows[lo:hi], cols[lo:hi], vals[lo:hi] if has_data else None)
+        if index + 1 == len(pieces) or pieces[index + 1][0] != q:
+            sink.end_group(q)
+    return info
+
+
+class MemorySink:
+    """Collect the tiles in NumPy arrays (used by ``MemoryDataset.partition``)."""
+
+    def __init__(self, nnz, value_dtype):
+        self.rows = np.empty(nnz, dtype=np.int32)
+        self.cols = np.empty(nnz, dtype=np.int32)
+        self.vals = None if value_dtype is None else np.empty(nnz, dtype=value_dtype)
+
+    def start(self, info):
+        self.position = info.tile_ptr[:, :-1].copy()
+
+    def add(self, q, r, rows, cols, vals):
+        lo = int(self.position[q, r])
+        hi = lo + rows.shape[0]
+        self.rows[lo:hi] = rows
+        self.cols[lo:hi] = cols
+        if self.vals is not None:
+            self.vals[lo:hi] = vals
+        self.position[q, r] = hi
+
+    def end_group(self, q):
+        return None
+
+
+class ZarrSink:
+    """Write the tiles into zarr arrays of a (temporary) grid group, in bounded memory.
+
+    Each tile of the current row group has a write buffer of at most ``buffer_entries``
+    entries; a full buffer is written to its region of ``rows``/``cols``/``vals`` (zarr merges
+    the chunks shared with neighbouring tiles). A CRC32 per tile and array is kept for the
+    ``tile_crc32`` table.
+
+    Parameters
+    ----------
+    group : zarr.Group
+    nnz : int
+    value_dtype : numpy.dtype or None
+        None when binary (no ``vals``).
+    buffer_entries : int
+    chunk_bytes : int
+    """
+
+    def __init__(self, group, nnz, value_dtype, buffer_entries, chunk_bytes):
+        self.group = group
+        self.arrays = {
+            "rows": _format.create_1d(group, "rows", np.int32, chunk_bytes, nnz),
+            "cols": _format.create_1d(group, "cols", np.int32, chunk_bytes, nnz),
+        }
+        if value_dtype is not None:
+            self.arrays["vals"] = _format.create_1d(group, "vals", value_dtype, chunk_bytes, nnz)
+        self.buffer_entries = int(buffer_entries)
+        self.pending = {}
+
+    def start(self, info):
+        n_blocks = info.n_blocks
+        self.position = info.tile_ptr[:, :-1].copy()
+        self.written = self.position.copy()
+        self.crc = np.zeros((n_blocks, n_blocks, len(TILE_ARRAYS)), dtype=np.int64)
+
+    def add(self, q, r, rows, cols, vals):
+        pieces = self.pending.setdefault((q, r), [])
+        pieces.append((rows, cols, vals))
+        crc = self.crc[q, r]
+        for k, values in enumerate((rows, cols, vals)):
+            if values is not None:
+                crc[k] = zlib.crc32(memoryview(np.ascontiguousarray(values)).cast("B"), crc[k])
+        self.position[q, r] += rows.shape[0]
+        if self.position[q, r] - self.written[q, r] >= self.buffer_entries:
+            self._flush(q, r)
+
+    def _flush(self, q, r):
+        pieces = self.pending.pop((q, r), [])
+        if not pieces:
+            return
+        lo, hi = int(self.written[q, r]), int(self.position[q, r])
+        for k, name in enumerate(TILE_ARRAYS):
+            if name in self.arrays:
+                self.arrays[name][lo:hi] = np.concatenate([piece[k] for piece in pieces])
+        self.written[q, r] = hi
+
+    def end_group(self, q):
+        for key in sorted(k for k in self.pending if k[0] == q):
+            self._flush(*key)
+
+    def finish(self, directory):
+        """Write the ``tile_crc32`` table; return the manifest entries of the grid's arrays.
+
+        ``rows``/``cols``/``vals`` are checked tile by tile against the table (their entries
+        carry ``crc32`` None); the table itself has an ordinary whole-array CRC32.
+        """
+        table, table_crc = _format.write_small(
+            self.group, "tile_crc32", self.crc.reshape(-1, len(TILE_ARRAYS))
+        )
+        manifest = {}
+        for name, array in self.arrays.items():
+            manifest[name] = _format.manifest_entry(array, os.path.join(directory, name), None)
+        manifest["tile_crc32"] = _format.manifest_entry(
+            table,
+            os.path.join(directory, "tile_crc32"),
+            table_crc,
+        )
+        return manifest
