@@ -158,3 +158,36 @@ def wd_features(codes, degree, offsets, sqrt_weights, hash_bits, binary):
                 nnz += 1
         indptr[i + 1] = nnz
     return indptr, indices[:nnz], data[:nnz]
+
+
+@njit
+def canonical_rows(indptr, indices):
+    """Sort the column ids of each row and drop repeats, in place.
+
+    Used by the generators, which draw column ids with replacement.
+
+    Parameters
+    ----------
+    indptr : ndarray of int64 of shape (n_rows + 1,)
+    indices : ndarray of int64
+
+    Returns
+    -------
+    new_indptr : ndarray of int64
+    new_indices : ndarray of int32
+        Strictly increasing within each row.
+    """
+    n = indptr.shape[0] - 1
+    new_indptr = np.zeros(n + 1, dtype=np.int64)
+    out = np.empty(indices.shape[0], dtype=np.int32)
+    nnz = 0
+    for i in range(n):
+        row = np.sort(indices[indptr[i] : indptr[i + 1]])
+        previous = -1
+        for t in range(row.shape[0]):
+            if row[t] != previous:
+                out[nnz] = row[t]
+                nnz += 1
+                previous = row[t]
+        new_indptr[i + 1] = nnz
+    return new_indptr, out[:nnz]
