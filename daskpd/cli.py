@@ -104,6 +104,63 @@ def subcommand(name: str, help_text: str):
 
 
 # --------------------------------------------------------------------------------------------
+# partition, info (owner: dataset format)
+
+
+@subcommand("partition", "derive the tiled layout of a P x P grid of a dataset (streamed)")
+def _add_partition(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", metavar="DATA", help="dataset directory")
+    parser.add_argument(
+        "--grid", required=True, type=_positive_int("--grid"), metavar="P", help="grid size P"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="rebuild the grid if it already exists"
+    )
+    parser.set_defaults(run=_run_partition)
+
+
+def _run_partition(args) -> int:
+    from daskpd.dataset import partition_dataset
+
+    dataset = partition_dataset(args.data, args.grid, overwrite=args.overwrite)
+    info = dataset.grid(args.grid)
+    tile_nnz = info.tile_ptr[:, 1:] - info.tile_ptr[:, :-1]
+    _print_json(
+        {
+            "path": dataset.path,
+            "grid": args.grid,
+            "row_bounds": info.row_bounds.tolist(),
+            "col_bounds": info.col_bounds.tolist(),
+            "tile_nnz_min": int(tile_nnz.min()),
+            "tile_nnz_max": int(tile_nnz.max()),
+        }
+    )
+    return 0
+
+
+@subcommand("info", "print a JSON summary of a dataset")
+def _add_info(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", metavar="DATA", help="dataset directory")
+    parser.add_argument(
+        "--verify", action="store_true", help="also re-read every array and check checksums"
+    )
+    parser.set_defaults(run=_run_info)
+
+
+def _run_info(args) -> int:
+    from daskpd.dataset import open_dataset
+
+    dataset = open_dataset(args.data, verify=args.verify)
+    summary = {"path": dataset.path, "format_version": dataset.format_version}
+    summary.update(dataset.summary())
+    summary["stored_bytes"] = dataset.stored_bytes
+    if args.verify:
+        summary["verified"] = True
+    _print_json(summary)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # entry point
 
 

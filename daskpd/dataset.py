@@ -263,6 +263,16 @@ class Dataset(BaseDataset):
                 f"truncated or altered ({type(exc).__name__}: {exc})"
             ) from None
 
+    @property
+    def format_version(self) -> int:
+        """Version of the stored format."""
+        return FORMAT_VERSION
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the stored (compressed) chunk files of the dataset's arrays (grids excluded)."""
+        return int(sum(entry["stored_bytes"] for entry in self._manifest.values()))
+
     # ---- pickling and identity
 
     def __reduce__(self):
