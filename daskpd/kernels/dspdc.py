@@ -1,0 +1,342 @@
+"""Numba kernels of DSPDC (Yu, Lin & Yang, "Doubly Stochastic Primal-Dual Coordinate Method
+for Bilinear Saddle-Point Problem").
+
+Translation table (paper -> code), used in every docstring of this module:
+
+==========================  =========================================
+paper                       code
+==========================  =========================================
+``x`` (primal, ``p``)       ``w`` (``n_features``)
+``y`` (dual, ``n``)         ``z`` (``n_samples``)
+``b`` (label)               ``labels``
+``lambda`` (``lambda_2``)   ``l2`` (and ``l1`` for ``lambda_1``)
+``A = U V``                 ``X`` (explicit CSR) or ``(U, V)`` (factorized)
+``I`` (``m`` rows)          ``rows`` (``batch_size`` per iteration)
+``J`` (``q`` coordinates)   ``cols`` (``n_coords`` per iteration)
+``tau, sigma, theta``       ``tau, sigma, theta``
+==========================  =========================================
+
+Conventions. The paper's dual step (15) carries a ``1/n`` factor; it equals the SPDC dual
+step with ``sigma_SPDC = sigma / n``, which is what :func:`daskpd.kernels.spdc.dual_step`
+receives here. ``theta`` is the paper's (it is about ``p/q``, not clipped to [0, 1]); the
+primal extrapolation (20) ``xbar = x^(t) + (theta + 1)(x^(t+1) - x^(t))`` touches only the
+sampled coordinates, so ``xbar = w + theta (w - w_prev)`` with ``w_prev = w`` outside the
+last sample. The primal step (19) uses ``A^T ybar / n = u + (1/m) A_I^T dz`` with
+``u = A^T z / n``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskpd.kernels._config import njit
+from daskpd.kernels.spdc import dual_step, primal_step
+
+
+@njit
+def draw_subsets(uniforms, n_items, size, perm):
+    """Uniform ``size``-subsets of ``range(n_items)`` by partial Fisher-Yates, O(size) each.
+
+    Parameters
+    ----------
+    uniforms : ndarray of shape (n_draws * size,)
+        Uniform numbers in [0, 1) (drawn by NumPy from the task's seed).
+    n_items, size : int
+    perm : ndarray of int64, shape (n_items,)
+        A permutation of ``range(n_items)``, updated in place (any permutation works: a
+        partial shuffle of it is a uniform subset).
+
+    Returns
+    -------
+    ndarray of int64, shape (n_draws * size,)
+    """
+    n_draws = uniforms.shape[0] // size
+    out = np.empty(n_draws * size, dtype=np.int64)
+    for t in range(n_draws):
+        for k in range(size):
+            r = k + int(uniforms[t * size + k] * (n_items - k))
+            if r >= n_items:
+                r = n_items - 1
+            tmp = perm[k]
+            perm[k] = perm[r]
+            perm[r] = tmp
+            out[t * size + k] = perm[k]
+    return out
+
+
+@njit
+def dspdc_rows(
+    indptr,
+    indices,
+    data,
+    binary,
+    labels,
+    z,
+    rows,
+    batch_size,
+    cols,
+    n_coords,
+    w,
+    w_prev,
+    u,
+    acc,
+    code,
+    params,
+    tau,
+    sigma,
+    theta,
+    l1,
+    l2,
+    delta,
+    n_total,
+):
+    """DSPDC (Algorithm 1) iterations on one explicit CSR row block.
+
+    Each iteration: dual steps (15) at ``xbar`` for the ``batch_size`` rows, primal steps
+    (19) on the ``n_coords`` sampled coordinates with ``A^T ybar / n``, extrapolation (20)
+    and the update of ``u = A^T z / n``. Maintains ``A^T ybar`` (the ``n/m >= p/q`` branch
+    of Section 4.1); cost O(nnz of the rows + n_coords) per iteration.
+
+    Parameters
+    ----------
+    indptr, indices, data, binary, labels : ndarray, bool
+        Local CSR block and its labels.
+    z : ndarray of shape (n_block_rows,)
+        Dual block, updated in place.
+    rows : ndarray of int64
+        ``batch_size`` local row ids per iteration.
+    batch_size : int
+        ``m``.
+    cols : ndarray of int64
+        ``n_coords`` coordinates per iteration, or empty when ``n_coords == n_features``
+        (every coordinate each iteration: SPDC).
+    n_coords : int
+        ``q``.
+    w, w_prev, u : ndarray of shape (n_features,)
+        Primal point, its value one iteration earlier, ``A^T z / n``; in place.
+    acc : ndarray of shape (n_features,)
+        Zeroed scratch; returned zeroed.
+    code, params : int, ndarray
+        Loss.
+    tau, sigma, theta : float
+        Paper's step sizes (``sigma`` with the paper's ``1/n`` convention).
+    l1, l2, delta : float
+        Regularizer ``l1 |w| + (l2/2) w^2`` and the dual perturbation.
+    n_total : int
+        ``n``.
+    """
+    d = w.shape[0]
+    n_iter = rows.shape[0] // batch_size
+    all_cols = n_coords == d
+    # Coordinates changed by the previous iteration (w_prev != w) must be reset once used.
+    last = np.empty(d, dtype=np.int64)
+    n_last = 0
+    for j in range(d):
+        if w_prev[j] != w[j]:
+            last[n_last] = j
+            n_last += 1
+    touched = np.empty(d, dtype=np.int64)
+    is_touched = np.zeros(d, dtype=np.bool_)
+    dz = np.empty(batch_size, dtype=np.float64)
+    sigma_n = sigma / n_total
+    inv_m = 1.0 / batch_size
+    inv_n = 1.0 / n_total
+    for it in range(n_iter):
+        n_touched = 0
+        for b in range(batch_size):
+            k = rows[it * batch_size + b]
+            c = 0.0
+            for p in range(indptr[k], indptr[k + 1]):
+                j = indices[p]
+                xbar = w[j] + theta * (w[j] - w_prev[j])
+                c += xbar if binary else data[p] * xbar
+            new = dual_step(code, params, z[k], c, sigma_n, delta, labels[k])
+            dz[b] = new - z[k]
+            z[k] = new
+            if dz[b] != 0.0:
+                for p in range(indptr[k], indptr[k + 1]):
+                    j = indices[p]
+                    if not is_touched[j]:
+                        is_touched[j] = True
+                        touched[n_touched] = j
+                        n_touched += 1
+                    acc[j] += dz[b] if binary else dz[b] * data[p]
+        # The extrapolation of the previous iteration is undone outside the new sample.
+        for r in range(n_last):
+            w_prev[last[r]] = w[last[r]]
+        if all_cols:
+            for j in range(d):
+                w_prev[j] = w[j]
+                w[j] = primal_step(w[j], u[j] + acc[j] * inv_m, tau, l1, l2)
+                last[j] = j
+            n_last = d
+        else:
+            for r in range(n_coords):
+                j = cols[it * n_coords + r]
+                w_prev[j] = w[j]
+                w[j] = primal_step(w[j], u[j] + acc[j] * inv_m, tau, l1, l2)
+                last[r] = j
+            n_last = n_coords
+        for r in range(n_touched):
+            j = touched[r]
+            u[j] += acc[j] * inv_n
+            acc[j] = 0.0
+            is_touched[j] = False
+    return n_iter
+
+
+@njit
+def dspdc_factorized(
+    U, V, labels, z, w, u, v, vbar, rows, batch_size, cols, n_coords,
+    code, params, tau, sigma, theta, l1, l2, delta,
+):  # fmt: skip
+    """DSPDC on factorized data ``A = U V`` (Algorithm 2): cost O(d (m + q)) per iteration.
+
+    Parameters
+    ----------
+    U : ndarray of shape (n_samples, rank)
+    V : ndarray of shape (rank, n_features)
+    labels, z : ndarray of shape (n_samples,)
+        Labels and dual point (updated in place).
+    w : ndarray of shape (n_features,)
+        Primal point (updated in place).
+    u, v, vbar : ndarray of shape (rank,)
+        ``U^T z``, ``V w`` and ``V xbar`` (updated in place).
+    rows, cols : ndarray of int64
+        ``batch_size`` rows and ``n_coords`` coordinates per iteration (``cols`` may be
+        empty when ``n_coords == n_features``).
+    batch_size, n_coords : int
+        ``m`` and ``q``.
+    code, params, tau, sigma, theta, l1, l2, delta
+        As in :func:`dspdc_rows`.
+
+    Returns
+    -------
+    int
+        Number of iterations run.
+    """
+    n = U.shape[0]
+    d = V.shape[1]
+    rank = U.shape[1]
+    n_iter = rows.shape[0] // batch_size
+    all_cols = n_coords == d
+    du = np.zeros(rank)
+    dv = np.zeros(rank)
+    ubar = np.zeros(rank)
+    sigma_n = sigma / n
+    scale = n / batch_size
+    for it in range(n_iter):
+        du[:] = 0.0
+        for b in range(batch_size):
+            i = rows[it * batch_size + b]
+            c = 0.0
+            for r in range(rank):
+                c += U[i, r] * vbar[r]
+            new = dual_step(code, params, z[i], c, sigma_n, delta, labels[i])
+            diff = new - z[i]
+            z[i] = new
+            for r in range(rank):
+                du[r] += U[i, r] * diff
+        for r in range(rank):
+            ubar[r] = u[r] + scale * du[r]
+            u[r] += du[r]
+        dv[:] = 0.0
+        n_j = d if all_cols else n_coords
+        for s in range(n_j):
+            j = s if all_cols else cols[it * n_coords + s]
+            g = 0.0
+            for r in range(rank):
+                g += V[r, j] * ubar[r]
+            new = primal_step(w[j], g / n, tau, l1, l2)
+            diff = new - w[j]
+            w[j] = new
+            if diff != 0.0:
+                for r in range(rank):
+                    dv[r] += V[r, j] * diff
+        for r in range(rank):
+            vbar[r] = v[r] + (theta + 1.0) * dv[r]
+            v[r] += dv[r]
+    return n_iter
+
+
+@njit
+def psd_projection(M):
+    """Projection of ``sym(M)`` onto the PSD cone by symmetric eigendecomposition."""
+    S = 0.5 * (M + M.T)
+    mu, Q = np.linalg.eigh(S)
+    for k in range(mu.shape[0]):
+        mu[k] = max(mu[k], 0.0)
+    return (Q * mu) @ Q.T
+
+
+@njit
+def dspdc_matrix(
+    D, labels, z, Xs, Xs_prev, S, rows, batch_size, cols, n_coords,
+    code, params, tau, sigma, theta, lam, delta,
+):  # fmt: skip
+    """Block DSPDC for matrix risk minimization (Section 5.2) with PSD blocks.
+
+    Problem: ``min_{X_j PSD} (1/n) sum_i loss(sum_j <D_i^j, X_j>, b_i) + (lambda/2) sum_j
+    ||X_j||_F^2``. The primal block step (44) is ``Proj_PSD((X_j / tau - sym(W_j) / n) /
+    (lambda + 1/tau))`` with ``W_j`` block ``j`` of ``A^T ybar``: one eigendecomposition per
+    sampled block. Maintains ``S = A^T z`` (blocks ``sum_i z_i D_i^j``).
+
+    Parameters
+    ----------
+    D : ndarray of shape (n_samples, n_blocks, k, k)
+        Data matrices ``D_i^j``.
+    labels, z : ndarray of shape (n_samples,)
+    Xs, Xs_prev : ndarray of shape (n_blocks, k, k)
+        Primal blocks and their values one iteration earlier (in place).
+    S : ndarray of shape (n_blocks, k, k)
+        ``sum_i z_i D_i^j`` (in place).
+    rows, cols, batch_size, n_coords
+        Sampled rows (``m`` per iteration) and blocks (``q`` per iteration).
+    code, params, tau, sigma, theta, delta
+        As in :func:`dspdc_rows` (``sigma`` with the paper's ``1/n`` convention).
+    lam : float
+        ``lambda``.
+    """
+    n = D.shape[0]
+    n_blocks = D.shape[1]
+    k = D.shape[2]
+    n_iter = rows.shape[0] // batch_size
+    dz = np.empty(batch_size)
+    sigma_n = sigma / n
+    scale = n / batch_size
+    last = np.empty(n_blocks, dtype=np.int64)
+    n_last = 0
+    for j in range(n_blocks):
+        if np.any(Xs_prev[j] != Xs[j]):
+            last[n_last] = j
+            n_last += 1
+    for it in range(n_iter):
+        for b in range(batch_size):
+            i = rows[it * batch_size + b]
+            c = 0.0
+            for j in range(n_blocks):
+                for a in range(k):
+                    for e in range(k):
+                        xbar = Xs[j, a, e] + theta * (Xs[j, a, e] - Xs_prev[j, a, e])
+                        c += D[i, j, a, e] * xbar
+            new = dual_step(code, params, z[i], c, sigma_n, delta, labels[i])
+            dz[b] = new - z[i]
+            z[i] = new
+        for r in range(n_last):
+            Xs_prev[last[r]] = Xs[last[r]]
+        for s in range(n_coords):
+            j = cols[it * n_coords + s]
+            W = S[j].copy()
+            for b in range(batch_size):
+                i = rows[it * batch_size + b]
+                W += scale * dz[b] * D[i, j]
+            M = (Xs[j] / tau - 0.5 * (W + W.T) / n) / (lam + 1.0 / tau)
+            Xs_prev[j] = Xs[j]
+            Xs[j] = psd_projection(M)
+            last[s] = j
+        n_last = n_coords
+        for b in range(batch_size):
+            i = rows[it * batch_size + b]
+            for j in range(n_blocks):
+                S[j] += dz[b] * D[i, j]
+    return n_iter

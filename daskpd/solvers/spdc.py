@@ -1,0 +1,629 @@
+"""SPDC: stochastic primal-dual coordinate method (Zhang & Xiao, JMLR), out of core on Dask.
+
+Translation table (paper -> code), used in every docstring of this module:
+
+==========================  =========================================
+paper                       code
+==========================  =========================================
+``x`` (primal)              ``w``
+``y`` (dual)                ``z``
+``b`` (labels)              ``y``
+``lambda``                  ``alpha`` (times the strong convexity of R)
+``A`` rows ``a_i``          rows of ``X``
+``m`` (batch size)          ``batch_size``
+``alpha`` (sampling mix)    ``mixing``
+``R``, ``Rbar``             ``max_row_norm``, ``mean_row_norm``
+``tau, sigma, theta``       ``tau, sigma, theta``
+==========================  =========================================
+
+The objective is ``P(w) = (1/n) sum_i loss(x_i.w, y_i) + alpha R(w)`` with a separable
+regularizer of the form ``l1 |w| + (l2 / 2) w^2`` (L2, L1, elastic net, zero), and the dual
+variable follows the paper's ``y`` convention (``z_i = loss'(x_i.w*, y_i)`` at the optimum).
+
+Graph shape (DESIGN.md, "chained pass"): one epoch is one pass over the data, ``n``
+iterations of ``batch_size`` rows. The row blocks are visited in a shuffled order; the
+primal carry ``(w, w_prev, u, t)`` flows from block to block, each task runs the numba
+kernel :func:`daskpd.kernels.spdc.spdc_rows` on its block and returns the carry and the new
+dual block. Dual blocks stay where they were computed (futures on a distributed client).
+Sampling is stratified by block: block ``b`` receives ``n_b / batch_size`` iterations
+(``n P_b`` for weighted sampling, ``P_b`` the block's probability mass), and its rows are
+drawn inside the task from a seed spawned per (epoch, block). With a single row block this
+is exactly Algorithm 1/2/3 of the paper; with several it is the usual stratified variant of
+the i.i.d. sampling of the analysis. Mini-batches do not run across workers: every
+iteration needs the primal point of the previous one, so a cross-worker mini-batch would
+cost one round trip per iteration; the ``batch_size`` dual steps of an iteration run in one
+task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import dask
+import numpy as np
+
+from daskpd.kernels import scalar
+from daskpd.kernels import spdc as spdc_kernels
+from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
+
+__all__ = [
+    "SPDCSolver",
+    "StepSizes",
+    "optimal_mixing",
+    "sampling_probabilities",
+    "spdc_step_sizes",
+    "weighted_step_sizes",
+]
+
+
+class StepSizes(NamedTuple):
+    """Primal step ``tau``, dual step ``sigma`` and extrapolation ``theta``."""
+
+    tau: float
+    sigma: float
+    theta: float
+
+
+def spdc_step_sizes(max_row_norm, gamma, lam, n, batch_size=1):
+    """Step sizes of Theorem 1, eq. (12), for uniform (mini-batch) sampling.
+
+    ``tau = sqrt(m gamma / (n lambda)) / (2R)``, ``sigma = sqrt(n lambda / (m gamma)) / (2R)``,
+    ``theta = 1 - 1 / (n/m + 2R sqrt(n / (m lambda gamma)))``.
+
+    Parameters
+    ----------
+    max_row_norm : float
+        ``R = max_i ||x_i||``.
+    gamma : float
+        Strong convexity of the conjugate loss (the loss is ``1/gamma``-smooth).
+    lam : float
+        Strong convexity of ``alpha R`` (``lambda``).
+    n : int
+        Number of samples.
+    batch_size : int, default=1
+        ``m``.
+
+    Returns
+    -------
+    StepSizes
+    """
+    _check_positive(max_row_norm=max_row_norm, gamma=gamma, lam=lam)
+    m = float(batch_size)
+    r = float(max_row_norm)
+    tau = math.sqrt(m * gamma / (n * lam)) / (2.0 * r)
+    sigma = math.sqrt(n * lam / (m * gamma)) / (2.0 * r)
+    theta = 1.0 - 1.0 / (n / m + 2.0 * r * math.sqrt(n / (m * lam * gamma)))
+    return StepSizes(tau, sigma, theta)
+
+
+def weighted_step_sizes(max_row_norm, mean_row_norm, gamma, lam, n, mixing):
+    """Step sizes of Theorem 6, eq. (24), for weighted sampling (batch size 1).
+
+    With ``R_mix = ((1 - mixing) / R + mixing / Rbar)^-1``: ``tau = sqrt(gamma / (n lambda)) /
+    (2 R_mix)``, ``sigma = sqrt(n lambda / gamma) / (2 R_mix)``, ``theta = 1 - 1 / (n / (1 -
+    mixing) + R_mix sqrt(n / (lambda gamma)))`` (no factor 2 in ``theta``, unlike (12)).
+
+    Parameters
+    ----------
+    max_row_norm, mean_row_norm : float
+        ``R`` and ``Rbar`` (mean of the row norms).
+    gamma, lam : float
+        See :func:`spdc_step_sizes`.
+    n : int
+        Number of samples.
+    mixing : float
+        ``alpha`` of eq. (20), in ``[0, 1)``.
+
+    Returns
+    -------
+    StepSizes
+    """
+    _check_positive(max_row_norm=max_row_norm, mean_row_norm=mean_row_norm, gamma=gamma, lam=lam)
+    if not 0.0 <= mixing < 1.0:
+        raise ValueError(f"mixing must be in [0, 1), got {mixing!r}")
+    r_mix = 1.0 / ((1.0 - mixing) / max_row_norm + mixing / mean_row_norm)
+    tau = math.sqrt(gamma / (n * lam)) / (2.0 * r_mix)
+    sigma = math.sqrt(n * lam / gamma) / (2.0 * r_mix)
+    theta = 1.0 - 1.0 / (n / (1.0 - mixing) + r_mix * math.sqrt(n / (lam * gamma)))
+    return StepSizes(tau, sigma, theta)
+
+
+def optimal_mixing(max_row_norm, mean_row_norm, gamma, lam, n):
+    """The mixing ``alpha*`` of eq. (25) that minimizes the rate of (24).
+
+    With ``rho = R / Rbar - 1`` and ``kappa = R^2 / (lambda gamma)``: 0 when ``rho <=
+    sqrt(n / kappa)``, else ``(sqrt(rho) (kappa/n)^(1/4) - 1) / (sqrt(rho) (kappa/n)^(1/4) +
+    rho)``. Uniform sampling is optimal for well-conditioned problems and the weighting
+    grows with the condition number (the paper's prose after (25) says the opposite; the
+    formula is right, see the digest).
+
+    Returns
+    -------
+    float
+    """
+    _check_positive(max_row_norm=max_row_norm, mean_row_norm=mean_row_norm, gamma=gamma, lam=lam)
+    rho = max_row_norm / mean_row_norm - 1.0
+    kappa = max_row_norm**2 / (lam * gamma)
+    if rho <= math.sqrt(n / kappa):
+        return 0.0
+    s = math.sqrt(rho) * (kappa / n) ** 0.25
+    return (s - 1.0) / (s + rho)
+
+
+def sampling_probabilities(row_norms, mixing):
+    """Sampling probabilities of eq. (20): ``(1 - mixing)/n + mixing ||x_k|| / sum_i ||x_i||``.
+
+    Parameters
+    ----------
+    row_norms : array-like of shape (n_samples,)
+        Row norms ``||x_k||``.
+    mixing : float
+        In ``[0, 1]``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    norms = np.asarray(row_norms, dtype=np.float64)
+    return (1.0 - mixing) / norms.shape[0] + mixing * norms / norms.sum()
+
+
+def _check_positive(**values):
+    for name, value in values.items():
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# problem translation
+# --------------------------------------------------------------------------------------------
+class ProblemArgs(NamedTuple):
+    """Loss, regularizer and ``alpha`` for :func:`problem_spec` (a subset of ``Problem``)."""
+
+    loss: Any
+    regularizer: Any
+    alpha: float
+
+
+class ProblemSpec(NamedTuple):
+    """A problem as the kernels see it (after the Section 3 perturbation)."""
+
+    loss_code: int
+    loss_params: np.ndarray
+    gamma: float  # strong convexity of the (perturbed) conjugate loss
+    dual_delta: float  # perturbation added to phi^* (0 for smooth losses)
+    l1: float
+    l2: float  # includes the primal perturbation
+    lam: float  # strong convexity of the (perturbed) regularizer
+
+
+def _objects(problem):
+    from daskpd.losses import get_loss
+    from daskpd.regularizers import get_regularizer
+
+    return get_loss(problem.loss), get_regularizer(problem.regularizer)
+
+
+def problem_spec(problem, delta=None):
+    """Translate a :class:`daskpd.problem.Problem` into the kernels' scalars.
+
+    Parameters
+    ----------
+    problem : Problem
+        Loss, separable regularizer and ``alpha``.
+    delta : float or None
+        Section 3 perturbation: added as ``(delta/2) beta^2`` to the conjugate of a
+        non-smooth loss and as ``(delta/2) ||w||^2`` to a regularizer that is not strongly
+        convex. Required exactly when one of the two is needed.
+
+    Returns
+    -------
+    ProblemSpec
+
+    Raises
+    ------
+    ValueError
+        For a non-separable regularizer, a loss without scalar code, a missing ``delta`` or
+        a non-positive ``alpha``.
+    """
+    loss, reg = _objects(problem)
+    alpha = float(problem.alpha)
+    if not (np.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+    if loss.code < 0:
+        raise ValueError(f"loss {loss.name!r} has no scalar code; SPDC needs its conjugate prox")
+    if reg.code < 0 or not getattr(reg, "separable", True):
+        raise ValueError(
+            f"regularizer {reg.name!r} is not separable; SPDC/DSPDC support l2, l1, "
+            "elasticnet and zero"
+        )
+    ratio = float(reg.params[0]) if reg.code == scalar.ELASTIC_NET else 0.0
+    l1 = {scalar.L2: 0.0, scalar.L1: alpha, scalar.ELASTIC_NET: alpha * ratio, scalar.ZERO: 0.0}[
+        reg.code
+    ]
+    l2 = {
+        scalar.L2: alpha,
+        scalar.L1: 0.0,
+        scalar.ELASTIC_NET: alpha * (1 - ratio),
+        scalar.ZERO: 0,
+    }[reg.code]
+    smooth = float(loss.smoothness)
+    needs_dual = not np.isfinite(smooth) or smooth <= 0
+    needs_primal = l2 <= 0
+    if delta is not None and not (np.isfinite(delta) and delta > 0):
+        raise ValueError(f"delta must be finite and > 0, got {delta!r}")
+    if (needs_dual or needs_primal) and delta is None:
+        what = []
+        if needs_dual:
+            what.append(f"loss {loss.name!r} is not smooth")
+        if needs_primal:
+            what.append(f"regularizer {reg.name!r} with alpha={alpha} is not strongly convex")
+        raise ValueError(
+            " and ".join(what) + "; pass delta=<float> (Section 3 perturbation of SPDC: the "
+            "solution is then within O(delta) of the original optimum)"
+        )
+    gamma = float(delta) if needs_dual else 1.0 / smooth
+    dual_delta = float(delta) if needs_dual else 0.0
+    if needs_primal:
+        l2 = l2 + float(delta)
+    return ProblemSpec(
+        int(loss.code), np.asarray(loss.params, dtype=np.float64), gamma, dual_delta, l1, l2, l2
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# block tasks (pure: they copy what they mutate)
+# --------------------------------------------------------------------------------------------
+class Carry(NamedTuple):
+    """Primal state flowing through the row blocks: all coordinates at time ``t``."""
+
+    w: np.ndarray
+    w_prev: np.ndarray
+    u: np.ndarray
+    t: int
+
+
+def _block_csr(data, block):
+    indptr, indices, values, labels = data.block_arrays(block)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    binary = values is None
+    values = (
+        np.empty(0, dtype=np.float64) if binary else np.ascontiguousarray(values, dtype=np.float64)
+    )
+    return indptr, indices, values, binary, np.ascontiguousarray(labels, dtype=np.float64)
+
+
+def _row_norms(indptr, values, binary):
+    counts = np.diff(indptr)
+    if binary:
+        return np.sqrt(counts.astype(np.float64))
+    sq = np.add.reduceat(values * values, indptr[:-1]) if values.size else np.zeros(len(counts))
+    sq[counts == 0] = 0.0
+    return np.sqrt(sq)
+
+
+def draw_rows(rng, n_rows, n_iter, batch_size, probs=None):
+    """Draw the row sequence of one block: ``batch_size`` distinct rows per iteration.
+
+    Uniform (``probs`` None): the paper's partition sampler -- the rows are split at random
+    into ``batch_size`` groups and each iteration takes one row uniformly from each group, so
+    each row is in the batch with probability ``batch_size / n_rows`` (with ``batch_size = 1``
+    this is i.i.d. uniform sampling). Weighted: i.i.d. draws with probabilities ``probs``
+    (batch size 1 only).
+
+    Returns
+    -------
+    ndarray of int64, shape (n_iter * batch_size,)
+    """
+    if probs is not None:
+        return rng.choice(n_rows, size=n_iter, p=probs).astype(np.int64)
+    if batch_size == 1:
+        return rng.integers(0, n_rows, size=n_iter, dtype=np.int64)
+    groups = np.array_split(rng.permutation(n_rows), batch_size)
+    out = np.empty((n_iter, batch_size), dtype=np.int64)
+    for g, members in enumerate(groups):
+        out[:, g] = members[rng.integers(0, len(members), size=n_iter)]
+    return out.ravel()
+
+
+def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opts):
+    """One block of an SPDC epoch: returns the new carry and the new dual block."""
+    indptr, indices, values, binary, labels = _block_csr(data, block)
+    n_rows = len(labels)
+    rng = np.random.default_rng(seed)
+    n_total = int(data.shape[0])
+    batch = opts["batch_size"]
+    if opts["weighted"]:
+        norms = _row_norms(indptr, values, binary)
+        p_global = (1.0 - opts["mixing"]) / n_total + opts["mixing"] * norms / opts["norm_sum"]
+        probs = p_global / p_global.sum()
+        inv_npi = 1.0 / (n_total * p_global)
+    else:
+        probs = None
+        inv_npi = np.full(n_rows, 1.0 / batch)
+    order = draw_rows(rng, n_rows, n_iter, batch, probs)
+    w = carry.w.copy()
+    w_prev = carry.w_prev.copy()
+    u = carry.u.copy()
+    z = np.array(z_block, dtype=np.float64, copy=True)
+    d = w.shape[0]
+    stamp = np.full(d, carry.t, dtype=np.int64)
+    mark = np.full(d, -1, dtype=np.int64)
+    acc = np.zeros(d)
+    t = spdc_kernels.spdc_rows(
+        indptr, indices, values, binary, labels, z, order, batch, inv_npi,
+        w, w_prev, stamp, u, mark, acc, carry.t,
+        spec.loss_code, spec.loss_params, steps.tau, steps.sigma, steps.theta,
+        spec.l1, spec.l2, spec.dual_delta, n_total,
+    )  # fmt: skip
+    spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
+    return Carry(w, w_prev, u, int(t)), z
+
+
+def _transpose_task(data, block, z_block):
+    indptr, indices, values, binary, _ = _block_csr(data, block)
+    return spdc_kernels.transpose_dot(
+        indptr, indices, values, binary, np.asarray(z_block, dtype=np.float64), data.shape[1]
+    )
+
+
+def _sum_arrays(*arrays):
+    return np.sum(arrays, axis=0)
+
+
+# --------------------------------------------------------------------------------------------
+# chain machinery shared with DSPDC
+# --------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ChainState:
+    """State of a chained-pass solver between epochs."""
+
+    spec: ProblemSpec
+    steps: StepSizes
+    carry: Carry
+    z_blocks: tuple  # per row block: ndarray or Future
+    block_iters: tuple  # iterations per row block per epoch
+    seed: np.random.SeedSequence
+    epoch: int
+    opts: dict
+    data: Any
+    client: Any
+
+
+def block_seed(seed, epoch, block, n_blocks):
+    """Seed of a block task: child ``block`` of the driver's ``epoch_seed(seed, epoch)``."""
+    return block_seeds(epoch_seed(seed, epoch), n_blocks)[block]
+
+
+def block_order(seed, epoch, n_blocks):
+    """Shuffled visiting order of the row blocks in ``epoch`` (child ``n_blocks``)."""
+    rng = np.random.default_rng(block_seeds(epoch_seed(seed, epoch), n_blocks + 1)[n_blocks])
+    return rng.permutation(n_blocks)
+
+
+def run_chain(state, epoch, task):
+    """Run one epoch of a chained pass as ONE Dask compute (or one wave of futures).
+
+    ``task(carry, z_block, data, block, seed, n_iter, spec, steps, opts) -> (carry, z)``.
+    """
+    n_blocks = len(state.z_blocks)
+    order = block_order(state.seed, epoch, n_blocks)
+    carry = dask.delayed(state.carry, traverse=False)
+    new_z = list(state.z_blocks)
+    # One graph node for the data handle: an in-memory dataset is shipped once per epoch.
+    data = dask.delayed(state.data, traverse=False)
+    for b in order:
+        b = int(b)
+        out = dask.delayed(task, nout=2, pure=False)(
+            carry, state.z_blocks[b], data, b, block_seed(state.seed, epoch, b, n_blocks),
+            state.block_iters[b], state.spec, state.steps, state.opts,
+        )  # fmt: skip
+        carry, new_z[b] = out[0], out[1]
+    if state.client is not None:
+        futures = state.client.compute([carry, *new_z])
+        carry_value = futures[0].result()
+        z_blocks = tuple(futures[1:])
+    else:
+        carry_value, *z_values = dask.compute(carry, *new_z)
+        z_blocks = tuple(z_values)
+    return dataclasses.replace(state, carry=carry_value, z_blocks=z_blocks, epoch=epoch)
+
+
+def gather_dual(state):
+    """The dual blocks as NumPy arrays (fetched from workers when they are futures)."""
+    if state.client is not None and any(hasattr(z, "key") for z in state.z_blocks):
+        return [np.asarray(z) for z in state.client.gather(list(state.z_blocks))]
+    return [np.asarray(z) for z in state.z_blocks]
+
+
+def initial_dual(data, client, z=None):
+    """Per-block dual arrays (zeros, or slices of ``z``) and ``u = X^T z / n`` (one compute)."""
+    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+    n, d = data.shape
+    if z is None:
+        blocks = [np.zeros(int(bounds[b + 1] - bounds[b])) for b in range(len(bounds) - 1)]
+        u = np.zeros(d)
+    else:
+        z = np.asarray(z, dtype=np.float64)
+        if z.shape != (n,):
+            raise ValueError(f"warm-start z must have shape ({n},), got {z.shape}")
+        blocks = [z[bounds[b] : bounds[b + 1]].copy() for b in range(len(bounds) - 1)]
+        parts = [
+            dask.delayed(_transpose_task, pure=True)(data, b, blocks[b]) for b in range(len(blocks))
+        ]
+        (total,) = dask.compute(dask.delayed(_sum_arrays)(*parts))
+        u = total / n
+    if client is not None:
+        blocks = client.scatter(blocks)
+    return blocks, u
+
+
+def _problem_stats(data):
+    norms = np.sqrt(np.maximum(np.asarray(data.row_norm_sq, dtype=np.float64), 0.0))
+    return norms
+
+
+def _check_common(problem, data, options):
+    if getattr(data, "has_sample_weight", False):
+        raise ValueError("SPDC/DSPDC do not support sample_weight")
+    if getattr(problem, "class_weight", None) is not None:
+        raise ValueError("SPDC/DSPDC do not support class_weight")
+    spec = problem_spec(problem, options.delta)
+    n = int(data.shape[0])
+    norms = _problem_stats(data)
+    if not np.any(norms > 0):
+        raise ValueError("every row of X is zero; SPDC needs max row norm > 0")
+    return spec, n, norms
+
+
+# --------------------------------------------------------------------------------------------
+# the solver
+# --------------------------------------------------------------------------------------------
+@register_solver
+class SPDCSolver:
+    """SPDC for the driver (``solver="spdc"``): Algorithms 1-3 of Zhang & Xiao.
+
+    Each epoch is one pass (``n`` sampled rows) as a chained graph over the row blocks.
+    Step sizes follow (12) (uniform, mini-batch) or (24) with the mixing of (25)
+    (weighted); non-smooth losses and non-strongly-convex regularizers need ``delta``
+    (Section 3). Options: see :class:`SPDCSolver.Options`.
+    """
+
+    name = "spdc"
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        """Options of SPDC.
+
+        Parameters
+        ----------
+        batch_size : int, default=1
+            ``m``: rows per iteration (Algorithm 2). Passes per epoch stay 1.
+        sampling : {"uniform", "weighted"}, default="uniform"
+            Weighted sampling (Algorithm 3, eq. (20)) needs ``batch_size=1``.
+        mixing : float or None, default=None
+            ``alpha`` of (20); None picks ``alpha*`` of (25).
+        delta : float or None, default=None
+            Section 3 perturbation (required for non-smooth losses or regularizers that
+            are not strongly convex).
+        tau, sigma, theta : float or None, default=None
+            Overrides of the theoretical step sizes.
+        """
+
+        batch_size: int = 1
+        sampling: str = "uniform"
+        mixing: float | None = None
+        delta: float | None = None
+        tau: float | None = None
+        sigma: float | None = None
+        theta: float | None = None
+
+    def check(self, problem, data, options):
+        """Raise ValueError for an unsupported problem or option, before any Dask work."""
+        spec, n, norms = _check_common(problem, data, options)
+        if int(options.batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {options.batch_size!r}")
+        if options.sampling not in ("uniform", "weighted"):
+            raise ValueError(f"sampling must be 'uniform' or 'weighted', got {options.sampling!r}")
+        if options.sampling == "weighted" and options.batch_size != 1:
+            raise ValueError("weighted sampling needs batch_size=1 (the paper gives no steps)")
+        if options.mixing is not None and not 0.0 <= options.mixing < 1.0:
+            raise ValueError(f"mixing must be in [0, 1), got {options.mixing!r}")
+        sizes = np.diff(np.asarray(data.row_block_bounds))
+        if options.batch_size > sizes.min():
+            raise ValueError(
+                f"batch_size={options.batch_size} exceeds the smallest row block ({sizes.min()})"
+            )
+        for name in ("tau", "sigma"):
+            value = getattr(options, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        return spec
+
+    def parameters(self, problem, data, options):
+        """Return ``(spec, steps, opts, block_iters)`` for this problem, data and options."""
+        spec, n, norms = _check_common(problem, data, options)
+        big_r = float(norms.max())
+        bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+        m = int(options.batch_size)
+        opts = {"batch_size": m, "weighted": options.sampling == "weighted"}
+        if opts["weighted"]:
+            mean_r = float(norms.mean())
+            mixing = options.mixing
+            if mixing is None:
+                mixing = optimal_mixing(big_r, mean_r, spec.gamma, spec.lam, n)
+            steps = weighted_step_sizes(big_r, mean_r, spec.gamma, spec.lam, n, mixing)
+            probs = sampling_probabilities(norms, mixing)
+            mass = np.add.reduceat(probs, bounds[:-1])
+            iters = np.floor(n * np.cumsum(mass) + 0.5).astype(np.int64)
+            block_iters = tuple(int(v) for v in np.diff(np.concatenate([[0], iters])))
+            opts.update(mixing=float(mixing), norm_sum=float(norms.sum()))
+        else:
+            steps = spdc_step_sizes(big_r, spec.gamma, spec.lam, n, m)
+            block_iters = tuple(max(1, int(round(s / m))) for s in np.diff(bounds))
+        steps = StepSizes(
+            options.tau if options.tau is not None else steps.tau,
+            options.sigma if options.sigma is not None else steps.sigma,
+            options.theta if options.theta is not None else steps.theta,
+        )
+        return spec, steps, opts, block_iters
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        """Build the initial state: ``w = 0`` (or the warm start) and ``z = 0`` per block."""
+        spec, steps, opts, block_iters = self.parameters(problem, data, options)
+        d = int(data.shape[1])
+        w0 = None if warm_start is None else getattr(warm_start, "w", None)
+        z0 = None if warm_start is None else getattr(warm_start, "z", None)
+        if z0 is not None and not isinstance(z0, np.ndarray):
+            z0 = None
+        w = np.zeros(d) if w0 is None else np.asarray(w0, dtype=np.float64).copy()
+        z_blocks, u = initial_dual(data, client, z0)
+        carry = Carry(w, w.copy(), u, 0)
+        return ChainState(
+            spec, steps, carry, tuple(z_blocks), block_iters, seed, 0, opts, data, client
+        )
+
+    def run_epoch(self, state, epoch):
+        """One pass over the data as one Dask compute."""
+        return run_chain(state, epoch, _spdc_block_task)
+
+    def iterate(self, state):
+        """The current ``(w, z)``; ``z`` stays per row block (``z_bounds``)."""
+        bounds = np.asarray(state.data.row_block_bounds, dtype=np.int64)
+        return Iterate(
+            w=state.carry.w.copy(), z=list(state.z_blocks), z_bounds=bounds, w_avg=None, z_avg=None
+        )
+
+    def state_arrays(self, state):
+        """Arrays that resume the run exactly."""
+        return {
+            "w": state.carry.w,
+            "w_prev": state.carry.w_prev,
+            "u": state.carry.u,
+            "t": np.array(state.carry.t, dtype=np.int64),
+            "z": np.concatenate(gather_dual(state)),
+            "epoch": np.array(state.epoch, dtype=np.int64),
+        }
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        """Rebuild a state saved by :meth:`state_arrays`."""
+        spec, steps, opts, block_iters = self.parameters(problem, data, options)
+        bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+        z = np.asarray(arrays["z"], dtype=np.float64)
+        blocks = [z[bounds[b] : bounds[b + 1]].copy() for b in range(len(bounds) - 1)]
+        if client is not None:
+            blocks = client.scatter(blocks)
+        carry = Carry(
+            np.asarray(arrays["w"], dtype=np.float64).copy(),
+            np.asarray(arrays["w_prev"], dtype=np.float64).copy(),
+            np.asarray(arrays["u"], dtype=np.float64).copy(),
+            int(np.asarray(arrays["t"])),
+        )
+        return ChainState(
+            spec, steps, carry, tuple(blocks), block_iters,
+            seed, int(np.asarray(arrays["epoch"])),
+            opts, data, client,
+        )  # fmt: skip
