@@ -184,13 +184,13 @@ def run_tasks(delayed_tasks, client=None):
 
     if not delayed_tasks:
         return []
-    if client is not None:
+    if client is not None and client is not False:
         return client.gather(client.compute(list(delayed_tasks)))
     return list(dask.compute(*delayed_tasks))
 
 
 def run_one(function, *args, client=None, **kwargs):
     """Run ``function`` as one task on the cluster when a client is given, else here."""
-    if client is not None:
+    if client is not None and client is not False:
         return client.submit(function, *args, pure=False, **kwargs).result()
     return function(*args, **kwargs)
