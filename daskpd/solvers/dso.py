@@ -64,10 +64,10 @@ class DSOOptions:
         Dual step; ``None``: 0.5 for AdaGrad, ``eta0`` for ``"sqrt"`` (the paper's single step).
     adagrad_eps : float, default=1e-12
         Added to the AdaGrad accumulators.
-    visit_order : {"random", "rows", "storage"}, default="random"
-        Order of the nonzeros inside a tile: a permutation drawn per (epoch, row group,
-        column block); a permutation of the tile's rows (each row's nonzeros in storage
-        order); or storage order.
+    visit_order : {"rows", "random", "storage"}, default="rows"
+        Order of the nonzeros inside a tile, drawn per (epoch, row group, column block): a
+        random permutation of the tile's rows, each row's nonzeros in storage order (cheap
+        to draw, cache-friendly); a random permutation of the nonzeros; or storage order.
     init : {"zero", "dcd"}, default="zero"
         ``"zero"``: ``w = 0`` and ``z_i = c_i loss'(0, y_i)`` projected on the dual box;
         ``"dcd"``: ``dcd_passes`` passes of local dual coordinate ascent on every row group,
@@ -98,7 +98,7 @@ class DSOOptions:
     eta0: float | None = None
     dual_eta0: float | None = None
     adagrad_eps: float = 1e-12
-    visit_order: str = "random"
+    visit_order: str = "rows"
     init: str = "zero"
     dcd_passes: int = 20
     svrg_every: int = 0
@@ -213,36 +213,32 @@ def _settings(problem, data, options, grid):
     )
 
 
-def _row_weights(problem, data, y, start, stop):
-    """Row weights ``c_i = sample_weight_i * class_weight[y_i]`` of rows ``start:stop``."""
+def _row_weights(data, y, start, stop, class_pair):
+    """Row weights ``c_i = sample_weight_i * class_weight[y_i]`` of rows ``start:stop``.
+
+    ``class_pair`` is ``(c_negative, c_positive)`` or ``None``, as
+    :class:`daskpd.problem.Problem` resolves it, so training and evaluation weigh rows alike.
+    """
     weights = np.ones(stop - start, dtype=np.float64)
-    if getattr(data, "has_sample_weight", False):
-        sample = data.sample_weight_rows(start, stop)
-        if sample is not None:
-            weights *= np.asarray(sample, dtype=np.float64)
-    class_weight = getattr(problem, "class_weight", None)
-    if class_weight is not None:
-        resolved = _resolve_class_weight(class_weight, data)
-        for label, value in resolved.items():
-            weights[y == label] *= float(value)
+    sample = data.sample_weight_rows(start, stop)
+    if sample is not None:
+        weights *= np.asarray(sample, dtype=np.float64)
+    if class_pair is not None:
+        weights *= np.where(y > 0, float(class_pair[1]), float(class_pair[0]))
     return weights
 
 
-def _resolve_class_weight(class_weight, data):
-    if isinstance(class_weight, str):
-        if class_weight != "balanced":
-            raise ValueError(f"class_weight must be a dict or 'balanced', got {class_weight!r}")
-        counts = {float(k): int(v) for k, v in dict(data.label_counts).items()}
-        total = sum(counts.values())
-        return {label: total / (len(counts) * count) for label, count in counts.items()}
-    return {float(k): float(v) for k, v in dict(class_weight).items()}
+def _class_pair(problem, data):
+    if getattr(problem, "class_weight", None) is None:
+        return None
+    return problem._class_weight_pair(data)
 
 
 def _w_bound(problem, data):
     """Half-width of a box that contains the primal solution."""
     loss, reg, alpha = problem.loss, problem.regularizer, float(problem.alpha)
     y = np.asarray(data.y, dtype=np.float64)
-    weights = _row_weights(problem, data, y, 0, y.shape[0])
+    weights = _row_weights(data, y, 0, y.shape[0], _class_pair(problem, data))
     mean_weight = float(weights.mean()) if weights.size else 0.0
     if reg.code == scalar.L2 and loss.code == scalar.HINGE:
         return math.sqrt(mean_weight / alpha)
@@ -361,10 +357,10 @@ def _visit_order(tile, settings, seed, epoch, q, r):
 # tasks (pure: they copy what they mutate)
 
 
-def _row_constants_task(source, problem, settings, start, stop):
+def _row_constants_task(source, class_pair, settings, start, stop):
     """Per-row constants of one row group and its starting dual block."""
-    y = np.asarray(source.y[start:stop], dtype=np.float64)
-    weights = _row_weights(problem, source, y, start, stop)
+    y = np.asarray(source.y_rows(start, stop), dtype=np.float64)
+    weights = _row_weights(source, y, start, stop, class_pair)
     row_nnz = np.asarray(source.row_nnz[start:stop], dtype=np.float64)
     inv_row_nnz = np.divide(1.0, row_nnz, out=np.zeros_like(row_nnz), where=row_nnz > 0)
     inv_weight = np.divide(1.0, weights, out=np.zeros_like(weights), where=weights > 0)
@@ -692,8 +688,8 @@ def _ensure_grid(data, grid):
     if _has_grid(data, grid):
         return data
     if not _is_on_disk(data) and hasattr(data, "partition"):
-        partitioned = data.partition(grid)
-        return data if partitioned is None else partitioned
+        data.partition(grid)
+        return data
     where = getattr(data, "path", "DATA")
     raise ValueError(
         f"dataset {where} has no tiled layout for grid {grid}; run "
@@ -798,11 +794,12 @@ class DSO:
         # already in this process, so its setup runs here and only the blocks are shipped.
         graph = _graph(client if on_disk else None, token)
         owner = [_owner(settings, workers, q) for q in range(p)]
+        class_pair = _class_pair(problem, data)
         row_consts = [
             graph.call(
                 _row_constants_task,
                 data,
-                problem,
+                class_pair,
                 settings,
                 int(row_bounds[q]),
                 int(row_bounds[q + 1]),
@@ -873,7 +870,10 @@ class DSO:
             sources = [[_plain_tile(data, grid, q, r) for r in range(p)] for q in range(p)]
         if client is not None:
             if not on_disk:
-                sources = [_scatter_to(client, row, owner[q]) for q, row in enumerate(sources)]
+                sources = [
+                    [_scatter_to(client, tile, owner[q]) for tile in row]
+                    for q, row in enumerate(sources)
+                ]
                 row_consts = _scatter_each(client, row_consts, owner)
             col_consts = client.scatter(col_consts, broadcast=True, hash=False)
             zstates = _scatter_each(client, zstates, owner)
