@@ -113,7 +113,8 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def _write_array(group, name, array) -> None:
-    array = np.ascontiguousarray(array)
+    # np.ascontiguousarray would turn 0-d arrays (step counters, scalars) into 1-d ones.
+    array = np.array(array, order="C", copy=None)
     chunks = (
         array.shape
         if array.ndim == 0

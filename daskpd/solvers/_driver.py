@@ -484,12 +484,12 @@ def options_to_dict(options) -> dict:
 
 def _as_data(data, *, name: str):
     """Turn a Dataset-like object or an (X, y) pair into a Dataset-like object."""
-    from daskpd.dataset import as_dataset
-
-    if isinstance(data, tuple | list) and len(data) == 2:
-        return as_dataset(data[0], data[1])
     if hasattr(data, "n_row_blocks") and hasattr(data, "block"):
         return data
+    if isinstance(data, tuple | list) and len(data) == 2:
+        from daskpd.dataset import as_dataset
+
+        return as_dataset(data[0], data[1])
     if data is None:
         raise ValueError(f"{name} is None")
     raise ValueError(
@@ -544,11 +544,12 @@ def _score_block(data, i, w):
     return np.asarray(X_block @ w, dtype=np.float64).ravel()
 
 
-def test_metrics(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "") -> dict:
-    """Return the metrics that fit a task, as floats.
+def metrics_for(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "") -> dict:
+    """Return the metrics that fit a task (see :mod:`daskpd.metrics`), as floats.
 
-    Binary task: ``auprc`` (average precision), ``roc_auc``, ``error_rate``, and ``log_loss``
-    when the loss is logistic (scores are then log-odds). Regression: ``rmse`` and ``mae``.
+    Binary task: ``auprc`` (trapezoid), ``average_precision``, ``roc_auc``, ``error_rate``,
+    and ``log_loss`` when the loss is logistic (scores are then log-odds). Regression:
+    ``rmse`` and ``mae``. AUPRC and ROC AUC are NaN when only one class is present.
 
     Parameters
     ----------
@@ -564,28 +565,27 @@ def test_metrics(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = 
     -------
     dict of str to float
     """
-    from sklearn.metrics import average_precision_score, roc_auc_score
+    from daskpd import metrics
 
     scores = np.asarray(scores, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    if y.size == 0:
+        return {}
     if task == "regression":
-        residual = scores - y
         return {
-            "rmse": float(np.sqrt(np.mean(residual**2))) if y.size else math.nan,
-            "mae": float(np.mean(np.abs(residual))) if y.size else math.nan,
+            "rmse": metrics.rmse(y, scores),
+            "mae": float(np.mean(np.abs(scores - y))),
         }
     positive = y > 0
-    out = {"error_rate": float(np.mean((scores > 0) != positive)) if y.size else math.nan}
+    out = {"error_rate": metrics.error_rate(y, scores)}
     if positive.any() and (~positive).any():
-        out["auprc"] = float(average_precision_score(positive, scores))
-        out["roc_auc"] = float(roc_auc_score(positive, scores))
+        out["auprc"] = metrics.auprc(y, scores)
+        out["average_precision"] = metrics.average_precision(y, scores)
+        out["roc_auc"] = metrics.roc_auc(y, scores)
     else:
-        out["auprc"] = math.nan
-        out["roc_auc"] = math.nan
-    if loss_name == "logistic" and y.size:
-        # log(1 + exp(-m)) computed stably, m the signed margin.
-        margin = np.where(positive, scores, -scores)
-        out["log_loss"] = float(np.mean(np.logaddexp(0.0, -margin)))
+        out["auprc"] = out["average_precision"] = out["roc_auc"] = math.nan
+    if loss_name == "logistic":
+        out["log_loss"] = metrics.log_loss(y, scores)
     return out
 
 
@@ -801,8 +801,7 @@ def solve(
 
     data = _as_data(data, name="data")
     problem = _make_problem(loss, regularizer, alpha, class_weight)
-    if hasattr(problem, "check"):
-        problem.check(data)
+    problem.check(data)
     method.check(problem, data, options)
     if test_data is not None:
         test_data = _as_data(test_data, name="test_data")
@@ -859,17 +858,9 @@ def solve(
 
 
 def _make_problem(loss, regularizer, alpha, class_weight):
-    from daskpd.losses import get_loss
     from daskpd.problem import Problem
-    from daskpd.regularizers import get_regularizer
 
-    try:
-        alpha = float(alpha)
-    except (TypeError, ValueError):
-        raise ValueError(f"alpha must be a number, got {alpha!r}") from None
-    if not (alpha >= 0 and math.isfinite(alpha)):
-        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-    return Problem(get_loss(loss), get_regularizer(regularizer), alpha, class_weight=class_weight)
+    return Problem(loss, regularizer, alpha, class_weight=class_weight)
 
 
 def _loop(
@@ -1086,7 +1077,9 @@ def _evaluate(problem, iterate, data, test_data, client, epoch, seconds) -> dict
         kwargs["z"] = iterate.z
         if iterate.z_bounds is not None:
             kwargs["z_bounds"] = iterate.z_bounds
-    evaluation = problem.evaluate(np.asarray(iterate.w, dtype=np.float64), data, **kwargs)
+    evaluation = problem.evaluate(
+        np.asarray(iterate.w, dtype=np.float64), data, client=client, **kwargs
+    )
     row = {
         "epoch": int(epoch),
         "seconds": float(seconds),
@@ -1096,7 +1089,7 @@ def _evaluate(problem, iterate, data, test_data, client, epoch, seconds) -> dict
     }
     if test_data is not None:
         scores = score_rows(iterate.w, test_data, client=client)
-        metrics = test_metrics(
+        metrics = metrics_for(
             scores,
             test_data.y,
             getattr(test_data, "task", "binary"),

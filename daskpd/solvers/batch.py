@@ -87,6 +87,7 @@ class _State:
     t: float  # FISTA sequence
     lipschitz: float
     n_rejected: int
+    class_weight: tuple | None = None
     seed: object = None
     problem: object = None
     data: object = None
@@ -98,12 +99,11 @@ class _State:
 
 
 def _row_weights(class_weight, y, sample_weight):
+    """``c_i = sample_weight_i * class_weight[y_i]``; ``class_weight`` is (negative, positive)."""
     weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, float)
-    if class_weight:
-        factor = np.ones_like(y)
-        for label, value in class_weight.items():
-            factor[y == float(label)] = float(value)
-        weights = weights * factor
+    if class_weight is not None:
+        negative, positive = class_weight
+        weights = weights * np.where(y > 0, positive, negative)
     return weights
 
 
@@ -151,28 +151,23 @@ def _tree(parts, combine):
     return parts[0]
 
 
-def _class_weight(problem):
-    class_weight = getattr(problem, "class_weight", None)
-    if class_weight is None:
+def _class_weight(problem, data):
+    """The (negative, positive) class weights of the problem, resolved on ``data``, or None."""
+    if getattr(problem, "class_weight", None) is None:
         return None
-    if not hasattr(class_weight, "items"):
-        resolved = getattr(problem, "resolved_class_weight", None)
-        if resolved is None:
-            raise ValueError(
-                f"class_weight must be a dict of label -> weight, got {class_weight!r}"
-            )
-        class_weight = resolved
-    return {float(label): float(value) for label, value in class_weight.items()}
+    # Problem resolves "balanced" from the label counts; reuse it so that the solver and the
+    # evaluation weigh rows identically.
+    negative, positive = problem._class_weight_pair(data)
+    return float(negative), float(positive)
 
 
-def _run_pass(problem, data, points, gradient_rows):
+def _run_pass(problem, data, class_weight, points, gradient_rows):
     """One compute: (loss sums / n at each point, gradients / n at the chosen points)."""
     import dask
 
     points = np.ascontiguousarray(points, dtype=np.float64)
     shared = dask.delayed(points, pure=True)
     task = dask.delayed(_block_pass, pure=True)
-    class_weight = _class_weight(problem)
     parts = [
         task(data, i, problem.loss, class_weight, shared, tuple(gradient_rows))
         for i in range(data.n_row_blocks)
@@ -229,7 +224,7 @@ class BatchGradient:
         vector = rng.standard_normal(data.n_features)
         vector /= np.linalg.norm(vector) or 1.0
         task = dask.delayed(_block_power, pure=True)
-        class_weight = _class_weight(problem)
+        class_weight = _class_weight(problem, data)
         estimate = 0.0
         for _ in range(options.power_iterations):
             shared = dask.delayed(vector, pure=True)
@@ -258,7 +253,7 @@ class BatchGradient:
         """Estimate ``L``, evaluate at the start point, prepare the first candidate."""
         x = np.zeros(data.n_features) if warm_start is None else warm_start.w.copy()
         lipschitz = self._lipschitz(problem, data, seed, options)
-        values, grads = _run_pass(problem, data, x[None, :], (0,))
+        values, grads = _run_pass(problem, data, _class_weight(problem, data), x[None, :], (0,))
         f_y, g_y = float(values[0]), grads[0]
         return _State(
             x=x,
@@ -269,6 +264,7 @@ class BatchGradient:
             t=1.0,
             lipschitz=lipschitz,
             n_rejected=0,
+            class_weight=_class_weight(problem, data),
             seed=seed,
             problem=problem,
             data=data,
@@ -282,7 +278,9 @@ class BatchGradient:
         candidate = state.candidate
         beta, t_next = self._beta(state.t, state.lipschitz, mu)
         extrapolated = candidate + beta * (candidate - state.x)
-        values, grads = _run_pass(problem, data, np.stack([candidate, extrapolated]), (0, 1))
+        values, grads = _run_pass(
+            problem, data, state.class_weight, np.stack([candidate, extrapolated]), (0, 1)
+        )
         step = candidate - state.y
         bound = (
             state.f_y
@@ -342,6 +340,7 @@ class BatchGradient:
             t=float(arrays["t"]),
             lipschitz=float(arrays["lipschitz"]),
             n_rejected=int(arrays["n_rejected"]),
+            class_weight=_class_weight(problem, data),
             seed=seed,
             problem=problem,
             data=data,
