@@ -36,12 +36,12 @@ Evaluation is one Dask compute: one task per row block runs the numba kernel of
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 from daskpd.kernels.objective import csr_block_partial, dense_block_partial
 from daskpd.losses import Loss, get_loss
@@ -82,75 +82,19 @@ class Evaluation(NamedTuple):
     n_samples: int
 
 
-# ----------------------------------------------------------------------------------------------
-# in-memory (X, y) pairs
-# ----------------------------------------------------------------------------------------------
-class _ArrayData:
-    """Read API of a dataset over in-memory NumPy / scipy.sparse arrays, as one row block."""
-
-    def __init__(self, X, y, sample_weight=None):
-        if sp.issparse(X):
-            X = sp.csr_matrix(X)
-            self.layout = "csr"
-        else:
-            X = np.asarray(X)
-            self.layout = "dense"
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D, got X with shape {X.shape}")
-        y = np.asarray(y, dtype=np.float64)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(
-                f"y must have shape ({X.shape[0]},) to match X {X.shape}, got y with shape "
-                f"{y.shape}"
-            )
-        if not np.all(np.isfinite(y)):
-            raise ValueError("y must be finite, got y with NaN or inf")
-        if sample_weight is not None:
-            sample_weight = np.asarray(sample_weight, dtype=np.float64)
-            if sample_weight.shape != y.shape:
-                raise ValueError(
-                    f"sample_weight must have shape {y.shape}, got {sample_weight.shape}"
-                )
-            if not np.all(np.isfinite(sample_weight)) or np.any(sample_weight < 0):
-                raise ValueError("sample_weight must be finite and >= 0")
-        self.X, self.y, self._weight = X, y, sample_weight
-        self.shape = X.shape
-        self.n_samples, self.n_features = X.shape
-        self.has_sample_weight = sample_weight is not None
-        self.row_block_bounds = np.array([0, self.n_samples], dtype=np.int64)
-        self.n_row_blocks = 1
-        is_label = (y == 1.0) | (y == -1.0)
-        self.task = "binary" if bool(np.all(is_label)) else "regression"
-        self.label_counts = (
-            {"-1": int(np.sum(y == -1.0)), "1": int(np.sum(y == 1.0))}
-            if self.task == "binary"
-            else None
-        )
-
-    def read_rows(self, start, stop):
-        return self.X[start:stop], self.y[start:stop]
-
-    def read_rows_arrays(self, start, stop):
-        block = self.X[start:stop]
-        return block.indptr, block.indices, block.data, self.y[start:stop]
-
-    def sample_weight_rows(self, start, stop):
-        return None if self._weight is None else self._weight[start:stop]
-
-
 def _as_data(data):
-    """A dataset-like object for ``data`` (a Dataset / MemoryDataset, or an (X, y[, weight])
-    pair)."""
+    """The dataset-like object for ``data``: a Dataset / MemoryDataset as is, an ``(X, y)`` or
+    ``(X, y, sample_weight)`` pair through :func:`daskpd.dataset.as_dataset`, or a path."""
+    from daskpd.dataset import as_dataset
+
     if hasattr(data, "n_row_blocks") and hasattr(data, "row_block_bounds"):
         return data
     if isinstance(data, (tuple, list)) and len(data) in (2, 3):
-        try:
-            from daskpd.dataset import as_dataset
-        except ImportError:
-            return _ArrayData(*data)
         return as_dataset(*data)
+    if isinstance(data, (str, os.PathLike)):
+        return as_dataset(data)
     raise ValueError(
-        "data must be a Dataset, a MemoryDataset or an (X, y) pair, got "
+        "data must be a Dataset, a MemoryDataset, a path or an (X, y) pair, got "
         f"data of type {type(data).__name__}"
     )
 
