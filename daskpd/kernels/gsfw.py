@@ -1,0 +1,495 @@
+"""Numba kernels of GSFW (Lu & Freund): the substitute-gradient Frank-Wolfe method.
+
+The method minimizes ``(1/n) sum_j loss(x_j . w, y_j) + R(w)`` over a bounded ``dom R`` using
+predicted values ``s`` that are refreshed one mini-batch at a time; ``d = (1/n) X^T loss'(s)``
+is the "substitute gradient" handed to the (generalized) linear minimization oracle.
+
+Translation between the paper and this code (once for the module):
+
+============================  ===========================================================
+paper (GSFW)                  code
+============================  ===========================================================
+``beta`` (primal)             ``w``; ``beta~`` is the LMO answer, ``beta_bar`` = ``w_bar``
+``w`` (dual, data weights)    ``z`` (``z_j = loss'(s_j, y_j)``); ``w_bar`` = ``z_bar``
+``s`` (predicted values)      ``s`` (a substitute for ``Xw``, not equal to it)
+``d`` (substitute gradient)   ``d``
+``eta_i``, ``alpha_i``        ``eta``, ``avg_step``
+``gamma_i = 2n + i``          ``weight(i) = 2m + i`` with ``m = n / b``
+``lambda``                    ``alpha`` (in LMO parameters: ``lam``)
+``delta`` (L1 radius)         ``radius``
+============================  ===========================================================
+
+All kernels work on one CSR row block given as ``(indptr, indices, data, y)`` with local row
+ids; ``data`` is an empty array for binary data (``has_data=False``). Kernels copy nothing they
+do not return: callers pass copies of the arrays they want mutated (tasks stay pure).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskpd.kernels._config import njit
+from daskpd.kernels.scalar import loss_conjugate, loss_derivative
+
+#: LMO codes understood by the kernels (other regularizers use a dense LMO computed outside).
+LMO_L1_BALL = 0  # params = [radius]:  R = indicator(||w||_1 <= radius)
+LMO_L1_PENALTY_BALL = 1  # params = [lam, radius]: R = lam ||w||_1 + indicator(||w||_1 <= radius)
+LMO_L2SQ_BALL = 2  # params = [lam, radius]: R = lam/2 ||w||^2 + indicator(||w||_2 <= radius)
+LMO_DENSE = -1  # the direction is computed by the caller (generalized LMO in Python)
+
+
+@njit
+def lmo_vertex(d):
+    """Signed vertex of the L1 ball minimizing ``d . v``: index and sign of ``-sign(d_i*)``.
+
+    Ties go to the lowest index and ``d_i* = 0`` gives the vertex ``-e_i*`` (a fixed rule, so
+    runs reproduce and Algorithms 1 and 2 can be compared).
+
+    Parameters
+    ----------
+    d : ndarray of shape (n_features,)
+
+    Returns
+    -------
+    index : int
+    sign : float
+        ``+1.0`` or ``-1.0``; the vertex is ``sign * radius * e_index``.
+    """
+    best = 0
+    best_abs = -1.0
+    for k in range(d.shape[0]):
+        a = abs(d[k])
+        if a > best_abs:
+            best_abs = a
+            best = k
+    sign = -1.0
+    if d[best] < 0.0:
+        sign = 1.0
+    return best, sign
+
+
+@njit
+def lmo_dense(lmo_code, lmo_params, d, out):
+    """Closed-form generalized LMO ``argmin_v d . v + R(v)`` written into ``out``.
+
+    Parameters
+    ----------
+    lmo_code : int
+        One of ``LMO_L1_BALL``, ``LMO_L1_PENALTY_BALL``, ``LMO_L2SQ_BALL``.
+    lmo_params : ndarray of float64
+    d : ndarray of shape (n_features,)
+    out : ndarray of shape (n_features,)
+        Overwritten with the minimizer.
+    """
+    out[:] = 0.0
+    if lmo_code == LMO_L1_BALL:
+        k, sign = lmo_vertex(d)
+        out[k] = sign * lmo_params[0]
+    elif lmo_code == LMO_L1_PENALTY_BALL:
+        k, sign = lmo_vertex(d)
+        if abs(d[k]) > lmo_params[0]:
+            out[k] = sign * lmo_params[1]
+    elif lmo_code == LMO_L2SQ_BALL:
+        lam = lmo_params[0]
+        radius = lmo_params[1]
+        norm = math.sqrt(np.sum(d * d))
+        if norm <= lam * radius:
+            for k in range(d.shape[0]):
+                out[k] = -d[k] / lam
+        else:
+            for k in range(d.shape[0]):
+                out[k] = -radius * d[k] / norm
+
+
+@njit
+def row_dot(indptr, indices, data, has_data, row, v):
+    """``x_row . v`` for one CSR row."""
+    acc = 0.0
+    for p in range(indptr[row], indptr[row + 1]):
+        if has_data:
+            acc += data[p] * v[indices[p]]
+        else:
+            acc += v[indices[p]]
+    return acc
+
+
+@njit
+def row_entry(indptr, indices, data, has_data, row, col):
+    """``X[row, col]`` for one CSR row (a scan: the row is read anyway by the d update)."""
+    for p in range(indptr[row], indptr[row + 1]):
+        if indices[p] == col:
+            if has_data:
+                return float(data[p])
+            return 1.0
+    return 0.0
+
+
+@njit
+def weight_sum(m, first, last):
+    """``sum_{l=first}^{last} (2m + l)``, the arithmetic weights of Theorem 3.1 (0 if empty)."""
+    if last < first:
+        return 0.0
+    count = last - first + 1.0
+    return count * 2.0 * m + (first + last) * count / 2.0
+
+
+@njit
+def step_sizes(i, m, strong, sigma):
+    """``(eta_i, avg_step_i)`` of Theorem 3.1 (``strong=False``) or Theorem 3.2.
+
+    ``m = n / b`` replaces ``n`` for mini-batches (Remark 3.4). The Theorem 3.2 averaging step
+    uses the overflow-free form ``(1/(m sigma)) / (1 - (1 - 1/(m sigma))^(i+1))``.
+    """
+    if strong:
+        q = 1.0 / (m * sigma)
+        return 1.0 / sigma, q / (1.0 - (1.0 - q) ** (i + 1))
+    eta = 2.0 * m / (2.0 * m + i + 1.0)
+    avg = 2.0 * (2.0 * m + i) / ((i + 1.0) * (4.0 * m + i))
+    return eta, avg
+
+
+@njit
+def gsfw_iterations(
+    indptr,
+    indices,
+    data,
+    has_data,
+    y,
+    loss_code,
+    loss_params,
+    batches,
+    lmo_code,
+    lmo_params,
+    n_total,
+    m,
+    it0,
+    strong,
+    sigma,
+    s,
+    d,
+    w_acc,
+    w_bar,
+    z_acc,
+    t_last,
+):
+    """Run ``len(batches)`` iterations of GSFW (Algorithm 1, mini-batch form) on one row block.
+
+    Per iteration ``i = it0 + k``: the LMO on ``d``; then for every row ``j`` of
+    ``batches[k]``: ``s_j <- (1 - eta_i) s_j + eta_i x_j . w~`` and
+    ``d += (loss'(s_j new) - loss'(s_j old)) x_j / n``; then the averaged iterate. With
+    the L1-ball LMO (and not ``strong``) the average is kept as
+    ``w_acc = sum_i weight(i) w~^i`` with one O(1) update per iteration (Prop. 3.6); otherwise
+    ``w_bar`` follows the recursion ``w_bar <- (1 - avg_step) w_bar + avg_step w~``.
+    The dual average of Theorem 3.1 is accumulated lazily: ``z_acc[j]`` holds
+    ``sum_{l < t_last[j]} weight(l) z_j^l``.
+
+    Parameters
+    ----------
+    indptr, indices, data, y : ndarray
+        The CSR block (local rows) and labels.
+    has_data : bool
+    loss_code : int
+    loss_params : ndarray of float64
+    batches : ndarray of shape (n_iterations, batch_size), int64
+        Local row ids, distinct within a batch.
+    lmo_code : int
+        ``LMO_L1_BALL``, ``LMO_L1_PENALTY_BALL`` or ``LMO_L2SQ_BALL``.
+    lmo_params : ndarray of float64
+    n_total : int
+        Number of rows of the whole data set (the ``1/n`` of ``d``).
+    m : float
+        ``n_total / batch_size`` (the ``n`` of the step sizes).
+    it0 : int
+        Global index of the first iteration.
+    strong : bool
+        Use the Theorem 3.2 step sizes (``R`` strongly convex).
+    sigma : float
+        Relative smoothness constant of Prop. 3.7 (used when ``strong``).
+    s, d, w_acc, w_bar, z_acc, t_last : ndarray
+        State, updated in place.
+    """
+    n_features = d.shape[0]
+    direction = np.zeros(n_features)
+    vertex_mode = lmo_code == LMO_L1_BALL and not strong
+    inv_n = 1.0 / n_total
+    for k in range(batches.shape[0]):
+        i = it0 + k
+        eta, avg = step_sizes(i, m, strong, sigma)
+        col = 0
+        sign = 1.0
+        if vertex_mode:
+            col, sign = lmo_vertex(d)
+        else:
+            lmo_dense(lmo_code, lmo_params, d, direction)
+        for b in range(batches.shape[1]):
+            row = batches[k, b]
+            if vertex_mode:
+                pred = sign * lmo_params[0] * row_entry(indptr, indices, data, has_data, row, col)
+            else:
+                pred = row_dot(indptr, indices, data, has_data, row, direction)
+            s_old = s[row]
+            z_old = loss_derivative(loss_code, loss_params, s_old, y[row])
+            s_new = (1.0 - eta) * s_old + eta * pred
+            z_new = loss_derivative(loss_code, loss_params, s_new, y[row])
+            if not strong:
+                z_acc[row] += z_old * weight_sum(m, t_last[row], i)
+                t_last[row] = i + 1
+            s[row] = s_new
+            delta = (z_new - z_old) * inv_n
+            for p in range(indptr[row], indptr[row + 1]):
+                if has_data:
+                    d[indices[p]] += delta * data[p]
+                else:
+                    d[indices[p]] += delta
+        if vertex_mode:
+            w_acc[col] += (2.0 * m + i) * sign * lmo_params[0]
+        else:
+            for c in range(n_features):
+                w_bar[c] = (1.0 - avg) * w_bar[c] + avg * direction[c]
+
+
+@njit
+def gsfw_apply_direction(
+    indptr,
+    indices,
+    data,
+    has_data,
+    y,
+    loss_code,
+    loss_params,
+    batch,
+    direction,
+    n_total,
+    m,
+    i,
+    s,
+    d,
+    w_bar,
+    z_acc,
+    t_last,
+):
+    """One GSFW iteration with a dense LMO answer ``direction`` computed by the caller.
+
+    This is the path of the generalized LMO for regularizers without a kernel LMO (nuclear
+    ball, group balls, ...): the caller calls ``regularizer.lmo(d)`` in Python between kernel
+    calls. Step sizes are those of Theorem 3.1 with ``m = n / b``.
+    """
+    eta, avg = step_sizes(i, m, False, 1.0)
+    inv_n = 1.0 / n_total
+    for b in range(batch.shape[0]):
+        row = batch[b]
+        pred = row_dot(indptr, indices, data, has_data, row, direction)
+        s_old = s[row]
+        z_old = loss_derivative(loss_code, loss_params, s_old, y[row])
+        s_new = (1.0 - eta) * s_old + eta * pred
+        z_new = loss_derivative(loss_code, loss_params, s_new, y[row])
+        z_acc[row] += z_old * weight_sum(m, t_last[row], i)
+        t_last[row] = i + 1
+        s[row] = s_new
+        delta = (z_new - z_old) * inv_n
+        for p in range(indptr[row], indptr[row + 1]):
+            if has_data:
+                d[indices[p]] += delta * data[p]
+            else:
+                d[indices[p]] += delta
+    for c in range(w_bar.shape[0]):
+        w_bar[c] = (1.0 - avg) * w_bar[c] + avg * direction[c]
+
+
+@njit
+def flush_dual_average(loss_code, loss_params, y, s, z_acc, t_last, m, k_last):
+    """Dual average ``z_bar^k`` of Theorem 3.1 for the rows of a block (``k = k_last``).
+
+    Returns ``(sum_{i=0}^k weight(i) z^i) / (sum_{i=0}^k weight(i))`` per row, completing the
+    lazy sums with the current ``z_j = loss'(s_j)`` held since ``t_last[j]``. The state is not
+    modified.
+    """
+    out = np.empty(s.shape[0])
+    total = weight_sum(m, 0, k_last)
+    for row in range(s.shape[0]):
+        z_now = loss_derivative(loss_code, loss_params, s[row], y[row])
+        out[row] = (z_acc[row] + z_now * weight_sum(m, t_last[row], k_last)) / total
+    return out
+
+
+@njit
+def block_xt_derivative(
+    indptr, indices, data, has_data, y, loss_code, loss_params, s, n_features, inv_n
+):
+    """``inv_n * X_b^T loss'(s_b, y_b)`` for one CSR block.
+
+    Parameters
+    ----------
+    s : ndarray of shape (n_rows_block,)
+        Predicted values of the block rows.
+
+    Returns
+    -------
+    ndarray of shape (n_features,)
+    """
+    out = np.zeros(n_features)
+    for row in range(s.shape[0]):
+        g = loss_derivative(loss_code, loss_params, s[row], y[row]) * inv_n
+        for p in range(indptr[row], indptr[row + 1]):
+            if has_data:
+                out[indices[p]] += g * data[p]
+            else:
+                out[indices[p]] += g
+    return out
+
+
+@njit
+def block_matvec(indptr, indices, data, has_data, w):
+    """``X_b w`` for one CSR block."""
+    n_rows = indptr.shape[0] - 1
+    out = np.empty(n_rows)
+    for row in range(n_rows):
+        out[row] = row_dot(indptr, indices, data, has_data, row, w)
+    return out
+
+
+@njit
+def conjugate_derivative(loss_code, loss_params, z, y, lo, hi):
+    """``(loss*)'(z)`` by bisection on ``loss'(u) = z`` (``loss'`` is increasing).
+
+    Used by Algorithm 2 only, so that it shares no closed form with Algorithm 1. ``[lo, hi]``
+    is the search interval for ``u``; it is widened until it brackets the root.
+    """
+    while loss_derivative(loss_code, loss_params, lo, y) > z:
+        lo = 2.0 * lo - 1.0
+    while loss_derivative(loss_code, loss_params, hi, y) < z:
+        hi = 2.0 * hi + 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if loss_derivative(loss_code, loss_params, mid, y) < z:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@njit
+def mirror_coordinate_step(loss_code, loss_params, y, z_old, pred, eta, z_lo, z_hi):
+    """Solve the 1-D Bregman step (26) of Algorithm 2 by bisection.
+
+    Minimizes ``c v + loss*(v)`` with ``c = -eta pred - (1 - eta) (loss*)'(z_old)`` over
+    ``v`` in the dual domain ``(z_lo, z_hi)``; the optimality condition
+    ``(loss*)'(v) = -c`` is solved for ``v`` by bisection, each ``(loss*)'`` itself found by
+    bisection (:func:`conjugate_derivative`). ``loss*`` is only evaluated to keep the
+    iterate inside its domain.
+    """
+    s_old = conjugate_derivative(loss_code, loss_params, z_old, y, -1.0, 1.0)
+    target = (1.0 - eta) * s_old + eta * pred
+    lo = z_lo
+    hi = z_hi
+    if not math.isfinite(lo):
+        lo = z_old - 1.0
+        while conjugate_derivative(loss_code, loss_params, lo, y, -1.0, 1.0) > target:
+            lo = 2.0 * lo - 1.0
+    if not math.isfinite(hi):
+        hi = z_old + 1.0
+        while conjugate_derivative(loss_code, loss_params, hi, y, -1.0, 1.0) < target:
+            hi = 2.0 * hi + 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if not math.isfinite(loss_conjugate(loss_code, loss_params, mid, y)):
+            break
+        if conjugate_derivative(loss_code, loss_params, mid, y, -1.0, 1.0) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@njit
+def dual_mirror_descent_iterations(
+    indptr,
+    indices,
+    data,
+    has_data,
+    y,
+    loss_code,
+    loss_params,
+    batches,
+    lmo_code,
+    lmo_params,
+    m,
+    it0,
+    z,
+    z_lo,
+    z_hi,
+    w_bar,
+):
+    """Algorithm 2: randomized coordinate mirror descent on the dual, mini-batch form.
+
+    Each iteration recomputes ``(1/n) X^T z`` from scratch (a full pass, no kept substitute
+    gradient), calls the LMO there, and moves every sampled coordinate by the Bregman step
+    (26) solved numerically (:func:`mirror_coordinate_step`). By Lemma 2.1 the iterates equal
+    those of Algorithm 1 under ``z = loss'(s)``. The whole data set is one block here.
+
+    Parameters
+    ----------
+    z : ndarray of shape (n_samples,)
+        Dual iterate, updated in place.
+    z_lo, z_hi : ndarray of shape (n_samples,)
+        Dual domain bounds per row (``loss_dual_bounds``).
+    w_bar : ndarray of shape (n_features,)
+        Primal average (optional accounting of Algorithm 2), updated in place.
+    """
+    n_rows = indptr.shape[0] - 1
+    n_features = w_bar.shape[0]
+    inv_n = 1.0 / n_rows
+    direction = np.zeros(n_features)
+    for k in range(batches.shape[0]):
+        i = it0 + k
+        eta, avg = step_sizes(i, m, False, 1.0)
+        grad = np.zeros(n_features)
+        for row in range(n_rows):
+            for p in range(indptr[row], indptr[row + 1]):
+                if has_data:
+                    grad[indices[p]] += z[row] * data[p] * inv_n
+                else:
+                    grad[indices[p]] += z[row] * inv_n
+        lmo_dense(lmo_code, lmo_params, grad, direction)
+        for b in range(batches.shape[1]):
+            row = batches[k, b]
+            pred = row_dot(indptr, indices, data, has_data, row, direction)
+            z[row] = mirror_coordinate_step(
+                loss_code, loss_params, y[row], z[row], pred, eta, z_lo[row], z_hi[row]
+            )
+        for c in range(n_features):
+            w_bar[c] = (1.0 - avg) * w_bar[c] + avg * direction[c]
+
+
+@njit
+def full_gradient(indptr, indices, data, has_data, y, loss_code, loss_params, w, n_features):
+    """``(1/n) X^T loss'(X w)`` over one block (deterministic Frank-Wolfe baseline)."""
+    pred = block_matvec(indptr, indices, data, has_data, w)
+    return block_xt_derivative(
+        indptr, indices, data, has_data, y, loss_code, loss_params, pred, n_features, 1.0
+    )
+
+
+@njit
+def rows_gradient(indptr, indices, data, has_data, y, loss_code, loss_params, w, rows, n_features):
+    """``(1/|rows|) sum_{j in rows} loss'(x_j . w) x_j`` (stochastic Frank-Wolfe baseline)."""
+    out = np.zeros(n_features)
+    scale = 1.0 / rows.shape[0]
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        g = loss_derivative(
+            loss_code, loss_params, row_dot(indptr, indices, data, has_data, row, w), y[row]
+        )
+        g *= scale
+        for p in range(indptr[row], indptr[row + 1]):
+            if has_data:
+                out[indices[p]] += g * data[p]
+            else:
+                out[indices[p]] += g
+    return out
