@@ -1,0 +1,305 @@
+"""DSO solver: serial replay (Lemma 2), one compute per epoch, convergence, bad input."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
+from daskpd.problem import Problem
+from daskpd.solvers._driver import solve
+from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
+
+
+def _classification(n=240, d=50, density=0.12, seed=0, empty=False):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr")
+    X.data = rng.uniform(0.2, 1.0, X.nnz)
+    if empty:
+        # an empty row and an empty column (digest 1.3)
+        X = X.tolil()
+        X[3, :] = 0
+        X[:, 7] = 0
+        X = X.tocsr()
+        X.eliminate_zeros()
+    w_true = rng.normal(size=d)
+    y = np.sign(X @ w_true + 0.3 * rng.normal(size=n))
+    y[y == 0] = 1.0
+    return X, y
+
+
+def _regression(n=200, d=30, seed=1):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _run(problem, data, options, n_epochs, seed=0, client=None):
+    solver = DSO()
+    solver.check(problem, data, options)
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(seed), client=client, options=options
+    )
+    for epoch in range(1, n_epochs + 1):
+        state = solver.run_epoch(state, epoch)
+    return solver, state
+
+
+def _assert_equal_to_replay(solver, state, reference, client=None):
+    it = solver.iterate(state)
+    z = client.gather(it.z) if client is not None else it.z
+    z_avg = client.gather(it.z_avg) if client is not None else it.z_avg
+    assert np.array_equal(it.w, reference["w"])
+    assert np.array_equal(np.concatenate(z), reference["z"])
+    assert np.array_equal(it.w_avg, reference["w_avg"])
+    assert np.array_equal(np.concatenate(z_avg), reference["z_avg"])
+    arrays = solver.state_arrays(state)
+    assert np.array_equal(arrays["w_acc"], reference["w_acc"])
+    assert np.array_equal(arrays["z_acc"], reference["z_acc"])
+
+
+# --------------------------------------------------------------------------------------------
+# Lemma 2: the scheduled epochs equal the serial replay bit for bit
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "synchronous"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        DSOOptions(grid=3, step="adagrad"),
+        DSOOptions(grid=4, step="adagrad", visit_order="random", svrg_every=2),
+        DSOOptions(grid=2, step="sqrt", visit_order="storage"),
+    ],
+    ids=["adagrad-rows", "adagrad-random-svrg", "sqrt-storage"],
+)
+def test_local_schedulers_equal_serial_replay(scheduler, options):
+    X, y = _classification(empty=True)
+    data = MemoryDataset(X, y)
+    problem = Problem("logistic", "l2", 1e-2)
+    with dask.config.set(scheduler=scheduler):
+        solver, state = _run(problem, data, options, n_epochs=3, seed=11)
+    reference = serial_replay(problem, data, n_epochs=3, seed=11, options=options)
+    _assert_equal_to_replay(solver, state, reference)
+
+
+def test_on_disk_dataset_equals_serial_replay(tmp_path):
+    X, y = _classification(n=300, d=60)
+    write_dataset(X.astype(np.float32), y, tmp_path / "d.zarr", rows_per_block=70)
+    data = partition_dataset(tmp_path / "d.zarr", grid=3)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=3, init="dcd", dcd_passes=3, svrg_every=1)
+    with dask.config.set(scheduler="threads"):
+        solver, state = _run(problem, data, options, n_epochs=2, seed=4)
+    reference = serial_replay(problem, data, n_epochs=2, seed=4, options=options)
+    _assert_equal_to_replay(solver, state, reference)
+
+
+def test_same_seed_same_bits_other_seed_other_bits():
+    X, y = _classification()
+    data = MemoryDataset(X, y)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2)
+    first = serial_replay(problem, data, n_epochs=2, seed=1, options=options)
+    again = serial_replay(problem, data, n_epochs=2, seed=1, options=options)
+    other = serial_replay(problem, data, n_epochs=2, seed=2, options=options)
+    assert np.array_equal(first["w"], again["w"])
+    assert not np.array_equal(first["w"], other["w"])
+
+
+def test_one_compute_per_epoch(counting_scheduler):
+    X, y = _classification()
+    data = MemoryDataset(X, y)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=3, svrg_every=1)
+    solver = DSO()
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    before = counting_scheduler.calls
+    for epoch in range(1, 4):
+        state = solver.run_epoch(state, epoch)
+        assert counting_scheduler.calls == before + epoch
+    # the whole epoch is in that one graph: 9 tile tasks at least
+    assert counting_scheduler.tasks >= 3 * 9
+
+
+def test_resume_from_state_arrays_equals_uninterrupted_run():
+    X, y = _classification()
+    data = MemoryDataset(X, y)
+    problem = Problem("logistic", "l2", 1e-2)
+    options = DSOOptions(grid=2, svrg_every=2)
+    solver, state = _run(problem, data, options, n_epochs=3, seed=5)
+    arrays = solver.state_arrays(state)
+    restored = solver.restore(
+        problem, data, arrays, seed=np.random.SeedSequence(5), client=None, options=options
+    )
+    for epoch in (4, 5):
+        state = solver.run_epoch(state, epoch)
+        restored = solver.run_epoch(restored, epoch)
+    assert np.array_equal(solver.iterate(state).w, solver.iterate(restored).w)
+    assert np.array_equal(
+        np.concatenate(solver.iterate(state).z), np.concatenate(solver.iterate(restored).z)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# boxes and edge cases
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_box_invariants_under_large_steps(loss):
+    X, y = _classification(empty=True)
+    data = MemoryDataset(X, y)
+    alpha = 1e-2
+    problem = Problem(loss, "l2", alpha)
+    options = DSOOptions(grid=2, step="sqrt", eta0=1e4, dual_eta0=1e4)
+    result = serial_replay(problem, data, n_epochs=3, seed=0, options=options)
+    bound = 1 / np.sqrt(alpha) if loss == "hinge" else np.sqrt(np.log(2) / alpha)
+    assert np.all(np.isfinite(result["w"])) and np.all(np.isfinite(result["z"]))
+    assert np.max(np.abs(result["w"])) <= bound
+    # huge steps push coordinates onto the box
+    assert np.isclose(np.max(np.abs(result["w"])), bound)
+    a = -y * result["z"]  # DSO's alpha in [0, 1] (logistic: [1e-14, 1 - 1e-14])
+    lo, hi = (0.0, 1.0) if loss == "hinge" else (1e-14, 1 - 1e-14)
+    assert np.all((a >= lo) & (a <= hi))
+    # the empty column never moves from 0; the empty row keeps the optimal z = loss'(0, y)
+    assert result["w"][7] == 0.0
+    assert result["z"][3] == pytest.approx(-y[3] * (1.0 if loss == "hinge" else 0.5))
+
+
+def test_row_weights_scale_the_dual_box():
+    X, y = _classification()
+    weights = np.linspace(0.5, 2.0, y.shape[0])
+    data = MemoryDataset(X, y, sample_weight=weights)
+    problem = Problem("hinge", "l2", 1e-2, class_weight={1: 3.0})
+    options = DSOOptions(grid=2, step="sqrt", eta0=1e4, dual_eta0=1e4)
+    result = serial_replay(problem, data, n_epochs=2, seed=0, options=options)
+    c = weights * np.where(y > 0, 3.0, 1.0)
+    a = -y * result["z"]
+    assert np.all(a >= 0) and np.all(a <= c * (1 + 1e-15))
+    assert np.any(a > 1.0)  # rows of weight > 1 use their larger box
+
+
+# --------------------------------------------------------------------------------------------
+# convergence against independent solvers
+
+
+def _relative(value, reference):
+    return (value - reference) / abs(reference)
+
+
+def test_hinge_l2_reaches_liblinear_objective_and_gap_falls():
+    from sklearn.svm import LinearSVC
+
+    X, y = _classification(n=300, d=40, seed=3)
+    alpha = 1e-2
+    n = X.shape[0]
+    problem = Problem("hinge", "l2", alpha)
+    data = MemoryDataset(X, y)
+    svc = LinearSVC(
+        loss="hinge", C=1 / (alpha * n), fit_intercept=False, tol=1e-10, max_iter=200000
+    )
+    svc.fit(X, y)
+    optimum = problem.evaluate(svc.coef_.ravel(), data).primal
+    result = solve(
+        data, "hinge", "l2", alpha, "dso", max_epochs=150, tol=1e-7, client=False,
+        eval_every=10, grid=2, svrg_every=1,
+    )  # fmt: skip
+    gaps = [row["gap"] for row in result.history]
+    assert gaps[-1] < 1e-3 and gaps[-1] < gaps[0] / 100
+    assert _relative(result.primal, optimum) < 1e-3
+
+
+def test_logistic_l2_reaches_sklearn_objective():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _classification(n=300, d=40, seed=4)
+    alpha = 1e-2
+    n = X.shape[0]
+    problem = Problem("logistic", "l2", alpha)
+    data = MemoryDataset(X, y)
+    reference = LogisticRegression(C=1 / (alpha * n), fit_intercept=False, tol=1e-12)
+    reference.fit(X, y)
+    optimum = problem.evaluate(reference.coef_.ravel(), data).primal
+    result = solve(
+        data, "logistic", "l2", alpha, "dso", max_epochs=100, tol=1e-9, client=False,
+        eval_every=10, grid=3, svrg_every=1,
+    )  # fmt: skip
+    assert result.gap < 1e-4
+    assert abs(_relative(result.primal, optimum)) < 1e-3
+
+
+@pytest.mark.parametrize("regularizer", ["l1", "elasticnet"])
+def test_sparse_regularizers_reach_coordinate_descent_objective(regularizer):
+    from sklearn.linear_model import ElasticNet, Lasso
+
+    X, y = _regression()
+    alpha = 0.05
+    data = MemoryDataset(X, y)
+    problem = Problem("squared", regularizer, alpha)
+    if regularizer == "l1":
+        reference = Lasso(alpha=alpha, fit_intercept=False, tol=1e-14, max_iter=100000)
+    else:
+        ratio = float(problem.regularizer.params[0])
+        reference = ElasticNet(
+            alpha=alpha, l1_ratio=ratio, fit_intercept=False, tol=1e-14, max_iter=100000
+        )
+    reference.fit(X.toarray(), y)
+    optimum = problem.evaluate(reference.coef_, data).primal
+    # the replay is the scheduled run bit for bit (tests above) and avoids per-epoch overhead
+    options = DSOOptions(grid=2, svrg_every=1)
+    result = serial_replay(problem, data, n_epochs=200, seed=0, options=options)
+    evaluation = problem.evaluate(result["w"], data, z=result["z"])
+    assert abs(_relative(evaluation.primal, optimum)) < 1e-3
+
+
+# --------------------------------------------------------------------------------------------
+# bad input: clear errors before any Dask work
+
+
+def test_on_disk_dataset_without_grid_says_how_to_partition(tmp_path):
+    X, y = _classification()
+    data = write_dataset(X, y, tmp_path / "plain.zarr")
+    problem = Problem("hinge", "l2", 1e-2)
+    with pytest.raises(ValueError, match="daskpd partition .*--grid 4"):
+        DSO().check(problem, data, DSOOptions(grid=4))
+
+
+def test_grid_too_large():
+    X, y = _classification(n=30, d=6)
+    problem = Problem("hinge", "l2", 1e-2)
+    with pytest.raises(ValueError, match="grid=7 is too large"):
+        DSO().check(problem, MemoryDataset(X, y), DSOOptions(grid=7))
+
+
+@pytest.mark.parametrize(
+    ("loss", "regularizer", "message"),
+    [
+        ("squared_hinge", "l2", "does not support loss 'squared_hinge'"),
+        ("huber", "l2", "does not support loss 'huber'"),
+        ("hinge", "zero", "does not support regularizer 'zero'"),
+    ],
+)
+def test_unsupported_pairs(loss, regularizer, message):
+    X, y = _classification()
+    with pytest.raises(ValueError, match=message):
+        solve(MemoryDataset(X, y), loss, regularizer, 1e-2, "dso", max_epochs=1, client=False)
+
+
+def test_dcd_init_needs_l2_with_hinge_or_logistic():
+    X, y = _regression()
+    problem = Problem("squared", "l2", 1e-2)
+    with pytest.raises(ValueError, match="init='dcd' needs"):
+        DSO().check(problem, MemoryDataset(X, y), DSOOptions(init="dcd"))
+
+
+def test_bad_option_values():
+    with pytest.raises(ValueError, match="visit_order must be one of"):
+        DSOOptions(visit_order="diagonal")
+    with pytest.raises(ValueError, match="grid must be a positive integer"):
+        DSOOptions(grid=0)
+    with pytest.raises(ValueError, match="unknown option"):
+        X, y = _classification()
+        solve(MemoryDataset(X, y), "hinge", "l2", 1e-2, "dso", client=False, gird=2)
