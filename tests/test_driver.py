@@ -1,0 +1,405 @@
+"""The shared driver (daskpd.solve) and the batch baseline solver.
+
+Correctness of the batch solver is checked against scikit-learn and closed forms; the driver
+is checked through real runs of real solvers (the batch baseline, and a fixed-step gradient
+method defined here that can be made to diverge on purpose).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskpd.callbacks import EarlyStopping, HistoryRecorder, ProgressBar
+from daskpd.dataset import MemoryDataset, write_dataset
+from daskpd.metrics import auprc
+from daskpd.solvers import (
+    DivergenceError,
+    Iterate,
+    available_solvers,
+    epoch_seed,
+    get_solver,
+    make_options,
+    register_solver,
+    solve,
+)
+
+
+def _classification(n=240, d=12, seed=0, density=0.5):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, random_state=seed, format="csr")
+    truth = rng.standard_normal(d)
+    y = np.where(X @ truth + 0.3 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def problem_data():
+    X, y = _classification()
+    return X, y, MemoryDataset(X, y, rows_per_block=70)
+
+
+# --------------------------------------------------------------------------------------------
+# a deliberately simple second solver: fixed-step proximal gradient (diverges when the step
+# is too long), so that the driver's divergence handling is exercised by a real iteration
+
+
+@dataclass(frozen=True)
+class _FixedStepOptions:
+    step: float = 0.1
+
+
+@dataclass(frozen=True)
+class _FixedStepState:
+    w: np.ndarray
+    problem: object
+    data: object
+    step: float
+
+
+def _full_gradient(problem, data, w):
+    total = np.zeros_like(w)
+    for i in range(data.n_row_blocks):
+        X_block, y = data.block(i)
+        total += X_block.T @ problem.loss.gradient(X_block @ w, y)
+    return total / data.n_samples
+
+
+@register_solver
+class FixedStepGradient:
+    """Proximal gradient with a fixed step (test solver; in-process only)."""
+
+    name = "test-fixed-step"
+    Options = _FixedStepOptions
+
+    def check(self, problem, data, options):
+        if not options.step > 0:
+            raise ValueError(f"step must be > 0, got {options.step}")
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        w = np.zeros(data.n_features) if warm_start is None else warm_start.w.copy()
+        return _FixedStepState(w, problem, data, options.step)
+
+    def run_epoch(self, state, epoch):
+        gradient = _full_gradient(state.problem, state.data, state.w)
+        w = state.problem.regularizer.prox(
+            state.w - state.step * gradient, state.step * state.problem.alpha
+        )
+        return _FixedStepState(w, state.problem, state.data, state.step)
+
+    def iterate(self, state):
+        return Iterate(w=state.w.copy())
+
+    def state_arrays(self, state):
+        return {"w": state.w}
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        return _FixedStepState(np.array(arrays["w"]), problem, data, options.step)
+
+
+# --------------------------------------------------------------------------------------------
+# registry and options
+
+
+def test_registry_lists_batch_and_rejects_unknown_names():
+    assert "batch" in available_solvers()
+    assert get_solver("BATCH").name == "batch"
+    with pytest.raises(ValueError, match=r"unknown solver 'nope'; valid solvers: .*batch"):
+        get_solver("nope")
+
+
+def test_unknown_options_are_named(problem_data):
+    _, _, data = problem_data
+    with pytest.raises(ValueError, match=r"unknown options for solver 'batch': bogus, other"):
+        solve(data, loss="logistic", solver="batch", bogus=1, other=2)
+    with pytest.raises(ValueError, match="valid options: power_iterations"):
+        make_options(get_solver("batch"), {"bogus": 1})
+    with pytest.raises(ValueError, match="backtrack_factor must be > 1"):
+        solve(data, loss="logistic", solver="batch", backtrack_factor=0.5)
+
+
+def test_bad_driver_parameters_fail_before_work(problem_data):
+    X, y, data = problem_data
+    cases = [
+        ({"max_epochs": 0}, "max_epochs must be a positive integer"),
+        ({"max_epochs": -3}, "max_epochs must be a positive integer"),
+        ({"eval_every": 0}, "eval_every must be a positive integer"),
+        ({"tol": -1.0}, "tol must be a number >= 0"),
+        ({"random_state": -1}, "random_state must be >= 0"),
+        ({"random_state": np.random.default_rng(0)}, "no reproducible entropy"),
+        ({"resume": True}, "resume=True needs a checkpoint_dir"),
+        ({"alpha": -1.0}, "alpha must be"),
+        ({"warm_start": np.zeros(3)}, r"warm_start has shape \(3,\)"),
+        ({"test_data": (X[:, :5], y)}, "test_data has 5 features but the model has 12"),
+        ({"loss": "hinge"}, "solver 'batch' needs a smooth loss"),
+    ]
+    for kwargs, message in cases:
+        arguments = {"loss": "logistic", "solver": "batch", **kwargs}
+        with pytest.raises(ValueError, match=message):
+            solve(data, **arguments)
+
+
+def test_epoch_seed_is_the_spawned_child():
+    root = np.random.SeedSequence(1234)
+    children = np.random.SeedSequence(1234).spawn(5)
+    for epoch in (1, 3, 5):
+        assert np.array_equal(
+            epoch_seed(root, epoch).generate_state(4), children[epoch - 1].generate_state(4)
+        )
+    assert root.n_children_spawned == 0
+
+
+# --------------------------------------------------------------------------------------------
+# the batch solver against independent solvers
+
+
+def test_batch_logistic_l2_matches_sklearn(problem_data):
+    from sklearn.linear_model import LogisticRegression
+
+    X, y, data = problem_data
+    alpha = 1e-2
+    result = solve(
+        data, loss="logistic", regularizer="l2", alpha=alpha, solver="batch", max_epochs=300,
+        tol=1e-10,
+    )  # fmt: skip
+    reference = LogisticRegression(
+        C=1.0 / (X.shape[0] * alpha), fit_intercept=False, tol=1e-12, max_iter=10000
+    ).fit(X, y)
+    w_ref = reference.coef_.ravel()
+    primal_ref = np.mean(np.logaddexp(0, -y * (X @ w_ref))) + alpha * 0.5 * w_ref @ w_ref
+    assert result.converged and result.stop_reason == "tol"
+    assert result.gap <= 1e-10
+    assert abs(result.primal - primal_ref) <= 1e-9 * primal_ref
+    # Strong convexity (alpha) turns the gap into a distance: |w - w*|^2 <= 2 gap / alpha.
+    assert np.linalg.norm(result.w - w_ref) <= 2 * math.sqrt(2 * 1e-9 / alpha)
+
+
+def test_batch_ridge_matches_closed_form(problem_data):
+    X, _, _ = problem_data
+    rng = np.random.default_rng(3)
+    target = X @ rng.standard_normal(X.shape[1]) + 0.1 * rng.standard_normal(X.shape[0])
+    data = MemoryDataset(X, target, rows_per_block=50)
+    alpha = 1e-3
+    n = X.shape[0]
+    dense = X.toarray()
+    closed = np.linalg.solve(dense.T @ dense / n + alpha * np.eye(X.shape[1]), dense.T @ target / n)
+    result = solve(
+        data, loss="squared", regularizer="l2", alpha=alpha, solver="batch", max_epochs=500,
+        tol=1e-12,
+    )  # fmt: skip
+    assert result.converged
+    np.testing.assert_allclose(result.w, closed, atol=1e-6)
+
+
+def test_batch_lasso_matches_sklearn(problem_data):
+    from sklearn.linear_model import Lasso
+
+    X, _, _ = problem_data
+    rng = np.random.default_rng(4)
+    truth = np.where(rng.random(X.shape[1]) < 0.4, rng.standard_normal(X.shape[1]), 0.0)
+    target = X @ truth + 0.05 * rng.standard_normal(X.shape[0])
+    data = MemoryDataset(X, target, rows_per_block=50)
+    alpha = 2e-3
+    result = solve(
+        data, loss="squared", regularizer="l1", alpha=alpha, solver="batch", max_epochs=2000,
+        tol=1e-11,
+    )  # fmt: skip
+    reference = Lasso(alpha=alpha, fit_intercept=False, tol=1e-14, max_iter=100000).fit(X, target)
+
+    def objective(w):
+        return 0.5 * np.mean((X @ w - target) ** 2) + alpha * np.abs(w).sum()
+
+    assert result.converged
+    assert abs(objective(result.w) - objective(reference.coef_)) <= 1e-9
+    np.testing.assert_allclose(result.w, reference.coef_, atol=1e-5)
+    assert np.array_equal(result.w == 0, reference.coef_ == 0)
+
+
+def test_batch_epoch_is_one_compute(problem_data, counting_scheduler):
+    _, _, data = problem_data
+    method = get_solver("batch")
+    options = make_options(method, {"power_iterations": 3})
+    from daskpd.problem import Problem
+
+    problem = Problem("logistic", "l2", 1e-2)
+    state = method.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    assert counting_scheduler.calls == 3 + 1  # power iterations + first gradient
+    for epoch in range(1, 4):
+        before = counting_scheduler.calls
+        state = method.run_epoch(state, epoch)
+        assert counting_scheduler.calls == before + 1
+
+
+def test_solve_counts_computes(problem_data, counting_scheduler):
+    _, _, data = problem_data
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=6, tol=0, eval_every=3,
+        power_iterations=2,
+    )  # fmt: skip
+    # init: 2 power iterations + 1 gradient; 6 epochs; evaluations at epochs 3 and 6.
+    assert counting_scheduler.calls == 3 + 6 + 2
+    assert [row["epoch"] for row in result.history] == [3, 6]
+
+
+def test_batch_on_disk_equals_in_memory(problem_data, tmp_path):
+    X, y, data = problem_data
+    on_disk = write_dataset(X, y, tmp_path / "d.zarr", rows_per_block=70)
+    kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch", "max_epochs": 8, "tol": 0}
+    memory = solve(data, **kwargs)
+    disk = solve(on_disk, client=False, **kwargs)
+    np.testing.assert_allclose(disk.w, memory.w, rtol=1e-12, atol=1e-14)
+
+
+def test_class_weight_changes_the_objective(problem_data):
+    _, y, data = problem_data
+    plain = solve(data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=200, tol=1e-9)
+    weighted = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=200, tol=1e-9,
+        class_weight={-1: 1.0, 1: 5.0},
+    )  # fmt: skip
+    assert weighted.converged and plain.converged
+    # Up-weighting positives pushes their scores up.
+    X = problem_data[0]
+    assert np.mean(X[y > 0] @ weighted.w) > np.mean(X[y > 0] @ plain.w)
+
+
+# --------------------------------------------------------------------------------------------
+# stop rules, history, callbacks
+
+
+def test_stop_rules(problem_data):
+    _, _, data = problem_data
+    kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch"}
+    budget = solve(data, max_epochs=4, tol=0, **kwargs)
+    assert (budget.n_epochs, budget.stop_reason, budget.converged) == (4, "max_epochs", False)
+    assert [row["epoch"] for row in budget.history] == [1, 2, 3, 4]
+    for row in budget.history:
+        assert set(row) >= {"epoch", "seconds", "primal", "dual", "gap"}
+        assert row["dual"] <= row["primal"] + 1e-12
+    timed = solve(data, max_epochs=1000, tol=0, time_limit=0.0, **kwargs)
+    assert (timed.n_epochs, timed.stop_reason) == (1, "time_limit")
+    loose = solve(data, max_epochs=1000, tol=1e-3, **kwargs)
+    assert loose.stop_reason == "tol" and loose.converged and loose.gap <= 1e-3
+    assert loose.n_epochs < 1000
+    sparse_eval = solve(data, max_epochs=7, tol=0, eval_every=3, **kwargs)
+    assert [row["epoch"] for row in sparse_eval.history] == [3, 6, 7]
+
+
+def test_callback_returning_true_stops_and_final_row_is_evaluated(problem_data):
+    _, _, data = problem_data
+    seen = []
+
+    def stop_at_five(info):
+        seen.append((info.epoch, info.row is not None))
+        return info.epoch == 5
+
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=50, tol=0, eval_every=4,
+        callbacks=stop_at_five,
+    )  # fmt: skip
+    assert result.stop_reason == "callback" and result.n_epochs == 5
+    assert seen == [(1, False), (2, False), (3, False), (4, True), (5, False)]
+    assert [row["epoch"] for row in result.history] == [4, 5]
+
+
+def test_early_stopping_and_recorder(problem_data):
+    X, y, data = problem_data
+    recorder = HistoryRecorder()
+    stopper = EarlyStopping("gap", mode="min", patience=1, min_delta=1.0)
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=50, tol=0,
+        callbacks=[recorder, stopper],
+    )  # fmt: skip
+    # No gap improves by more than 1.0, so the second evaluation stops the run.
+    assert result.stop_reason == "callback" and result.n_epochs == 2
+    assert [info.epoch for info in recorder.infos] == [1, 2]
+    assert isinstance(recorder.infos[0].iterate, Iterate)
+
+
+def test_progress_bar_shows_primal_gap_and_test_auprc(problem_data):
+    X, y, data = problem_data
+    stream = io.StringIO()
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=3, tol=0,
+        test_data=MemoryDataset(X, y), callbacks=[ProgressBar(file=stream)],
+    )  # fmt: skip
+    text = stream.getvalue()
+    assert "3/3" in text
+    for key in ("primal=", "gap=", "test_auprc="):
+        assert key in text
+    assert result.history[-1]["test_auprc"] == pytest.approx(auprc(y, X @ result.w), abs=1e-15)
+
+
+def test_test_metrics_in_history(problem_data):
+    X, y, data = problem_data
+    X_test, y_test = _classification(n=100, seed=9)
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=3, tol=0,
+        test_data=(X_test, y_test),
+    )  # fmt: skip
+    row = result.history[-1]
+    scores = X_test @ result.w
+    assert row["test_auprc"] == pytest.approx(auprc(y_test, scores), abs=1e-15)
+    assert row["test_error_rate"] == pytest.approx(np.mean((scores > 0) != (y_test > 0)))
+    assert row["test_log_loss"] == pytest.approx(
+        np.mean(np.logaddexp(0, -y_test * scores)), rel=1e-12
+    )
+    np.testing.assert_allclose(result.decision_function((X_test, y_test)), scores, rtol=1e-12)
+
+
+def test_warm_start_from_optimum_converges_at_once(problem_data):
+    _, _, data = problem_data
+    kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch", "tol": 1e-8}
+    first = solve(data, max_epochs=300, **kwargs)
+    again = solve(data, max_epochs=300, warm_start=first, **kwargs)
+    assert again.n_epochs == 1 and again.converged
+
+
+# --------------------------------------------------------------------------------------------
+# divergence
+
+
+def test_nan_iterate_is_a_divergence_error(problem_data, tmp_path):
+    _, _, data = problem_data
+    with pytest.raises(DivergenceError, match=r"diverged at epoch \d+: .*(NaN|inf|objective)"):
+        solve(
+            data, loss="squared", regularizer="l2", alpha=1e-3, solver="test-fixed-step",
+            step=1e3, max_epochs=500, tol=0, divergence_factor=math.inf,
+        )  # fmt: skip
+
+
+def test_exploding_objective_keeps_last_good_checkpoint(problem_data, tmp_path):
+    from daskpd.checkpoint import CheckpointStore
+
+    X, y, _ = problem_data
+    data = MemoryDataset(X, y, rows_per_block=70)
+    with pytest.raises(DivergenceError) as caught:
+        solve(
+            data, loss="squared", regularizer="l2", alpha=1e-3, solver="test-fixed-step",
+            step=200.0, max_epochs=200, tol=0, checkpoint_dir=tmp_path / "ck",
+        )  # fmt: skip
+    message = str(caught.value)
+    assert "exploded" in message
+    epoch = int(message.split("diverged at epoch ")[1].split(":")[0])
+    kept = CheckpointStore(tmp_path / "ck").latest()
+    assert f"last good checkpoint (epoch {kept.epoch})" in message
+    assert kept.epoch == epoch - 1
+    assert np.all(np.isfinite(kept.arrays["w"]))
+    # The good checkpoint resumes with a sane step.
+    assert kept.meta["history"][-1]["epoch"] == kept.epoch
+
+
+def test_fixed_step_solver_converges_with_a_short_step(problem_data):
+    # The divergence tests above are meaningful only if the same solver converges when the
+    # step is right.
+    X, y, data = problem_data
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="test-fixed-step", step=4.0,
+        max_epochs=3000, tol=1e-6,
+    )  # fmt: skip
+    assert result.converged
