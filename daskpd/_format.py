@@ -141,15 +141,19 @@ class Appender:
 
     def _write(self, values) -> None:
         stop = self.written + values.shape[0]
-        self.array.resize((stop, *self.tail))
+        if stop > self.array.shape[0]:
+            # grow geometrically: resizing rewrites the array metadata
+            self.array.resize((max(stop, 2 * self.array.shape[0]), *self.tail))
         self.array[self.written : stop] = values
         self.written = stop
 
     def finish(self) -> None:
-        """Write the last partial chunk."""
+        """Write the last partial chunk and trim the array to the rows appended."""
         if self.fill:
             self._write(self.buffer[: self.fill])
             self.fill = 0
+        if self.array.shape[0] != self.written:
+            self.array.resize((self.written, *self.tail))
         self.buffer = None
 
 
@@ -222,8 +226,8 @@ def manifest_entry(array, directory: str, crc32: int) -> dict:
     }
 
 
-def check_array(group, name: str, entry: dict, directory: str, where: str, files: bool) -> None:
-    """Fast check of one stored array against its manifest record.
+def check_array(group, name: str, entry: dict, directory: str, where: str, files: bool):
+    """Fast check of one stored array against its manifest record; return the array.
 
     Raises
     ------
@@ -259,6 +263,7 @@ def check_array(group, name: str, entry: dict, directory: str, where: str, files
                 f"{where}: array {name!r} chunk files hold {n_bytes} bytes, expected "
                 f"{entry['stored_bytes']} (truncated or altered)"
             )
+    return array
 
 
 def temporary_sibling(path: str, tag: str = "tmp") -> str:

@@ -136,8 +136,9 @@ class Dataset(BaseDataset):
         When the dataset is not a daskpd dataset, or is truncated or altered.
     """
 
-    def __init__(self, path, *, verify=False):
+    def __init__(self, path, *, verify=False, _reopened=False):
         self.path = _normalize_path(path)
+        self._reopened = bool(_reopened)
         if not os.path.isdir(self.path):
             raise FileNotFoundError(f"no dataset at {self.path}")
         try:
@@ -168,6 +169,7 @@ class Dataset(BaseDataset):
             raise DatasetIntegrityError(
                 f"{self.path}: dataset attributes are incomplete or altered ({exc!r})"
             ) from None
+        self._arrays = {}
         self._check_manifest_covers_format()
         self._check_files()
         self.row_block_bounds = self._read("row_block_bounds")
@@ -217,7 +219,10 @@ class Dataset(BaseDataset):
                 )
 
     def _check_files(self) -> None:
-        _check_group_files(self._group, self.path, self._manifest, self._write_id)
+        arrays = _check_group_files(
+            self._group, self.path, self._manifest, self._write_id, self._reopened
+        )
+        self._arrays.update({(None, name): array for name, array in arrays.items()})
 
     def verify(self) -> None:
         """Re-read every stored array (grids included) and compare it with the manifest.
@@ -255,8 +260,13 @@ class Dataset(BaseDataset):
 
     def _read(self, name, selection=slice(None), group=None, where=None):
         group = self._group if group is None else group
+        key = (where, name)
         try:
-            return group[name][selection]
+            # zarr re-reads an array's metadata on every group lookup: keep the handles
+            array = self._arrays.get(key)
+            if array is None:
+                array = self._arrays[key] = group[name]
+            return array[selection]
         except Exception as exc:
             raise DatasetIntegrityError(
                 f"{where or self.path}: reading array {name!r} failed; the stored chunk is "
@@ -276,7 +286,7 @@ class Dataset(BaseDataset):
     # ---- pickling and identity
 
     def __reduce__(self):
-        return (open_dataset, (self.path,))
+        return (_reopen, (self.path,))
 
     def __repr__(self) -> str:
         return f"Dataset({self.path!r}, shape={self.shape}, nnz={self.nnz}, layout={self.layout!r})"
@@ -352,7 +362,8 @@ class Dataset(BaseDataset):
                 raise ValueError("grid attributes disagree with the directory name")
         except Exception as exc:
             raise DatasetIntegrityError(f"{directory}: unreadable grid ({exc})") from None
-        _check_group_files(group, directory, attrs["manifest"], write_id)
+        arrays = _check_group_files(group, directory, attrs["manifest"], write_id, self._reopened)
+        self._arrays.update({(directory, name): array for name, array in arrays.items()})
         return group, directory, attrs
 
     @cached_property
@@ -382,8 +393,7 @@ class Dataset(BaseDataset):
         return self._grid_cache[n_blocks][2]
 
     def _row_nnz_chunks(self):
-        array = self._group["row_nnz"]
-        step = int(array.chunks[0])
+        step = int(self._manifest["row_nnz"]["chunks"][0])
         for start in range(0, self.n_samples, step):
             yield self._read("row_nnz", slice(start, min(start + step, self.n_samples)))
 
@@ -404,11 +414,14 @@ class Dataset(BaseDataset):
         return rows, cols, vals
 
 
-def _check_group_files(group, directory, manifest, write_id) -> None:
+def _check_group_files(group, directory, manifest, write_id, reopened) -> dict:
     """Fast checks of every array of a group against its manifest (shape, dtype, files).
 
-    Listing chunk files is cheap but not free on a terascale store, and tasks reopen the
-    dataset for every block: a process lists each (write, directory state) once. Deleted or
+    Returns the checked zarr arrays by name.
+
+    An explicit open lists the chunk files of every array (count and total size). Listing is
+    cheap but not free on a terascale store, and Dask tasks reopen the dataset (unpickling) for
+    every block: a reopen lists each (write, directory state) once per process. Deleted or
     added chunk files change the array directory's mtime and so trigger a new listing; altered
     or truncated bytes are caught by the per-chunk CRC32C whenever they are read.
     """
@@ -419,12 +432,14 @@ def _check_group_files(group, directory, manifest, write_id) -> None:
         except FileNotFoundError:
             raise DatasetIntegrityError(f"{directory}: array {name!r} is missing") from None
     key = (directory, write_id, tuple(mtimes))
-    check_files = key not in _FILES_CHECKED
+    check_files = not reopened or key not in _FILES_CHECKED
+    arrays = {}
     for name, entry in manifest.items():
-        _format.check_array(
+        arrays[name] = _format.check_array(
             group, name, entry, os.path.join(directory, name), directory, files=check_files
         )
     _FILES_CHECKED.add(key)
+    return arrays
 
 
 def _verify_arrays(group, directory, manifest) -> None:
@@ -442,6 +457,11 @@ def _verify_arrays(group, directory, manifest) -> None:
             raise DatasetIntegrityError(
                 f"{directory}: array {name!r} checksum differs from the manifest (altered data)"
             )
+
+
+def _reopen(path) -> Dataset:
+    """Open a dataset handle that was pickled (in a Dask task, on a worker)."""
+    return Dataset(path, _reopened=True)
 
 
 def open_dataset(path, *, verify=False) -> Dataset:
