@@ -238,7 +238,8 @@ def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=N
     Parameters
     ----------
     X : {ndarray, sparse matrix, dask array} of shape (n_samples, n_features)
-        Sparse input is densified per chunk by dask-ml's solvers; pass dense or Dask data.
+        scipy.sparse input becomes a Dask array of ``sparse.COO`` chunks (dask-glm's solvers
+        accept those and stay sparse).
     y : ndarray of shape (n_samples,)
         Labels in {-1, +1} (mapped to dask-ml's {0, 1}).
     alpha : float
@@ -259,9 +260,18 @@ def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=N
     y = _labels_pm1(np.asarray(y))
     n = X.shape[0]
     if not isinstance(X, da.Array):
+        rows = chunks or max(1, -(-n // 4))
         if sp.issparse(X):
-            X = X.toarray()
-        X = da.from_array(np.asarray(X), chunks=(chunks or max(1, n // 4), X.shape[1]))
+            # pydata/sparse chunks keep the data sparse through dask-glm's dot products
+            import sparse
+
+            X = da.from_array(
+                sparse.COO.from_scipy_sparse(sp.csr_matrix(X)),
+                chunks=(rows, X.shape[1]),
+                asarray=False,
+            )
+        else:
+            X = da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
     y01 = da.from_array((y > 0).astype(np.float64), chunks=(X.chunks[0],))
     # dask-glm standardizes the columns by default, which regularizes other coefficients
     # than ours; normalize=False makes it solve our objective.

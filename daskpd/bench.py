@@ -1,0 +1,579 @@
+"""The benchmark suite: daskpd's solvers and the peers on the same data and objective.
+
+``daskpd bench`` and ``pipelines/benchmarks.py`` run :func:`run_benchmarks`. For each
+splice-site-like scale (target number of nonzeros) it
+
+1. generates a training and a test set (cached in the work directory across runs);
+2. computes a reference optimum ``P*`` of the objective with liblinear at a tight tolerance
+   (and keeps the best primal value any method reached, if lower);
+3. runs DSO on a LocalCluster (one process per worker, ``memory_limit`` each) with a
+   per-epoch history of training seconds, primal, gap and test AUPRC;
+4. runs the peers of :mod:`daskpd.peers` on the same data, in this process: liblinear (dual
+   CD, hinge), scikit-learn ``SGDClassifier`` (hinge; a ladder of epoch counts), Vowpal Wabbit
+   (online, as people run it; a ladder of passes), dask-ml ``LogisticRegression`` (L-BFGS on
+   the same LocalCluster; a ladder of iteration counts; logistic loss, since dask-ml has no
+   hinge);
+5. derives, for every method, the wall time to reach (a) ``P <= (1 + 1e-3) P*`` and (b) the
+   best peer's test AUPRC minus 0.005, the final gap, peak memory (RSS summed over this
+   process and all its children, sampled every 50 ms), and nonzero-updates per second per
+   core; and DSO's epoch time with 1 and 2 workers.
+
+Each timing is the median of ``repeats`` runs. A peer that cannot run a scale (data larger
+than the memory given to one process, int32 overflow of its index type) is reported as such
+with the reason, not silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import threading
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What :func:`run_benchmarks` measures.
+
+    Parameters
+    ----------
+    scales : tuple of int
+        Target nonzeros of the training sets.
+    workdir : str
+        Where datasets (reused across runs) and raw results go.
+    repeats : int
+        Runs per timing; the median is reported.
+    alpha : float
+        Regularization strength of the L2-regularized objective.
+    loss : {"hinge", "logistic"}
+        Loss of daskpd's runs and of the peers that have it.
+    epochs : int
+        DSO epoch budget per run.
+    grid : int
+        DSO grid ``p`` (a multiple of every worker count measured).
+    workers : int
+        Worker processes of the LocalCluster for the main runs.
+    memory_limit : str
+        Memory limit of each worker.
+    peer_memory_bytes : int
+        Memory one peer process may use for its copy of the data; a scale whose in-memory
+        CSR copy would not fit is reported as "not run" for in-memory peers.
+    positive_rate : float
+        Positive fraction of the generated splice-site-like data.
+    peers : tuple of str
+        Subset of ``("liblinear", "sgd", "vw", "dask-ml")``.
+    seed : int
+    """
+
+    scales: tuple = (10**7,)
+    workdir: str = "bench-work"
+    repeats: int = 3
+    alpha: float = 1e-5
+    loss: str = "hinge"
+    epochs: int = 10
+    grid: int = 4
+    workers: int = 2
+    memory_limit: str = "4GiB"
+    peer_memory_bytes: int = 8 * 2**30
+    positive_rate: float = 0.01
+    peers: tuple = ("liblinear", "sgd", "vw", "dask-ml")
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.scales or any(int(s) < 1000 for s in self.scales):
+            raise ValueError(f"scales must be target nonzero counts >= 1000, got {self.scales!r}")
+        if int(self.repeats) < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats!r}")
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be > 0, got {self.alpha!r}")
+        if self.loss not in ("hinge", "logistic"):
+            raise ValueError(f"loss must be 'hinge' or 'logistic', got {self.loss!r}")
+        if int(self.grid) % int(self.workers) or int(self.grid) % 2:
+            raise ValueError(
+                f"grid must be a multiple of workers and of 2 (for the 1- and 2-worker "
+                f"epoch timing), got grid={self.grid!r}, workers={self.workers!r}"
+            )
+        unknown = set(self.peers) - {"liblinear", "sgd", "vw", "dask-ml"}
+        if unknown:
+            raise ValueError(f"unknown peers {sorted(unknown)}")
+
+
+@dataclass
+class MethodResult:
+    """Measurements of one method on one scale (medians over repeats)."""
+
+    method: str
+    status: str = "ok"
+    reason: str = ""
+    curve: list = field(default_factory=list)  # (seconds, primal or nan, test_auprc)
+    train_seconds: float = math.nan
+    final_auprc: float = math.nan
+    final_primal: float = math.nan
+    final_gap: float = math.nan
+    epochs: int = 0
+    seconds_to_primal: float = math.nan
+    seconds_to_auprc: float = math.nan
+    peak_rss_bytes: int = 0
+    updates_per_second_per_core: float = math.nan
+    repeats_seconds: list = field(default_factory=list)
+
+
+class PeakMemory:
+    """Sample the summed RSS of this process and all its descendants in a thread."""
+
+    def __init__(self, interval=0.05):
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        import psutil
+
+        total = 0
+        for proc in [self._process, *self._process.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        self.peak = max(self.peak, total)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def _nnz_per_row(degree=8, length=60):
+    return sum(length - k + 1 for k in range(1, degree + 1))
+
+
+def _dataset(config, nnz, kind):
+    """Generate (once) and open the training or test set of a scale."""
+    from daskpd.dataset import open_dataset
+    from daskpd.datasets import make_splice_like
+
+    n_train = max(1000, int(nnz) // _nnz_per_row())
+    n_rows = n_train if kind == "train" else max(1000, n_train // 4)
+    path = os.path.join(config.workdir, f"splice-{int(nnz):.0e}-{kind}.zarr".replace("+", ""))
+    if os.path.exists(path):
+        return open_dataset(path)
+    seed = config.seed if kind == "train" else config.seed + 1
+    return make_splice_like(
+        path, n_rows, positive_rate=config.positive_rate, random_state=seed, binary=True
+    )
+
+
+def _ensure_grid(dataset, grid):
+    from daskpd.dataset import open_dataset, partition_dataset
+
+    if grid not in dataset.grids:
+        partition_dataset(dataset.path, grid=grid)
+        dataset = open_dataset(dataset.path)
+    return dataset
+
+
+def _primal(problem, w, data):
+    return float(problem.evaluate(w, data).primal)
+
+
+def _first_time(curve, predicate):
+    for seconds, primal, auprc in curve:
+        if predicate(primal, auprc):
+            return seconds
+    return math.nan
+
+
+def _median(values):
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else math.nan
+
+
+def _run_dso(config, train, test, client, workers, repeats):
+    from daskpd.solvers import solve
+
+    result = MethodResult("daskpd DSO")
+    runs = []
+    for repeat in range(repeats):
+        with PeakMemory() as memory:
+            fit = solve(
+                train,
+                loss=config.loss,
+                regularizer="l2",
+                alpha=config.alpha,
+                solver="dso",
+                max_epochs=config.epochs,
+                tol=0.0,
+                random_state=config.seed + repeat,
+                client=client,
+                test_data=test,
+                grid=config.grid,
+            )
+        runs.append((fit, memory.peak))
+    fit, peak = runs[len(runs) // 2]
+    result.curve = [
+        (row["seconds"], row["primal"], row.get("test_auprc", math.nan)) for row in fit.history
+    ]
+    result.repeats_seconds = [run.history[-1]["seconds"] for run, _ in runs]
+    result.train_seconds = _median(result.repeats_seconds)
+    last = fit.history[-1]
+    result.final_auprc = last.get("test_auprc", math.nan)
+    result.final_primal = last["primal"]
+    result.final_gap = last["gap"]
+    result.epochs = fit.n_epochs
+    result.peak_rss_bytes = peak
+    epoch_seconds = _median([run.history[-1]["seconds"] / run.n_epochs for run, _ in runs])
+    result.updates_per_second_per_core = train.nnz / epoch_seconds / workers
+    return result
+
+
+def _epoch_seconds(config, train, n_workers):
+    """Median DSO epoch time on a fresh LocalCluster of ``n_workers`` processes."""
+    from distributed import Client, LocalCluster
+
+    from daskpd.solvers import solve
+
+    with (
+        LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            memory_limit=config.memory_limit,
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        fit = solve(
+            train,
+            loss=config.loss,
+            regularizer="l2",
+            alpha=config.alpha,
+            solver="dso",
+            max_epochs=max(3, config.repeats + 1),
+            tol=0.0,
+            random_state=config.seed,
+            client=client,
+            grid=config.grid,
+        )
+    seconds = [row["seconds"] for row in fit.history]
+    # the first epoch includes kernel compilation and the first read of every tile
+    per_epoch = np.diff(seconds)
+    return float(np.median(per_epoch)) if per_epoch.size else float(seconds[-1])
+
+
+def _peer_ladder(name, fit_at, steps, X_test, y_test, auprc):
+    """Run a peer at increasing effort; one curve point (seconds, nan, AUPRC) per step."""
+    curve = []
+    for step in steps:
+        fit = fit_at(step)
+        scores = fit.test_scores if fit.coef is None else X_test @ fit.coef
+        curve.append((fit.seconds, math.nan, auprc(y_test, scores), fit))
+    return curve
+
+
+def _run_peers(config, train, test, client, problem, memory_ok, reason):
+    from daskpd import peers
+    from daskpd.metrics import auprc
+
+    results = []
+    if not memory_ok:
+        for name in config.peers:
+            results.append(MethodResult(name, status="not run", reason=reason))
+        return results
+    X, y = train.read_rows(0, train.n_samples)
+    X_test, y_test = test.read_rows(0, test.n_samples)
+    X = X.tocsr().astype(np.float64)
+    X_test = X_test.tocsr().astype(np.float64)
+    alpha = config.alpha
+    ladders = {
+        "liblinear": (lambda _: peers.fit_liblinear(X, y, alpha, loss=config.loss, tol=1e-2), [1]),
+        "sgd": (
+            lambda k: peers.fit_sgd(X, y, alpha, loss=config.loss, max_iter=k, tol=None),
+            [1, 2, 5, 10],
+        ),
+        "vw": (
+            lambda k: peers.fit_vw(
+                X, y, alpha, loss=config.loss, passes=k, batch=False, X_test=X_test
+            ),
+            [1, 2, 5, 10],
+        ),
+        # dask-ml runs on the active client (the LocalCluster of this scale)
+        "dask-ml": (
+            lambda k: peers.fit_dask_ml(X, y, alpha, solver="lbfgs", max_iter=k, tol=1e-8),
+            [5, 20, 50],
+        ),
+    }
+    for name in config.peers:
+        fit_at, steps = ladders[name]
+        result = MethodResult(name)
+        try:
+            with PeakMemory() as memory:
+                runs = [
+                    _peer_ladder(name, fit_at, steps, X_test, y_test, auprc)
+                    for _ in range(config.repeats)
+                ]
+        except MemoryError as exc:
+            results.append(MethodResult(name, status="not run", reason=f"out of memory: {exc}"))
+            continue
+        curve = []
+        for index in range(len(steps)):
+            seconds = _median([run[index][0] for run in runs])
+            fit = runs[0][index][3]
+            primal = (
+                _primal(problem, fit.coef, train)
+                if fit.coef is not None and name != "dask-ml"
+                else math.nan
+            )
+            curve.append((seconds, primal, runs[0][index][2]))
+        result.curve = curve
+        result.train_seconds = curve[-1][0]
+        result.repeats_seconds = [run[-1][0] for run in runs]
+        result.final_auprc = curve[-1][2]
+        result.final_primal = curve[-1][1]
+        result.peak_rss_bytes = memory.peak
+        result.epochs = steps[-1]
+        results.append(result)
+    return results
+
+
+def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
+    """Run the suite of :class:`BenchConfig` and return raw results (also saved as JSON).
+
+    Parameters
+    ----------
+    config : BenchConfig
+    progress : callable, optional
+        Called with a one-line string at each step (the CLI prints them).
+
+    Returns
+    -------
+    results : dict
+        ``{"config": ..., "machine": ..., "scales": [...]}``.
+    """
+    from distributed import Client, LocalCluster
+
+    from daskpd.problem import Problem
+
+    say = progress or (lambda message: None)
+    os.makedirs(config.workdir, exist_ok=True)
+    problem = Problem(config.loss, "l2", config.alpha)
+    scales = []
+    for nnz in config.scales:
+        say(f"scale {nnz:.0e}: data")
+        train = _ensure_grid(_dataset(config, nnz, "train"), config.grid)
+        test = _dataset(config, nnz, "test")
+        csr_bytes = train.nnz * (8 + 4) + (train.n_samples + 1) * 8
+        memory_ok = csr_bytes * 2 <= config.peer_memory_bytes and train.nnz < 2**31
+        reason = (
+            f"in-memory CSR copy needs {2 * csr_bytes / 2**30:.1f} GiB (data + the peer's own "
+            f"copy) > {config.peer_memory_bytes / 2**30:.1f} GiB given to one process"
+            if train.nnz < 2**31
+            else f"{train.nnz} nonzeros overflow scipy/liblinear int32 indices"
+        )
+        with (
+            LocalCluster(
+                n_workers=config.workers,
+                threads_per_worker=1,
+                memory_limit=config.memory_limit,
+                dashboard_address=":0",
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            say(f"scale {nnz:.0e}: daskpd DSO")
+            methods = [_run_dso(config, train, test, client, config.workers, config.repeats)]
+            say(f"scale {nnz:.0e}: peers")
+            methods += _run_peers(config, train, test, client, problem, memory_ok, reason)
+        say(f"scale {nnz:.0e}: P* reference")
+        p_star = min(
+            [m.final_primal for m in methods if not math.isnan(m.final_primal)]
+            + ([_reference_primal(config, train, problem)] if memory_ok else [])
+        )
+        peer_auprcs = [m.final_auprc for m in methods[1:] if m.status == "ok"]
+        target = (max(peer_auprcs) if peer_auprcs else methods[0].final_auprc) - 0.005
+        for method in methods:
+            method.seconds_to_primal = _first_time(
+                method.curve, lambda p, a, bound=(1 + 1e-3) * p_star: p <= bound
+            )
+            method.seconds_to_auprc = _first_time(
+                method.curve, lambda p, a, target=target: a >= target
+            )
+        say(f"scale {nnz:.0e}: epoch time with 1 and 2 workers")
+        epoch_1 = _epoch_seconds(config, train, 1)
+        epoch_2 = _epoch_seconds(config, train, 2)
+        scales.append(
+            {
+                "nnz": int(train.nnz),
+                "n_samples": int(train.n_samples),
+                "n_features": int(train.n_features),
+                "n_test": int(test.n_samples),
+                "positive_rate": config.positive_rate,
+                "p_star": p_star,
+                "auprc_target": target,
+                "dso_epoch_seconds_1_worker": epoch_1,
+                "dso_epoch_seconds_2_workers": epoch_2,
+                "methods": [asdict(m) for m in methods],
+            }
+        )
+    results = {"config": asdict(config), "machine": _machine(), "scales": scales}
+    with open(os.path.join(config.workdir, "results.json"), "w") as handle:
+        json.dump(results, handle, indent=1, default=float)
+    return results
+
+
+def _reference_primal(config, train, problem):
+    from daskpd import peers
+
+    X, y = train.read_rows(0, train.n_samples)
+    fit = peers.fit_liblinear(
+        X.tocsr().astype(np.float64), y, config.alpha, loss=config.loss, tol=1e-5
+    )
+    return _primal(problem, fit.coef, train)
+
+
+def _machine():
+    import platform
+
+    import psutil
+
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _fmt(value, digits=3):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def markdown(results: dict, command: str) -> str:
+    """Render :func:`run_benchmarks` results as the BENCHMARKS.md "Against peers" section."""
+    config = results["config"]
+    machine = results["machine"]
+    lines = [
+        "## Against peers",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {machine['cpus']} cores, {machine['memory_gib']} GiB, Python "
+        f"{machine['python']}. Objective: {config['loss']} + L2, alpha = {config['alpha']:g}; "
+        f"DSO grid {config['grid']}x{config['grid']} on {config['workers']} worker processes "
+        f"with memory_limit={config['memory_limit']}; median of {config['repeats']} runs. "
+        "Times are training wall seconds (daskpd: evaluation excluded; peers: their fit call).",
+        "",
+    ]
+    for scale in results["scales"]:
+        lines += [
+            f"### {scale['nnz']:.2e} nonzeros ({scale['n_samples']} x {scale['n_features']}, "
+            f"{scale['n_test']} test rows, {100 * scale['positive_rate']:.1f}% positives)",
+            "",
+            f"P* = {scale['p_star']:.6g}; AUPRC target (best peer - 0.005) = "
+            f"{scale['auprc_target']:.4f}. DSO epoch: "
+            f"{scale['dso_epoch_seconds_1_worker']:.2f} s with 1 worker, "
+            f"{scale['dso_epoch_seconds_2_workers']:.2f} s with 2 "
+            f"({scale['dso_epoch_seconds_1_worker'] / scale['dso_epoch_seconds_2_workers']:.2f}x).",
+            "",
+            "| method | status | s to P <= (1+1e-3)P* | s to AUPRC target | final AUPRC | "
+            "final primal | final gap | epochs/passes | peak RSS (GiB) | nnz-updates/s/core |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for m in scale["methods"]:
+            status = m["status"] if not m["reason"] else f"{m['status']}: {m['reason']}"
+            lines.append(
+                f"| {m['method']} | {status} | {_fmt(m['seconds_to_primal'])} | "
+                f"{_fmt(m['seconds_to_auprc'])} | {_fmt(m['final_auprc'], 4)} | "
+                f"{_fmt(m['final_primal'], 6)} | {_fmt(m['final_gap'])} | {m['epochs']} | "
+                f"{_fmt(m['peak_rss_bytes'] / 2**30 if m['peak_rss_bytes'] else math.nan)} | "
+                f"{_fmt(m['updates_per_second_per_core'])} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(results: dict, directory: str) -> list[str]:
+    """Write AUPRC-against-seconds (per scale) and epoch-time-against-nonzeros PNGs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for scale in results["scales"]:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m in scale["methods"]:
+            if not m["curve"]:
+                continue
+            seconds = [point[0] for point in m["curve"]]
+            auprcs = [point[2] for point in m["curve"]]
+            ax.plot(seconds, auprcs, marker="o", label=m["method"])
+        ax.axhline(scale["auprc_target"], color="grey", linestyle="--", label="target")
+        ax.set_xscale("log")
+        ax.set_xlabel("training seconds")
+        ax.set_ylabel("test AUPRC")
+        ax.set_title(f"splice-like, {scale['nnz']:.1e} nonzeros")
+        ax.legend(fontsize=8)
+        path = os.path.join(directory, f"bench-auprc-{scale['nnz']:.0e}.png".replace("+", ""))
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    if len(results["scales"]) > 1:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        nnz = [s["nnz"] for s in results["scales"]]
+        ax.loglog(
+            nnz,
+            [s["dso_epoch_seconds_2_workers"] for s in results["scales"]],
+            "o-",
+            label="DSO epoch, 2 workers",
+        )
+        ax.loglog(
+            nnz,
+            [s["dso_epoch_seconds_1_worker"] for s in results["scales"]],
+            "s-",
+            label="DSO epoch, 1 worker",
+        )
+        ax.set_xlabel("nonzeros")
+        ax.set_ylabel("seconds per epoch")
+        ax.legend()
+        path = os.path.join(directory, "bench-epoch-vs-nnz.png")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def replace_section(markdown_path: str, section: str, text: str) -> None:
+    """Replace the text between ``<!-- section: NAME -->`` and ``<!-- end: NAME -->``."""
+    with open(markdown_path) as handle:
+        content = handle.read()
+    start_marker = f"<!-- section: {section} -->"
+    end_marker = f"<!-- end: {section} -->"
+    start = content.index(start_marker) + len(start_marker)
+    end = content.index(end_marker)
+    content = content[:start] + "\n" + text.rstrip() + "\n" + content[end:]
+    temporary = markdown_path + ".tmp"
+    with open(temporary, "w") as handle:
+        handle.write(content)
+    os.replace(temporary, markdown_path)
