@@ -965,6 +965,88 @@ def _solver_fields(name) -> set:
 
 
 # --------------------------------------------------------------------------------------------
+# bench: daskpd against its peers (issue 8)
+
+
+@subcommand("bench", "run DSO and the peers on splice-site-like data; write BENCHMARKS tables")
+def _add_bench(parser):
+    parser.add_argument(
+        "--scales",
+        default="1e7",
+        help="comma-separated target nonzero counts of the training sets (default: 1e7)",
+    )
+    parser.add_argument("--workdir", default="bench-work", help="datasets and raw results")
+    parser.add_argument("--repeats", type=_positive_int("--repeats"), default=3)
+    parser.add_argument("--alpha", type=_positive_float("--alpha"), default=1e-5)
+    parser.add_argument("--loss", choices=("hinge", "logistic"), default="hinge")
+    parser.add_argument("--epochs", type=_positive_int("--epochs"), default=10)
+    parser.add_argument("--grid", type=_positive_int("--grid"), default=4)
+    parser.add_argument("--positive-rate", type=_positive_float("--positive-rate"), default=0.01)
+    parser.add_argument(
+        "--peers",
+        default="liblinear,sgd,vw,dask-ml",
+        help="comma-separated subset of liblinear,sgd,vw,dask-ml",
+    )
+    parser.add_argument(
+        "--peer-memory",
+        type=_positive_float("--peer-memory"),
+        default=8.0,
+        help="GiB one in-memory peer may use (larger scales are reported as not run)",
+    )
+    parser.add_argument(
+        "--markdown",
+        default=None,
+        help="BENCHMARKS.md to update (its 'peers' section); default: print the tables",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int("--workers"),
+        default=2,
+        help="LocalCluster worker processes",
+    )
+    parser.add_argument("--memory-limit", default="4GiB", help="memory limit per worker")
+    parser.set_defaults(run=_run_bench)
+
+
+def _run_bench(args) -> int:
+    import os
+    import shlex
+
+    from daskpd.bench import BenchConfig, markdown, plot, replace_section, run_benchmarks
+
+    try:
+        scales = tuple(int(float(text)) for text in args.scales.split(","))
+    except ValueError:
+        raise UsageError(f"--scales must be numbers like 1e7,1e8, got {args.scales!r}") from None
+    config = BenchConfig(
+        scales=scales,
+        workdir=args.workdir,
+        repeats=args.repeats,
+        alpha=args.alpha,
+        loss=args.loss,
+        epochs=args.epochs,
+        grid=args.grid,
+        workers=args.workers,
+        memory_limit=args.memory_limit,
+        peer_memory_bytes=int(args.peer_memory * 2**30),
+        positive_rate=args.positive_rate,
+        peers=tuple(name for name in args.peers.split(",") if name),
+    )
+    results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
+    command = "daskpd bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    text = markdown(results, command)
+    directory = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
+    figures = plot(results, directory)
+    text += "\n" + "\n".join(f"![{os.path.basename(f)}]({os.path.basename(f)})" for f in figures)
+    if args.markdown:
+        replace_section(args.markdown, "peers", text)
+        print(f"updated {args.markdown}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # entry point
 
 
