@@ -339,7 +339,8 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     if opts["weighted"]:
         norms = _row_norms(indptr, values, binary)
         p_global = (1.0 - opts["mixing"]) / n_total + opts["mixing"] * norms / opts["norm_sum"]
-        probs = p_global / p_global.sum()
+        # Mixing 0 is the uniform distribution: draw it with the uniform sampler.
+        probs = None if opts["mixing"] == 0.0 else p_global / p_global.sum()
         inv_npi = 1.0 / (n_total * p_global)
     else:
         probs = None

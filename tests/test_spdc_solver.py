@@ -1,0 +1,346 @@
+"""SPDC solver: oracles of the digest (closed form, linear rate, sklearn optima), step-size
+rules, sampling, Dask integration (one compute per epoch, LocalCluster, resume)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from daskpd.dataset import as_dataset
+from daskpd.problem import Problem
+from daskpd.solvers import spdc
+from daskpd.solvers._driver import get_solver, solve
+from daskpd.solvers.spdc import (
+    SPDCSolver,
+    draw_rows,
+    optimal_mixing,
+    spdc_step_sizes,
+    weighted_step_sizes,
+)
+
+
+def paper_ridge(n=500, d=500, seed=0):
+    """Section 7.1 of the SPDC paper: a ~ N(0, diag(j^-2)), b = a.1 + N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) / np.arange(1, d + 1)
+    y = X @ np.ones(d) + rng.normal(size=n)
+    return X, y
+
+
+def ridge_solution(X, y, alpha):
+    n, d = X.shape
+    return np.linalg.solve(X.T @ X / n + alpha * np.eye(d), X.T @ y / n)
+
+
+def run_solver(solver, problem, data, epochs, seed=0, client=None, **options):
+    opts = solver.Options(**options)
+    solver.check(problem, data, opts)
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(seed), client=client, options=opts
+    )
+    for epoch in range(1, epochs + 1):
+        state = solver.run_epoch(state, epoch)
+    return state
+
+
+# --------------------------------------------------------------------------------------------
+# oracles
+# --------------------------------------------------------------------------------------------
+def _ridge_oracle(alpha, epochs, rel_tol):
+    X, y = paper_ridge()
+    w_star = ridge_solution(X, y, alpha)
+    problem = Problem("squared", "l2", alpha)
+    state = run_solver(SPDCSolver(), problem, as_dataset(X, y), epochs)
+    rel = np.linalg.norm(state.carry.w - w_star) / np.linalg.norm(w_star)
+    assert rel <= rel_tol
+    # The driver's history (same seed, same iterates) for the rate; it stops once the gap
+    # reaches the rounding floor.
+    result = solve(
+        (X, y), "squared", "l2", alpha, solver="spdc", max_epochs=epochs, tol=1e-300,
+        eval_every=2, client=False,
+    )  # fmt: skip
+    gaps = np.array([row["gap"] for row in result.history])
+    assert np.all(gaps >= -1e-12)  # weak duality
+    # Linear rate: fit log(gap) over the range above the rounding floor.
+    window = (gaps < 1e-2) & (gaps > 1e-11)
+    epochs_used = np.array([row["epoch"] for row in result.history])[window]
+    logs = np.log(gaps[window])
+    slope, intercept = np.polyfit(epochs_used, logs, 1)
+    residual = logs - (slope * epochs_used + intercept)
+    n = X.shape[0]
+    big_r = np.linalg.norm(X, axis=1).max()
+    theta = spdc_step_sizes(big_r, 1.0, alpha, n).theta
+    bound_slope = n * np.log(theta)  # per pass, Corollary 4
+    assert slope <= bound_slope  # at least as steep as the bound (observed ~2x steeper)
+    assert np.max(np.abs(residual)) < 2.0  # a straight line in log scale
+    return slope, bound_slope
+
+
+def test_ridge_oracle_well_conditioned():
+    _ridge_oracle(alpha=1e-2, epochs=100, rel_tol=1e-8)
+
+
+@pytest.mark.slow
+def test_ridge_oracle_paper_lambda():
+    # The digest's Oracle A setting (lambda = 1e-3): needs ~250 passes for 1e-8.
+    _ridge_oracle(alpha=1e-3, epochs=300, rel_tol=1e-8)
+
+
+def test_matches_sklearn_elastic_net(rng):
+    from sklearn.linear_model import ElasticNet
+
+    X = rng.normal(size=(200, 20))
+    y = X @ rng.normal(size=20) + 0.5 * rng.normal(size=200)
+    alpha, ratio = 0.4, 0.9
+    ref = ElasticNet(alpha=alpha, l1_ratio=ratio, fit_intercept=False, tol=1e-14, max_iter=10**6)
+    ref.fit(X, y)
+    from daskpd.regularizers import ElasticNet as EN
+
+    result = solve(
+        (X, y), "squared", EN(l1_ratio=ratio), alpha, solver="spdc", max_epochs=150, tol=0.0,
+        eval_every=50, client=False, random_state=3,
+    )  # fmt: skip
+    np.testing.assert_allclose(result.w, ref.coef_, rtol=1e-6, atol=1e-9)
+    assert np.sum(ref.coef_ == 0) >= 3 and np.array_equal(result.w == 0, ref.coef_ == 0)
+
+
+def test_matches_sklearn_logistic(rng):
+    from sklearn.linear_model import LogisticRegression
+
+    n = 200
+    X = rng.normal(size=(n, 10))
+    y = np.where(X @ rng.normal(size=10) + rng.normal(size=n) > 0, 1.0, -1.0)
+    alpha = 0.01
+    ref = LogisticRegression(
+        C=1.0 / (n * alpha), fit_intercept=False, tol=1e-14, max_iter=10**4, solver="newton-cg"
+    ).fit(X, y)
+    result = solve(
+        (X, y), "logistic", "l2", alpha, solver="spdc", max_epochs=150, tol=0.0,
+        eval_every=50, client=False,
+    )  # fmt: skip
+    np.testing.assert_allclose(result.w, ref.coef_.ravel(), rtol=1e-6)
+
+
+def test_matches_reference_smooth_hinge(rng):
+    # scikit-learn has no smoothed hinge: a high-precision L-BFGS solve of the same primal.
+    n, d = 200, 10
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    alpha = 0.01
+
+    def objective(w):
+        m = y * (X @ w)
+        loss = np.where(m >= 1, 0.0, np.where(m <= 0, 0.5 - m, 0.5 * (1 - m) ** 2))
+        dloss = np.where(m >= 1, 0.0, np.where(m <= 0, -1.0, m - 1.0))
+        return loss.mean() + 0.5 * alpha * w @ w, X.T @ (dloss * y) / n + alpha * w
+
+    ref = scipy.optimize.minimize(
+        objective, np.zeros(d), jac=True, method="L-BFGS-B",
+        options={"gtol": 1e-14, "ftol": 1e-16, "maxiter": 10**5, "maxcor": 50},
+    ).x  # fmt: skip
+    result = solve(
+        (X, y), "smooth_hinge", "l2", alpha, solver="spdc", max_epochs=150, tol=0.0,
+        eval_every=50, client=False,
+    )  # fmt: skip
+    np.testing.assert_allclose(result.w, ref, rtol=1e-6)
+    assert result.gap < 1e-10
+
+
+def test_hinge_with_perturbation_is_delta_close(rng):
+    from sklearn.svm import LinearSVC
+
+    n, d = 200, 10
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    alpha = 0.01
+    ref = LinearSVC(C=1.0 / (n * alpha), loss="hinge", dual=True, fit_intercept=False,
+                    tol=1e-12, max_iter=10**6).fit(X, y)  # fmt: skip
+    problem = Problem("hinge", "l2", alpha)
+    p_star = problem.evaluate(ref.coef_.ravel(), (X, y)).primal
+    delta = 1e-3
+    result = solve(
+        (X, y), "hinge", "l2", alpha, solver="spdc", max_epochs=200, tol=0.0, eval_every=50,
+        client=False, delta=delta,
+    )  # fmt: skip
+    excess = problem.evaluate(result.w, (X, y)).primal - p_star
+    # Corollary 5: P(w_delta) - P* <= delta C1 / 2, C1 = ||w*||^2 + G_phi^2 (G_phi = 1).
+    c1 = float(ref.coef_.ravel() @ ref.coef_.ravel()) + 1.0
+    assert -1e-9 <= excess <= delta * c1 / 2
+
+
+# --------------------------------------------------------------------------------------------
+# parameters and sampling
+# --------------------------------------------------------------------------------------------
+def test_step_sizes_identities():
+    steps = spdc_step_sizes(3.0, 1.0, 1e-4, 1000, batch_size=10)
+    assert steps.tau * steps.sigma == pytest.approx(1.0 / (4 * 9.0), rel=1e-14)
+    assert steps.sigma / steps.tau == pytest.approx(1000 * 1e-4 / 10, rel=1e-14)
+    assert 0 < steps.theta < 1
+
+
+def test_optimal_mixing_minimizes_rate():
+    for big_r, mean_r, lam, n in [(5.0, 1.0, 1e-8, 20242), (2.0, 1.0, 1e-8, 581012),
+                                  (3.2, 1.0, 1e-4, 500), (1.0, 1.0, 1e-6, 1000)]:  # fmt: skip
+        best = optimal_mixing(big_r, mean_r, 1.0, lam, n)
+
+        def rate(mix, big_r=big_r, mean_r=mean_r, lam=lam, n=n):
+            return 1.0 / (1.0 - weighted_step_sizes(big_r, mean_r, 1.0, lam, n, mix).theta)
+
+        grid = np.linspace(0, 0.999, 2000)
+        assert rate(best) <= min(rate(m) for m in grid) * (1 + 1e-9)
+        if big_r == mean_r:
+            assert best == 0.0
+    # digest's examples
+    assert optimal_mixing(5.0, 1.0, 1.0, 1e-8, 20242) == pytest.approx(0.88, abs=0.01)
+    assert optimal_mixing(2.0, 1.0, 1.0, 1e-8, 581012) == pytest.approx(0.67, abs=0.01)
+
+
+def test_weighted_mixing_zero_equals_uniform(rng):
+    X = rng.normal(size=(120, 15)) * rng.uniform(0.2, 3.0, size=(120, 1))
+    y = rng.normal(size=120)
+    data = as_dataset(X, y, rows_per_block=40)
+    problem = Problem("squared", "l2", 1e-2)
+    norms = np.linalg.norm(X, axis=1)
+    uni = spdc_step_sizes(norms.max(), 1.0, 1e-2, 120)
+    wei = weighted_step_sizes(norms.max(), norms.mean(), 1.0, 1e-2, 120, 0.0)
+    assert wei.tau == pytest.approx(uni.tau, rel=1e-15)
+    assert wei.sigma == pytest.approx(uni.sigma, rel=1e-15)
+    solver = SPDCSolver()
+    a = run_solver(solver, problem, data, 4, seed=5, theta=uni.theta)
+    b = run_solver(solver, problem, data, 4, seed=5, theta=uni.theta, sampling="weighted",
+                   mixing=0.0)  # fmt: skip
+    np.testing.assert_allclose(b.carry.w, a.carry.w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.concatenate(b.z_blocks), np.concatenate(a.z_blocks),
+                               rtol=1e-12, atol=1e-14)  # fmt: skip
+
+
+def test_weighted_beats_uniform_on_skewed_rows():
+    X, y = paper_ridge(n=300, d=100, seed=2)
+    X[:3] *= 30.0
+    alpha = 1e-3
+    w_star = ridge_solution(X, y, alpha)
+    problem = Problem("squared", "l2", alpha)
+    p_star = problem.evaluate(w_star, (X, y)).primal
+    data = as_dataset(X, y)
+    errors = {}
+    for sampling in ("uniform", "weighted"):
+        runs = []
+        for seed in range(3):
+            state = run_solver(SPDCSolver(), problem, data, 40, seed=seed, sampling=sampling)
+            runs.append(problem.evaluate(state.carry.w, data).primal - p_star)
+        errors[sampling] = np.median(runs)
+    assert errors["weighted"] < 0.1 * errors["uniform"]
+
+
+def test_partition_sampler_marginals():
+    rng = np.random.default_rng(0)
+    n, m, n_iter = 30, 5, 20000
+    order = draw_rows(rng, n, n_iter, m).reshape(n_iter, m)
+    assert all(len(set(row)) == m for row in order[:500])
+    freq = np.bincount(order.ravel(), minlength=n) / n_iter
+    np.testing.assert_allclose(freq, m / n, atol=0.02)
+
+
+def test_minibatch_converges(rng):
+    X = rng.normal(size=(200, 10))
+    y = X @ rng.normal(size=10)
+    result = solve((X, y), "squared", "l2", 0.1, solver="spdc", max_epochs=150, tol=1e-10,
+                   client=False, batch_size=8, eval_every=10)  # fmt: skip
+    assert result.converged and result.gap <= 1e-10
+
+
+# --------------------------------------------------------------------------------------------
+# errors before Dask work
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "loss,reg,options,match",
+    [
+        ("hinge", "l2", {}, "delta"),
+        ("squared", "l1", {}, "delta"),
+        ("squared", "group_lasso", {}, "separable"),
+        ("squared", "l2", {"batch_size": 0}, "batch_size"),
+        ("squared", "l2", {"sampling": "weighted", "batch_size": 2}, "weighted"),
+        ("squared", "l2", {"sampling": "stratified"}, "sampling"),
+        ("squared", "l2", {"mixing": 1.0, "sampling": "weighted"}, "mixing"),
+    ],
+)
+def test_unsupported_raise_before_dask(counting_scheduler, rng, loss, reg, options, match):
+    X = rng.normal(size=(20, 4))
+    y = np.sign(rng.normal(size=20))
+    if reg == "group_lasso":
+        from daskpd.regularizers import GroupLasso
+
+        reg = GroupLasso(groups=((0, 1), (2, 3)))
+    with pytest.raises(ValueError, match=match):
+        solve((X, y), loss, reg, 0.1, solver="spdc", client=False, max_epochs=1, **options)
+    assert counting_scheduler.calls == 0
+
+
+def test_unknown_option_is_an_error(rng):
+    X = rng.normal(size=(20, 4))
+    with pytest.raises(ValueError, match="unknown option"):
+        solve((X, X[:, 0]), "squared", "l2", 0.1, solver="spdc", client=False, gamma=2.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Dask
+# --------------------------------------------------------------------------------------------
+def test_one_compute_per_epoch(counting_scheduler, rng):
+    X = rng.normal(size=(90, 6))
+    data = as_dataset(X, X[:, 0], rows_per_block=20)
+    assert data.n_row_blocks > 2
+    solver = SPDCSolver()
+    problem = Problem("squared", "l2", 0.1)
+    opts = solver.Options()
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=opts)
+    before = counting_scheduler.calls
+    for epoch in (1, 2, 3):
+        state = solver.run_epoch(state, epoch)
+    assert counting_scheduler.calls - before == 3
+    assert state.carry.t == 90 * 3
+
+
+def test_resume_is_exact(rng):
+    X = rng.normal(size=(60, 8))
+    y = rng.normal(size=60)
+    data = as_dataset(X, y, rows_per_block=25)
+    problem = Problem("squared", "elasticnet", 0.05)
+    solver = SPDCSolver()
+    opts = solver.Options(batch_size=2)
+    seed = np.random.SeedSequence(11)
+    state = solver.init(problem, data, seed=seed, client=None, options=opts)
+    for epoch in (1, 2):
+        state = solver.run_epoch(state, epoch)
+    saved = solver.state_arrays(state)
+    full = solver.run_epoch(state, 3)
+    again = solver.restore(problem, data, saved, seed=seed, client=None, options=opts)
+    resumed = solver.run_epoch(again, 3)
+    np.testing.assert_array_equal(resumed.carry.w, full.carry.w)
+    np.testing.assert_array_equal(np.concatenate(resumed.z_blocks), np.concatenate(full.z_blocks))
+
+
+@pytest.mark.cluster
+def test_local_cluster_equals_in_process(local_cluster, rng, tmp_path):
+    from daskpd.dataset import write_dataset
+
+    X = rng.normal(size=(150, 12))
+    X[np.abs(X) < 0.8] = 0.0
+    y = np.where(rng.normal(size=150) > 0, 1.0, -1.0)
+    import scipy.sparse as sp
+
+    data = write_dataset(sp.csr_matrix(X), y, tmp_path / "d.zarr", rows_per_block=40)
+    kwargs = dict(max_epochs=4, tol=0.0, random_state=4, eval_every=2)
+    on_cluster = solve(data, "smooth_hinge", "l2", 0.05, solver="spdc", client=local_cluster,
+                       **kwargs)  # fmt: skip
+    local = solve(data, "smooth_hinge", "l2", 0.05, solver="spdc", client=False, **kwargs)
+    np.testing.assert_array_equal(on_cluster.w, local.w)
+    assert on_cluster.history[-1]["gap"] == pytest.approx(local.history[-1]["gap"], rel=1e-12)
+
+
+def test_registered():
+    assert isinstance(get_solver("spdc"), SPDCSolver)
+    assert dataclasses.is_dataclass(SPDCSolver.Options)
+    assert "SPDCSolver" in spdc.__all__
