@@ -1,0 +1,14 @@
+"""Benchmarks against peers: a thin program over :mod:`daskpd.bench`.
+
+Same options as ``daskpd bench`` (``python pipelines/benchmarks.py --help``). Example, as
+recorded in BENCHMARKS.md::
+
+    python pipelines/benchmarks.py --scales 1e7,1e8 --repeats 3 --markdown BENCHMARKS.md
+"""
+
+import sys
+
+from daskpd.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["bench", *sys.argv[1:]]))
