@@ -159,12 +159,20 @@ def _parse_block(block, options):
             row = int(np.searchsorted(indptr[: n_rows + 1], target, side="right")) - 1
         token = bytes(block[slow_start[bad] : slow_stop[bad]])
         return None, (what, int(row_line[row]), token), int(lines_done)
+    with np.errstate(over="ignore"):
+        stored = values[:nnz].astype(options.dtype, copy=False)
+    if stored.dtype != values.dtype:
+        overflow = np.flatnonzero(~np.isfinite(stored))
+        if len(overflow):
+            row = int(np.searchsorted(indptr[: n_rows + 1], overflow[0], side="right")) - 1
+            message = f"feature value {values[overflow[0]]!r} overflows {stored.dtype}"
+            return None, (message, int(row_line[row]), b""), int(lines_done)
     arrays = {
         "y": labels[:n_rows],
         "row_line": row_line[:n_rows],
         "indptr": indptr[: n_rows + 1],
         "indices": indices[:nnz],
-        "values": values[:nnz].astype(options.dtype, copy=False),
+        "values": stored,
         "min_index": int(min_index),
         "max_index": int(max_index),
     }
@@ -387,8 +395,8 @@ def ingest_svmlight(
             if meta["error"] is not None:
                 message, local_line, token = meta["error"]
                 line = _global_line(metas, index, local_line)
-                shown = token[:60].decode("utf-8", "replace")
-                raise SvmlightFormatError(f"{meta['path']}:{line}: {message}: {shown!r}")
+                shown = f": {token[:60].decode('utf-8', 'replace')!r}" if token else ""
+                raise SvmlightFormatError(f"{meta['path']}:{line}: {message}{shown}")
         per_file: dict[str, dict] = {}
         for meta in metas:
             entry = per_file.setdefault(meta["path"], {"n_rows": 0, "nnz": 0, "min": -1})
@@ -463,3 +471,47 @@ def _raise_non_binary_label(metas):
     raise SvmlightFormatError(
         f"{path}:{line}: label {value:g} does not fit task='binary' (labels must be -1 or +1)"
     )
+
+
+def dump_svmlight(X, y, path, *, zero_based=False, decimals=6, chunk_rows=100000):
+    """Write rows as svmlight text fast (numba), with fixed-point values.
+
+    Values are rounded to ``decimals`` digits after the point (trailing zeros dropped), so the
+    text is exact for data that has that precision; labels are written with ``repr``. Meant
+    for test and benchmark files; :func:`sklearn.datasets.dump_svmlight_file` writes full
+    precision.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    path : str or path-like
+        Output file (plain text).
+    zero_based : bool, default=False
+    decimals : int, default=6
+        At most 18.
+    chunk_rows : int, default=100000
+        Rows formatted at a time (bounds memory).
+    """
+    import scipy.sparse as sp
+
+    if not 0 <= int(decimals) <= 18:
+        raise ValueError(f"decimals must be between 0 and 18, got {decimals}")
+    X = sp.csr_matrix(X)
+    y = np.asarray(y, dtype=np.float64)
+    with open(path, "wb") as handle:
+        for start in range(0, X.shape[0], chunk_rows):
+            rows = X[start : start + chunk_rows]
+            rows.sort_indices()
+            labels = np.array(
+                [repr(float(v)).removesuffix(".0") for v in y[start : start + chunk_rows]],
+                dtype="S",
+            )
+            width = labels.dtype.itemsize
+            table = np.frombuffer(labels.tobytes(), dtype=np.uint8).reshape(len(labels), width)
+            fixed = np.rint(rows.data.astype(np.float64) * 10.0 ** int(decimals)).astype(np.int64)
+            text = parsing.format_svmlight(
+                rows.indptr.astype(np.int64), rows.indices, fixed, int(decimals), table, width,
+                0 if zero_based else 1,
+            )  # fmt: skip
+            handle.write(text.tobytes())

@@ -746,3 +746,86 @@ def encode_sequences(letters, starts, stops, length, allow_n, codes):
             else:
                 return 1, row, position
     return 0, -1, -1
+
+
+@njit
+def _write_int(out, pos, value):
+    # decimal digits of a non-negative integer
+    if value == 0:
+        out[pos] = 48
+        return pos + 1
+    digits = 0
+    probe = value
+    while probe > 0:
+        digits += 1
+        probe //= 10
+    for i in range(digits - 1, -1, -1):
+        out[pos + i] = 48 + value % 10
+        value //= 10
+    return pos + digits
+
+
+@njit
+def format_svmlight(indptr, indices, fixed_values, scale_digits, label_table, label_width,
+                    index_offset):  # fmt: skip
+    """Format CSR rows as svmlight text with fixed-point values.
+
+    Parameters
+    ----------
+    indptr : ndarray of int64
+    indices : ndarray of int32 or int64
+    fixed_values : ndarray of int64
+        Values times ``10**scale_digits``, rounded.
+    scale_digits : int
+        Digits after the decimal point (trailing zeros are dropped).
+    label_table : ndarray of uint8 of shape (n_rows, label_width)
+        Label text of each row, zero-padded.
+    label_width : int
+    index_offset : int
+        Added to column ids (1 for one-based text).
+
+    Returns
+    -------
+    text : ndarray of uint8
+    """
+    n = indptr.shape[0] - 1
+    nnz = indptr[n] - indptr[0]
+    # a bound: label + per nonzero (20 digits index, ':', sign, 20 digits, '.', digits, ' ')
+    out = np.empty(n * (label_width + 1) + nnz * (44 + scale_digits), dtype=np.uint8)
+    scale = np.int64(1)
+    for _ in range(scale_digits):
+        scale *= 10
+    pos = 0
+    for i in range(n):
+        for j in range(label_width):
+            c = label_table[i, j]
+            if c == 0:
+                break
+            out[pos] = c
+            pos += 1
+        for t in range(indptr[i], indptr[i + 1]):
+            out[pos] = 32
+            pos = _write_int(out, pos + 1, np.int64(indices[t]) + index_offset)
+            out[pos] = 58
+            pos += 1
+            value = fixed_values[t]
+            if value < 0:
+                out[pos] = 45
+                pos += 1
+                value = -value
+            pos = _write_int(out, pos, value // scale)
+            fraction = value % scale
+            if fraction:
+                out[pos] = 46
+                pos += 1
+                digits = scale_digits
+                while fraction % 10 == 0:
+                    fraction //= 10
+                    digits -= 1
+                for k in range(digits - 1, -1, -1):
+                    out[pos + k] = 48 + fraction % 10
+                    fraction //= 10
+                pos += digits
+        out[pos] = 10
+        pos += 1
+    return out[:pos]
