@@ -316,6 +316,23 @@ class BiasDataset(BaseDataset):
         """Grid sizes available in the underlying dataset."""
         return self.base.grids
 
+    def partition(self, grid):
+        """Build the grid of the underlying in-memory dataset (see ``MemoryDataset.partition``).
+
+        The view's tiles are the base's tiles, with the bias entries added to the last column
+        block. On-disk datasets are partitioned with :func:`daskpd.dataset.partition_dataset`.
+
+        Returns
+        -------
+        GridInfo
+        """
+        if not hasattr(self.base, "partition"):
+            raise TypeError(
+                f"{self.base!r} is stored on disk: run partition_dataset(path, grid={grid})"
+            )
+        self.base.partition(grid)
+        return self.grid(grid)
+
     def _grid_info(self, n_blocks):
         info = self.base._grid_info(n_blocks)
         col_bounds = info.col_bounds.copy()

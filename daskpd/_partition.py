@@ -60,8 +60,6 @@ def balanced_bounds(cumulative_pieces, total, n_blocks, length):
     bounds = np.empty(n_blocks + 1, dtype=np.int64)
     if total == 0:
         bounds[:] = np.arange(n_blocks + 1, dtype=np.int64) * length // n_blocks
-        for _ in cumulative_pieces:
-            break
         return bounds
     # k * total stays far below 2**63 (total <= ~1e12, k <= n_blocks <= ~1e4).
     targets = -(-(np.arange(1, n_blocks, dtype=np.int64) * np.int64(total)) // n_blocks)

@@ -121,8 +121,12 @@ def test_bias_view_tiles(tmp_path, flavour):
         base = partition_dataset(write_dataset(X, y, tmp_path / "d", rows_per_block=7).path, 3)
     else:
         base = MemoryDataset(X, y, rows_per_block=7)
-        base.partition(3)
     view = base.with_bias(0.5)
+    if flavour == "memory":
+        view.partition(3)
+    else:
+        with pytest.raises(TypeError, match="partition_dataset"):
+            view.partition(3)
     expected = sp.hstack([X, np.full((40, 1), 0.5)], format="csr")
     # the view keeps the base's bounds (balanced without the bias column)
     info = check_grid(view, 3, expected, balanced=False)
