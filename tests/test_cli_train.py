@@ -1,0 +1,177 @@
+"""The train / evaluate / predict / demo subcommands, as a user meets them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+
+from daskpd import metrics
+from daskpd.checkpoint import load_model
+from daskpd.cli import main
+from daskpd.dataset import write_dataset
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    rng = np.random.default_rng(21)
+    d = 15
+    truth = rng.standard_normal(d)
+
+    def make(n, seed, name, n_features=d):
+        X = sp.random(n, n_features, density=0.4, random_state=seed, format="csr")
+        noise = 0.3 * np.random.default_rng(seed).standard_normal(n)
+        y = np.where(X[:, :d] @ truth[:n_features] + noise > 0, 1.0, -1.0)
+        write_dataset(X, y, root / name, rows_per_block=200)
+        return root / name, X, y
+
+    train = make(400, 1, "train.zarr")
+    test = make(150, 2, "test.zarr")
+    narrow = make(50, 3, "narrow.zarr", n_features=7)
+    return {"root": root, "train": train, "test": test, "narrow": narrow}
+
+
+def _run(capsys, *argv):
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit_info:  # argparse's own usage errors
+        code = exit_info.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _train(stores, *extra):
+    return (
+        "train", stores["train"][0], "--solver", "batch", "--loss", "logistic", "--alpha",
+        "1e-2", "--tol", "0", "--no-progress", "--in-process", *extra,
+    )  # fmt: skip
+
+
+def test_train_evaluate_predict(stores, capsys, tmp_path):
+    model = tmp_path / "model.zarr"
+    code, out, err = _run(
+        capsys, *_train(stores, "--epochs", "12", "--test", stores["test"][0], "--out", model)
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["epochs"] == 12 and summary["stop_reason"] == "max_epochs"
+    assert summary["model"] == str(model) and 0 < summary["test_auprc"] <= 1
+    result = load_model(model)
+    assert len(result.history) == 12 and result.history[-1]["gap"] == summary["gap"]
+    assert "test_auprc" in result.history[0]
+
+    path, X, y = stores["test"]
+    scores = X @ result.w
+    code, out, err = _run(capsys, "evaluate", model, path)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["n_samples"] == 150
+    assert report["auprc"] == pytest.approx(metrics.auprc(y, scores), abs=1e-12)
+    assert report["roc_auc"] == pytest.approx(metrics.roc_auc(y, scores), abs=1e-12)
+    assert report["error_rate"] == pytest.approx(metrics.error_rate(y, scores))
+    assert report["log_loss"] == pytest.approx(metrics.log_loss(y, scores), rel=1e-12)
+    assert report["auprc"] == pytest.approx(summary["test_auprc"], abs=1e-12)
+
+    out_path = tmp_path / "scores.zarr"
+    code, out, err = _run(capsys, "predict", model, path, out_path)
+    assert code == 0, err
+    written = zarr.open_group(str(out_path), mode="r")["scores"][:]
+    np.testing.assert_allclose(written, scores, rtol=1e-12, atol=1e-12)
+    code, out, err = _run(capsys, "predict", model, path, out_path)
+    assert code == 2 and "already exists" in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_resume_through_the_cli(stores, capsys, tmp_path):
+    checkpoints, first, straight = tmp_path / "ck", tmp_path / "a.zarr", tmp_path / "b.zarr"
+    assert _run(capsys, *_train(stores, "--epochs", "3", "--checkpoint-dir", checkpoints))[0] == 0
+    resume = _train(stores, "--epochs", "7", "--checkpoint-dir", checkpoints, "--resume")
+    code, _, err = _run(capsys, *resume, "--out", first)
+    assert code == 0, err
+    assert _run(capsys, *_train(stores, "--epochs", "7", "--out", straight))[0] == 0
+    assert np.array_equal(load_model(first).w, load_model(straight).w)
+
+
+def test_regression_metrics(stores, capsys, tmp_path):
+    path, X, y = stores["train"]
+    target = X @ np.arange(X.shape[1], dtype=float)
+    regression = tmp_path / "reg.zarr"
+    write_dataset(X, target, regression, rows_per_block=200)
+    model = tmp_path / "ridge.zarr"
+    code, _, err = _run(
+        capsys, "train", regression, "--solver", "batch", "--loss", "squared", "--alpha", "1e-4",
+        "--epochs", "50", "--no-progress", "--in-process", "--out", model,
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, _ = _run(capsys, "evaluate", model, regression)
+    report = json.loads(out)
+    assert set(report) >= {"rmse", "mae"} and "auprc" not in report
+    w = load_model(model).w
+    assert report["rmse"] == pytest.approx(np.sqrt(np.mean((X @ w - target) ** 2)), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("train", "/nonexistent/data.zarr"), "does not exist"),
+        (("train", "{train}", "--alpha", "-1"), "--alpha must be > 0"),
+        (("train", "{train}", "--epochs", "0"), "--epochs must be >= 1"),
+        (("train", "{train}", "--solver", "nope"), "unknown solver 'nope'; valid solvers:"),
+        (("train", "{train}", "--solver", "batch", "--option", "bogus=1"), "unknown option"),
+        (("train", "{train}", "--solver", "batch", "--option", "novalue"), "NAME=VALUE"),
+        (("train", "{train}", "--solver", "batch", "--grid", "2"), "--grid does not apply"),
+        (("train", "{train}", "--resume"), "--resume needs --checkpoint-dir"),
+        (("train", "{train}", "--test", "{narrow}"), "--test has 7 features but DATA has 15"),
+        (("train", "{train}", "--class-weight", "lots"), "--class-weight must be"),
+        (("train", "{train}", "--loss", "nosuchloss", "--in-process"), "nosuchloss"),
+        (("train", "{train}", "--out", "/nonexistent/dir/m.zarr"), "does not exist"),
+        (("train", "{train}", "--in-process", "--workers", "2"), "--in-process cannot"),
+        (("evaluate", "/nonexistent/model.zarr", "{train}"), "no model at"),
+        (("evaluate", "{train}", "{train}"), "is not a daskpd model"),
+        (("predict", "/nonexistent/model.zarr", "{train}", "{root}/s.zarr"), "no model at"),
+    ],
+)
+def test_user_mistakes_are_one_line_exit_2(stores, capsys, argv, message):
+    values = {"train": stores["train"][0], "narrow": stores["narrow"][0], "root": stores["root"]}
+    argv = [str(a).format(**values) for a in argv]
+    code, out, err = _run(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2
+    assert len(lines) == 1, err
+    assert message in lines[0]
+
+
+def test_feature_mismatch_at_evaluate(stores, capsys, tmp_path):
+    model = tmp_path / "m.zarr"
+    assert _run(capsys, *_train(stores, "--epochs", "2", "--out", model))[0] == 0
+    code, _, err = _run(capsys, "evaluate", model, stores["narrow"][0])
+    assert code == 2 and "DATA has 7 features but the model has 15" in err
+
+
+def test_help_of_each_subcommand(capsys):
+    for name in ("train", "evaluate", "predict", "demo"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([name, "--help"])
+        assert exit_info.value.code == 0
+        assert "usage: daskpd " + name in capsys.readouterr().out
+
+
+@pytest.mark.cluster
+def test_demo_trains_dso_on_the_cluster(local_cluster, capsys, tmp_path):
+    code, out, err = _run(
+        capsys, "demo", "--n-samples", "3000", "--epochs", "3", "--no-progress",
+        "--scheduler", local_cluster.scheduler.address, "--dir", tmp_path / "demo",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "Dask dashboard:" in err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("dso, grid 2x2: 3 epochs")
+    auprc = float(lines[1].split()[-1])
+    gap = float(lines[2].split()[2])
+    assert 0.3 < auprc <= 1.0
+    assert 0 <= gap < 1.0
+    model = load_model(tmp_path / "demo" / "model.zarr")
+    assert model.solver == "dso" and model.history[-1]["test_auprc"] == pytest.approx(auprc, 1e-3)

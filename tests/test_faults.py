@@ -1,0 +1,156 @@
+"""Fault injection on a real 2-worker LocalCluster: lost workers, killed training processes,
+unreachable schedulers. Every test compares against the uninterrupted run, bit for bit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskpd.checkpoint import CheckpointStore, load_model
+from daskpd.cli import main
+from daskpd.dataset import partition_dataset, write_dataset
+from daskpd.solvers import solve
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def disk_data(tmp_path_factory):
+    rng = np.random.default_rng(11)
+    n, d = 3000, 40
+    X = sp.random(n, d, density=0.3, random_state=11, format="csr")
+    y = np.where(X @ rng.standard_normal(d) + 0.2 * rng.standard_normal(n) > 0, 1.0, -1.0)
+    path = tmp_path_factory.mktemp("faults") / "train.zarr"
+    write_dataset(X, y, path, rows_per_block=1000)
+    return partition_dataset(path, 2)
+
+
+class _WorkerKiller:
+    """Kill one worker process (SIGKILL; its nanny starts a new one) ``delay`` seconds after
+    epoch ``after`` ends, i.e. while the next epoch runs."""
+
+    def __init__(self, client, after, delay):
+        self.client, self.after, self.delay = client, after, delay
+        self.epoch_ends: dict[int, float] = {}
+        self.killed_at = None
+        self.killed_pid = None
+        self.timer = None
+
+    def _kill(self):
+        pids = self.client.run(os.getpid)
+        self.killed_pid = sorted(pids.values())[0]
+        self.killed_at = time.monotonic()
+        os.kill(self.killed_pid, signal.SIGKILL)
+
+    def __call__(self, info):
+        self.epoch_ends[info.epoch] = time.monotonic()
+        if info.epoch == self.after and self.timer is None:
+            self.timer = threading.Timer(self.delay, self._kill)
+            self.timer.start()
+        return None
+
+    def check_mid_epoch(self):
+        self.timer.join()
+        assert self.killed_at is not None
+        assert self.epoch_ends[self.after] < self.killed_at < self.epoch_ends[self.after + 1]
+
+
+def _wait_for_two_workers(client):
+    client.wait_for_workers(2, timeout=60)
+    deadline = time.monotonic() + 60
+    while len(client.run(os.getpid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
+    client = local_cluster
+    _wait_for_two_workers(client)
+    kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "batch", "tol": 0.0, "max_epochs": 8}
+    straight = solve(disk_data, client=client, **kwargs)
+    killer = _WorkerKiller(client, after=3, delay=0.05)
+    survived = solve(disk_data, client=client, callbacks=killer, **kwargs)
+    killer.check_mid_epoch()
+    assert np.array_equal(survived.w, straight.w)
+    assert [r["primal"] for r in survived.history] == [r["primal"] for r in straight.history]
+    _wait_for_two_workers(client)
+    assert killer.killed_pid not in set(client.run(os.getpid).values())
+
+
+def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
+    client = local_cluster
+    _wait_for_two_workers(client)
+    kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "dso", "grid": 2, "tol": 0.0}
+    straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
+    killer = _WorkerKiller(client, after=3, delay=0.05)
+    survived = solve(
+        disk_data, client=client, max_epochs=6, callbacks=killer,
+        checkpoint_dir=tmp_path / "ck", checkpoint_every=2, **kwargs,
+    )  # fmt: skip
+    killer.check_mid_epoch()
+    assert np.array_equal(survived.w, straight.w)
+    assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
+    _wait_for_two_workers(client)
+
+
+def _train_args(data, *extra):
+    return [
+        "train", str(data.path), "--solver", "batch", "--loss", "logistic", "--alpha", "1e-3",
+        "--epochs", "25", "--tol", "0", "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def test_killed_training_process_resumes_to_the_same_model(local_cluster, disk_data, tmp_path):
+    address = local_cluster.scheduler.address
+    _wait_for_two_workers(local_cluster)
+    checkpoints = tmp_path / "ck"
+    command = [sys.executable, "-m", "daskpd.cli"] + _train_args(
+        disk_data, "--scheduler", address, "--checkpoint-dir", str(checkpoints),
+        "--checkpoint-every", "1", "--out", str(tmp_path / "never.zarr"),
+    )  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if checkpoints.exists() and (CheckpointStore(checkpoints).latest_epoch() or 0) >= 3:
+                break
+            if process.poll() is not None:
+                pytest.fail(f"training ended early: {process.stderr.read().decode()[-2000:]}")
+            time.sleep(0.05)
+        else:
+            pytest.fail("no checkpoint of epoch 3 within two minutes")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    killed_at = CheckpointStore(checkpoints).latest_epoch()
+    assert 3 <= killed_at < 25
+    assert not (tmp_path / "never.zarr").exists()
+
+    resumed_path, straight_path = tmp_path / "resumed.zarr", tmp_path / "straight.zarr"
+    resume_args = _train_args(
+        disk_data, "--scheduler", address, "--checkpoint-dir", str(checkpoints), "--resume",
+        "--out", str(resumed_path),
+    )  # fmt: skip
+    assert main(resume_args) == 0
+    assert main(_train_args(disk_data, "--scheduler", address, "--out", str(straight_path))) == 0
+    resumed, straight = load_model(resumed_path), load_model(straight_path)
+    assert resumed.n_epochs == straight.n_epochs == 25
+    assert np.array_equal(resumed.w, straight.w)
+    assert [r["primal"] for r in resumed.history] == [r["primal"] for r in straight.history]
+
+
+def test_unreachable_scheduler_is_a_clear_error(disk_data, capsys):
+    code = main(_train_args(disk_data, "--scheduler", "tcp://127.0.0.1:9"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1
+    assert "no Dask scheduler answered at 'tcp://127.0.0.1:9'" in err[0]
