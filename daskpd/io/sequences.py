@@ -227,7 +227,7 @@ def _parse_csv_block(block, options, skip_header):
         .view(f"S{max(width, 1)}")
         .ravel()
     )
-    return (buf, seq_start, seq_stop, raw_labels, row_line), None
+    return (buf, seq_start, seq_stop, raw_labels, row_line, None), None
 
 
 def _parse_fasta_block(block):
@@ -238,12 +238,13 @@ def _parse_fasta_block(block):
     ) = parsing.split_fasta(buf)  # fmt: skip
     if status:
         return None, (int(error_line), "sequence text before the first '>' header")
-    labels = [
-        _fasta_label(bytes(block[header_start[i] : header_stop[i]])) for i in range(n_records)
-    ]
+    headers = [bytes(block[header_start[i] : header_stop[i]]) for i in range(n_records)]
+    labels = [_fasta_label(header) for header in headers]
     width = max([len(label) for label in labels] + [1])
     raw_labels = np.array(labels, dtype=f"S{width}")
-    return (letters, seq_start, seq_stop, raw_labels, header_line), None
+    names = [header.split()[0].decode("utf-8", "replace") if header.split() else ""
+             for header in headers]  # fmt: skip
+    return (letters, seq_start, seq_stop, raw_labels, header_line, names), None
 
 
 def _parse_sequence_range(path, compression, start, stop, parts_dir, range_id, options):
@@ -263,7 +264,7 @@ def _parse_sequence_range(path, compression, start, stop, parts_dir, range_id, o
             if error is not None:
                 meta["error"] = (meta["n_lines"] + error[0], error[1])
                 return meta
-            letters, seq_start, seq_stop, raw_labels, row_line = parsed
+            letters, seq_start, seq_stop, raw_labels, row_line, names = parsed
             line_offset = meta["n_lines"]
             codes = np.empty((len(seq_start), options.length), dtype=np.uint8)
             status, row, position = parsing.encode_sequences(
@@ -276,11 +277,14 @@ def _parse_sequence_range(path, compression, start, stop, parts_dir, range_id, o
                     text = f"letter {letter!r} at position {position + 1} is not {allowed}"
                 else:
                     text = f"sequence has length {position}, expected {options.length}"
+                if names is not None:
+                    text = f"record {names[row]!r}: {text}"
                 meta["error"] = (line_offset + int(row_line[row]), text)
                 return meta
             y, error = _labels_to_y(raw_labels, options)
             if error is not None:
-                meta["error"] = (line_offset + int(row_line[error[0]]), error[1])
+                text = error[1] if names is None else f"record {names[error[0]]!r}: {error[1]}"
+                meta["error"] = (line_offset + int(row_line[error[0]]), text)
                 return meta
             X = wd_transform(codes, options.wd)
             if len(y):
@@ -306,18 +310,27 @@ def _first_window_length(path, compression, file_format, options_without_length)
     """Length of the first window of a file (read from its first piece only)."""
     with _open(path, compression) as handle:
         if file_format == "fasta":
-            for block in _fasta_blocks(handle, 2**20):
-                parsed, error = _parse_fasta_block(block)
-                if error is not None or len(parsed[1]) == 0:
-                    return None
-                return int(parsed[2][0] - parsed[1][0])
-            return None
-        for block_id, block in enumerate(_line_blocks(handle, 0, None, 2**20)):
-            parsed, error = _parse_csv_block(block, options_without_length, block_id == 0)
-            if error is not None:
-                return None
-            if len(parsed[1]):
-                return int(parsed[2][0] - parsed[1][0])
+            blocks = _fasta_blocks(handle, 2**20)
+        else:
+            blocks = _line_blocks(handle, 0, None, 2**20)
+        for block_id, block in enumerate(blocks):
+            if file_format == "fasta":
+                buf = np.frombuffer(block, dtype=np.uint8)
+                status, n_rows, *_, starts, stops, error_line = parsing.split_fasta(buf)
+                message = "sequence text before the first '>' header"
+            else:
+                buf = np.frombuffer(block, dtype=np.uint8)
+                status, n_rows, starts, stops, _, _, row_line = parsing.split_delimited(
+                    buf, options_without_length.delimiter, options_without_length.sequence_field,
+                    options_without_length.label_field, options_without_length.n_fields,
+                    block_id == 0,
+                )  # fmt: skip
+                error_line = row_line[n_rows] if status else -1
+                message = f"expected {options_without_length.n_fields} fields"
+            if n_rows:
+                return int(stops[0] - starts[0])
+            if status:
+                raise SequenceFormatError(f"{path}:{int(error_line) + 1}: {message}")
         return None
 
 
@@ -350,7 +363,8 @@ def ingest_sequences(
         Plain or compressed (gzip, bzip2, xz) files, all of the same format.
     dest : str or path-like
     file_format : {"auto", "csv", "fasta"}, default="auto"
-        ``"auto"``: FASTA when the first character is ``>``.
+        ``"auto"``: FASTA when the first file is named ``.fa``, ``.fasta``, ``.fna`` or ``.ffn``
+        (before any compression suffix) or starts with ``>``; else CSV.
     degree : int, default=8
         Largest k-mer order K of the WD map.
     hash_bits : int, default=0
@@ -418,7 +432,11 @@ def ingest_sequences(
 
     first = head_of(sources[0], compressions[0])
     if file_format == "auto":
-        file_format = "fasta" if first.lstrip().startswith(b">") else "csv"
+        stem = sources[0].lower()
+        for suffix in (".gz", ".bz2", ".xz"):
+            stem = stem.removesuffix(suffix)
+        fasta_name = stem.endswith((".fa", ".fasta", ".fna", ".ffn"))
+        file_format = "fasta" if fasta_name or first.lstrip().startswith(b">") else "csv"
     if file_format not in ("csv", "fasta"):
         raise ValueError(f"file_format must be 'auto', 'csv' or 'fasta', got {file_format!r}")
     sequence_field = label_field = n_fields = 0
