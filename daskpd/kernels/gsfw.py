@@ -471,8 +471,9 @@ def dual_mirror_descent_iterations(
 def full_gradient(indptr, indices, data, has_data, y, loss_code, loss_params, w, n_features):
     """``(1/n) X^T loss'(X w)`` over one block (deterministic Frank-Wolfe baseline)."""
     pred = block_matvec(indptr, indices, data, has_data, w)
+    inv_n = 1.0 / pred.shape[0]
     return block_xt_derivative(
-        indptr, indices, data, has_data, y, loss_code, loss_params, pred, n_features, 1.0
+        indptr, indices, data, has_data, y, loss_code, loss_params, pred, n_features, inv_n
     )
 
 

@@ -354,6 +354,11 @@ class GSFW:
         kind, info = _regularizer_kind(problem)
         if kind is None:
             raise ValueError(f"solver 'gsfw': {info}")
+        if kind == "lmo":
+            try:
+                problem.regularizer.lmo(np.zeros(int(data.n_features)))
+            except ValueError as exc:
+                raise ValueError(f"solver 'gsfw': {exc}") from None
         if kind in ("l1", "l2", "lmo") and not problem.alpha > 0:
             raise ValueError(
                 f"solver 'gsfw' with regularizer {kind!r} needs alpha > 0, got {problem.alpha}"
