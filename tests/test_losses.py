@@ -37,7 +37,7 @@ LOSSES = [
     Huber(0.7),
 ]
 IDS = [f"{loss.name}-{loss.params[0]:g}" for loss in LOSSES]
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
+SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 
 reals = st.floats(-4.0, 4.0, allow_nan=False)
 steps = st.floats(0.05, 5.0)

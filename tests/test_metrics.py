@@ -31,7 +31,7 @@ def scored_labels(draw):
     return np.array(labels), np.array(scores, dtype=float) / 2
 
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(data=scored_labels())
 def test_against_sklearn(data):
     y, s = data

@@ -389,6 +389,7 @@ def test_class_weight_balanced_on_a_dataset(tmp_path, counting_scheduler):
     assert counting_scheduler.calls == 1
 
 
+@pytest.mark.cluster
 def test_futures_on_a_local_cluster(tmp_path, local_cluster):
     X, y = make_data(13, n=120)
     dataset = write_dataset(X, y, tmp_path / "data", rows_per_block=25)

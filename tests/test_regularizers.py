@@ -29,7 +29,7 @@ from daskpd.regularizers import (
     project_l1_ball,
 )
 
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
+SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 D = 6
 vectors = arrays(np.float64, D, elements=st.floats(-3.0, 3.0, allow_nan=False))
 steps = st.floats(0.05, 3.0)
