@@ -403,3 +403,18 @@ def test_fixed_step_solver_converges_with_a_short_step(problem_data):
         max_epochs=3000, tol=1e-6,
     )  # fmt: skip
     assert result.converged
+
+
+def test_all_zero_rows_and_unused_columns_train(problem_data):
+    X, y, _ = problem_data
+    X = sp.lil_matrix(X)
+    X[:10, :] = 0.0  # ten all-zero rows
+    X[:, 4] = 0.0  # a column no row uses
+    data = MemoryDataset(sp.csr_matrix(X), y, rows_per_block=70)
+    result = solve(data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=300, tol=1e-9)
+    assert result.converged and result.w[4] == 0.0
+
+
+def test_empty_dataset_is_a_clear_error():
+    with pytest.raises(ValueError, match="at least one row"):
+        solve((sp.csr_matrix((0, 5)), np.zeros(0)), loss="logistic", solver="batch")
