@@ -325,7 +325,18 @@ class Problem:
 
     @staticmethod
     def _z_layout(z, z_bounds, n_samples):
-        """Return ``(pieces, offsets)`` for the block tasks, validating shapes."""
+        """Return ``(pieces, bounds)``, or ``(None, z)`` for a whole ndarray, validating shapes.
+
+        A Dask array becomes its chunks (delayed pieces), so it is never gathered on the client.
+        """
+        if z_bounds is None and hasattr(z, "to_delayed") and hasattr(z, "chunks"):
+            if z.ndim != 1 or z.shape[0] != n_samples:
+                raise ValueError(
+                    f"z must have shape ({n_samples},) to match the data, got a Dask array "
+                    f"with shape {z.shape}"
+                )
+            z_bounds = np.concatenate([[0], np.cumsum(z.chunks[0])])
+            z = list(z.to_delayed().ravel())
         if z_bounds is None:
             if isinstance(z, (list, tuple)):
                 raise ValueError("z given as a list of pieces needs z_bounds")
@@ -457,10 +468,11 @@ class Problem:
         w : array-like of shape (n_features,)
             Primal point.
         data : Dataset, MemoryDataset or (X, y) pair
-        z : ndarray of shape (n_samples,), or list of pieces, optional
+        z : ndarray or dask.array.Array of shape (n_samples,), or list of pieces, optional
             Dual point. Pieces (ndarrays, Dask futures or delayed objects holding consecutive
             row ranges) need ``z_bounds``; they are read by the block tasks, so ``z`` never has
-            to reach the client. Default: ``z_i = c_i loss'(x_i . w, y_i)``.
+            to reach the client (nor does a Dask array, whose chunks become the pieces).
+            Default: ``z_i = c_i loss'(x_i . w, y_i)``.
         z_bounds : array-like of int, optional
             Row bounds of the pieces of ``z``.
         client : distributed.Client, optional

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import dask
+import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -368,11 +369,12 @@ def test_zarr_dataset_equals_numpy_in_one_compute(tmp_path, counting_scheduler, 
     pieces = [z[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     delayed_pieces = [dask.delayed(np.copy)(p) for p in pieces]
     before = counting_scheduler.calls
-    for given, given_bounds in ((z, None), (pieces, bounds), (delayed_pieces, bounds)):
+    cases = [(z, None), (pieces, bounds), (delayed_pieces, bounds), (da.from_array(z, 37), None)]
+    for given, given_bounds in cases:
         result = problem.evaluate(w, dataset, z=given, z_bounds=given_bounds)
         assert result.primal == pytest.approx(expected[0], rel=1e-10)
         assert result.dual == pytest.approx(expected[1], rel=1e-10)
-    assert counting_scheduler.calls - before == 3
+    assert counting_scheduler.calls - before == len(cases)
 
 
 def test_class_weight_balanced_on_a_dataset(tmp_path, counting_scheduler):
