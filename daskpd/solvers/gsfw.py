@@ -153,7 +153,13 @@ def compute(client, *objects):
     """One Dask compute on ``client`` (or the current scheduler); results as a tuple."""
     if client is not None:
         return tuple(client.gather(client.compute(list(objects))))
-    return dask.compute(*objects)
+    return dask.compute(*objects, scheduler=_in_process_scheduler())
+
+
+def _in_process_scheduler():
+    # Without a client the run is in-process: a scheduler set in dask.config is used, but not
+    # a distributed client that merely happens to be the default one.
+    return dask.config.get("scheduler", None) or "threads"
 
 
 # --------------------------------------------------------------------------------------------
@@ -492,7 +498,7 @@ class GSFW:
             carry_value = futures[0].result()
             new_blocks = tuple(futures[1:])
         else:
-            carry_value, *values = dask.compute(carry, *blocks)
+            carry_value, *values = dask.compute(carry, *blocks, scheduler=_in_process_scheduler())
             new_blocks = tuple(values)
         return dataclasses.replace(state, carry=carry_value, blocks=new_blocks, epoch=epoch)
 

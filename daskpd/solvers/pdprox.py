@@ -356,6 +356,9 @@ class _Graph:
 
     def reduce(self, parts, fan_in=8):
         parts = list(parts)
+        if len(parts) == 1:
+            # Still one task: a single part may be a block task's (state, partial) pair.
+            return self.call(_sum_parts, parts[0])
         while len(parts) > 1:
             parts = [
                 self.call(_sum_parts, *parts[k : k + fan_in]) for k in range(0, len(parts), fan_in)
@@ -368,7 +371,11 @@ class _Graph:
         if client is not None:
             values = client.get(self.dsk, keys, sync=True)
         else:
-            scheduler = dask.base.get_scheduler()
+            # Without a client the run is in-process: a scheduler set in dask.config is used,
+            # but not a distributed client that merely happens to be the default.
+            scheduler = dask.config.get("scheduler", None)
+            if isinstance(scheduler, str):
+                scheduler = dask.base.get_scheduler(scheduler=scheduler)
             if scheduler is None:
                 # Threads pay off only when a block task has real work: with small blocks
                 # the thread hand-offs (~1 ms each on a busy machine) exceed the kernels.
@@ -787,7 +794,7 @@ def pdprox(
     -------
     PdproxResult
     """
-    from daskpd._memory import MemoryDataset
+    from daskpd.dataset import MemoryDataset
 
     y = np.asarray(y, dtype=np.float64)
     data = MemoryDataset(X, y, rows_per_block=rows_per_block)
