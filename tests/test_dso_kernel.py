@@ -131,7 +131,7 @@ def test_kernel_matches_reference(loss_name, reg_name, adagrad):
             )
             got = [z.copy(), z_acc.copy(), w.copy(), w_acc.copy()]
             kernels.dso_tile(
-                rows, cols, vals, False, np.zeros(0, np.int64), order,
+                rows, cols, vals, False, np.zeros(0, np.int64), order, 1,
                 got[0], got[1], rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
                 rowc["inv_row_nnz"], snap[0], snap[1],
                 got[2], got[3], inv_col, snap[2], snap[3], cfg["w_bound"],
@@ -153,15 +153,24 @@ def test_segment_order_equals_expanded_nonzero_order():
     starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
     segment_ptr = np.r_[starts, rows.shape[0]].astype(np.int64)
     segment_order = rng.permutation(segment_ptr.shape[0] - 1).astype(np.int64)
-    expanded = np.concatenate(
-        [np.arange(segment_ptr[s], segment_ptr[s + 1]) for s in segment_order]
-    ).astype(np.int64)
+    # interleave 2: one nonzero of each of two consecutive rows in turn
+    expanded = []
+    for first in range(0, segment_order.shape[0], 2):
+        runs = [
+            list(range(segment_ptr[s], segment_ptr[s + 1]))
+            for s in segment_order[first : first + 2]
+        ]
+        for k in range(max(len(run) for run in runs)):
+            expanded += [run[k] for run in runs if k < len(run)]
+    expanded = np.array(expanded, dtype=np.int64)
+    assert np.array_equal(kernels.expand_order(segment_ptr, segment_order, 2), expanded)
+    assert np.array_equal(np.sort(expanded), np.arange(rows.shape[0]))
     results = []
     for ptr, order in ((segment_ptr, segment_order), (np.zeros(0, np.int64), expanded)):
         z, w = rowc["z0"].copy(), np.zeros(8)
         z_acc, w_acc = np.zeros(6), np.zeros(8)
         kernels.dso_tile(
-            rows, cols, vals, False, ptr, order, z, z_acc, rowc["z_lo"], rowc["z_hi"],
+            rows, cols, vals, False, ptr, order, 2, z, z_acc, rowc["z_lo"], rowc["z_hi"],
             rowc["y"], rowc["inv_weight"], rowc["inv_row_nnz"], np.zeros(0), np.zeros(0),
             w, w_acc, np.full(8, 0.25), np.zeros(0), np.zeros(0), np.inf,
             loss[0], loss[1], reg[0], reg[1], 0.1, 0.05, 0.5, 0.5, True, 1e-12, False,

@@ -110,6 +110,7 @@ def dso_tile(
     binary,
     segment_ptr,
     order,
+    interleave,
     z,
     z_acc,
     z_lo,
@@ -154,6 +155,10 @@ def dso_tile(
         order inside each segment.
     order : ndarray, int64
         Visit order (nonzeros or segments).
+    interleave : int
+        With segments: visit ``interleave`` consecutive segments of ``order`` round-robin
+        (one nonzero of each in turn), so that consecutive updates touch different rows
+        and the CPU overlaps their dependency chains. 1: one segment after the other.
     z, z_acc : ndarray of shape (n_rows_group,)
         Dual block and its AdaGrad accumulators (updated in place).
     z_lo, z_hi : ndarray of shape (n_rows_group,)
@@ -194,59 +199,116 @@ def dso_tile(
     """
     n_items = order.shape[0]
     use_segments = segment_ptr.shape[0] > 0
-    for item in range(n_items):
-        if use_segments:
-            start = segment_ptr[order[item]]
-            stop = segment_ptr[order[item] + 1]
-        else:
-            start = order[item]
-            stop = start + 1
-        for e in range(start, stop):
-            i = rows[e]
-            j = cols[e]
-            x = 1.0 if binary else np.float64(vals[e])
-            wj = w[j]
-            zi = z[i]
-            # coupling terms of the w and z partial gradients
-            if svrg:
-                cw = ((zi - z_snap[i]) * x + u_snap[j] * inv_col_nnz[j]) * inv_n
-                cz = ((wj - w_snap[j]) * x + v_snap[i] * inv_row_nnz[i]) * inv_n
+    # Round-robin over `width` segments; a nonzero order is the case width = 1 with
+    # one-element segments. The update body appears once, so both paths compile alike.
+    width = max(interleave, 1) if use_segments else 1
+    position = np.empty(width, dtype=np.int64)
+    stop = np.empty(width, dtype=np.int64)
+    for first in range(0, n_items, width):
+        count = min(width, n_items - first)
+        for s in range(count):
+            if use_segments:
+                position[s] = segment_ptr[order[first + s]]
+                stop[s] = segment_ptr[order[first + s] + 1]
             else:
-                cw = zi * x * inv_n
-                cz = wj * x * inv_n
-            gz = cz - conjugate_slope(loss_code, loss_params, zi * inv_weight[i], y[i]) * (
-                inv_n * inv_row_nnz[i]
-            )
-            if reg_step == REG_GRADIENT:
-                gw = alpha * scalar.reg_subgradient(reg_code, reg_params, wj) * inv_col_nnz[j] + cw
-            else:
-                gw = cw
-            if adagrad:
-                acc_w = w_acc[j] + gw * gw
-                acc_z = z_acc[i] + gz * gz
-                w_acc[j] = acc_w
-                z_acc[i] = acc_z
-                step_w = eta_w / math.sqrt(acc_w + eps)
-                step_z = eta_z / math.sqrt(acc_z + eps)
-            else:
-                step_w = eta_w
-                step_z = eta_z
-            new_w = wj - step_w * gw
-            if reg_step == REG_PROX:
-                new_w = scalar.reg_prox(
-                    reg_code, reg_params, new_w, step_w * alpha * inv_col_nnz[j]
+                position[s] = order[first + s]
+                stop[s] = order[first + s] + 1
+        remaining = True
+        while remaining:
+            remaining = False
+            for s in range(count):
+                e = position[s]
+                if e >= stop[s]:
+                    continue
+                position[s] = e + 1
+                remaining = True
+                i = rows[e]
+                j = cols[e]
+                x = 1.0 if binary else np.float64(vals[e])
+                wj = w[j]
+                zi = z[i]
+                # coupling terms of the w and z partial gradients
+                if svrg:
+                    cw = ((zi - z_snap[i]) * x + u_snap[j] * inv_col_nnz[j]) * inv_n
+                    cz = ((wj - w_snap[j]) * x + v_snap[i] * inv_row_nnz[i]) * inv_n
+                else:
+                    cw = zi * x * inv_n
+                    cz = wj * x * inv_n
+                gz = cz - conjugate_slope(loss_code, loss_params, zi * inv_weight[i], y[i]) * (
+                    inv_n * inv_row_nnz[i]
                 )
-            if new_w > w_bound:
-                new_w = w_bound
-            elif new_w < -w_bound:
-                new_w = -w_bound
-            new_z = zi + step_z * gz
-            if new_z > z_hi[i]:
-                new_z = z_hi[i]
-            elif new_z < z_lo[i]:
-                new_z = z_lo[i]
-            w[j] = new_w
-            z[i] = new_z
+                if reg_step == REG_GRADIENT:
+                    gw = (
+                        alpha * scalar.reg_subgradient(reg_code, reg_params, wj) * inv_col_nnz[j]
+                        + cw
+                    )
+                else:
+                    gw = cw
+                if adagrad:
+                    acc_w = w_acc[j] + gw * gw
+                    acc_z = z_acc[i] + gz * gz
+                    w_acc[j] = acc_w
+                    z_acc[i] = acc_z
+                    step_w = eta_w / math.sqrt(acc_w + eps)
+                    step_z = eta_z / math.sqrt(acc_z + eps)
+                else:
+                    step_w = eta_w
+                    step_z = eta_z
+                new_w = wj - step_w * gw
+                if reg_step == REG_PROX:
+                    new_w = scalar.reg_prox(
+                        reg_code, reg_params, new_w, step_w * alpha * inv_col_nnz[j]
+                    )
+                if new_w > w_bound:
+                    new_w = w_bound
+                elif new_w < -w_bound:
+                    new_w = -w_bound
+                new_z = zi + step_z * gz
+                if new_z > z_hi[i]:
+                    new_z = z_hi[i]
+                elif new_z < z_lo[i]:
+                    new_z = z_lo[i]
+                w[j] = new_w
+                z[i] = new_z
+
+
+@njit
+def expand_order(segment_ptr, order, interleave):
+    """The nonzero sequence that :func:`dso_tile` visits for a segment order.
+
+    Parameters
+    ----------
+    segment_ptr : ndarray of shape (n_segments + 1,), int64
+    order : ndarray of shape (n_segments,), int64
+    interleave : int
+
+    Returns
+    -------
+    sequence : ndarray of shape (n_nonzeros,), int64
+    """
+    total = 0
+    for item in range(order.shape[0]):
+        total += segment_ptr[order[item] + 1] - segment_ptr[order[item]]
+    out = np.empty(total, dtype=np.int64)
+    width = max(interleave, 1)
+    position = np.empty(width, dtype=np.int64)
+    stop = np.empty(width, dtype=np.int64)
+    k = 0
+    for first in range(0, order.shape[0], width):
+        count = min(width, order.shape[0] - first)
+        for s in range(count):
+            position[s] = segment_ptr[order[first + s]]
+            stop[s] = segment_ptr[order[first + s] + 1]
+        remaining = True
+        while remaining:
+            remaining = False
+            for s in range(count):
+                if position[s] < stop[s]:
+                    out[k] = position[s]
+                    k += 1
+                    position[s] += 1
+                    remaining = True
+    return out
 
 
 @njit

@@ -68,6 +68,10 @@ class DSOOptions:
         Order of the nonzeros inside a tile, drawn per (epoch, row group, column block): a
         random permutation of the tile's rows, each row's nonzeros in storage order (cheap
         to draw, cache-friendly); a random permutation of the nonzeros; or storage order.
+    interleave : int, default=4
+        With ``visit_order="rows"``: visit this many rows of the permutation round-robin
+        (one nonzero of each in turn), so consecutive updates touch different rows and the
+        CPU overlaps their dependency chains. 1 visits one row after the other.
     init : {"zero", "dcd"}, default="zero"
         ``"zero"``: ``w = 0`` and ``z_i = c_i loss'(0, y_i)`` projected on the dual box;
         ``"dcd"``: ``dcd_passes`` passes of local dual coordinate ascent on every row group,
@@ -99,6 +103,7 @@ class DSOOptions:
     dual_eta0: float | None = None
     adagrad_eps: float = 1e-12
     visit_order: str = "rows"
+    interleave: int = 4
     init: str = "zero"
     dcd_passes: int = 20
     svrg_every: int = 0
@@ -129,6 +134,8 @@ class DSOOptions:
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if not float(self.adagrad_eps) >= 0:
             raise ValueError(f"adagrad_eps must be >= 0, got {self.adagrad_eps!r}")
+        if int(self.interleave) < 1:
+            raise ValueError(f"interleave must be >= 1, got {self.interleave!r}")
         if int(self.dcd_passes) < 1:
             raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
         if int(self.svrg_every) < 0:
@@ -161,6 +168,7 @@ class _Settings:
     dual_eta0: float
     reg_step: int
     visit_order: str
+    interleave: int
     svrg_every: int
     cache_bytes: int | None
     report_average: bool
@@ -207,6 +215,7 @@ def _settings(problem, data, options, grid):
         dual_eta0=dual_eta0,
         reg_step=kernels.REG_GRADIENT if reg_step == "gradient" else kernels.REG_PROX,
         visit_order=options.visit_order,
+        interleave=int(options.interleave),
         svrg_every=int(options.svrg_every),
         cache_bytes=None if options.tile_cache_bytes is None else int(options.tile_cache_bytes),
         report_average=options.report == "average",
@@ -389,7 +398,7 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
     kernels.dso_tile(
-        rows, cols, vals, settings.binary, segment_ptr, order,
+        rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
         z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
         rowc["inv_row_nnz"], z_snap, v_snap,
         w, w_acc, inv_col_nnz, w_snap, u_snap, settings.w_bound,
@@ -1163,10 +1172,7 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
                 rows, cols, vals, segment_ptr = tile
                 order = _visit_order(tile, settings, seed, epoch, q, r)
                 if settings.visit_order == "rows":
-                    order = np.concatenate(
-                        [np.arange(segment_ptr[s], segment_ptr[s + 1]) for s in order]
-                        or [np.zeros(0, np.int64)]
-                    )
+                    order = kernels.expand_order(segment_ptr, order, settings.interleave)
                 sequence_rows.append(rows[order].astype(np.int64) + rb[q])
                 sequence_cols.append(cols[order].astype(np.int64) + cb[r])
                 if not settings.binary:
@@ -1177,7 +1183,7 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
         eta_w, eta_z = settings.steps(epoch)
         kernels.dso_tile(
             rows, cols, vals, settings.binary, np.zeros(0, np.int64),
-            np.arange(rows.shape[0], dtype=np.int64),
+            np.arange(rows.shape[0], dtype=np.int64), 1,
             z, z_acc, consts["z_lo"], consts["z_hi"], consts["y"], consts["inv_weight"],
             consts["inv_row_nnz"], z_snap, v_snap,
             w, w_acc, inv_col_nnz, w_snap, u_snap, settings.w_bound,

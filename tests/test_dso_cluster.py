@@ -1,0 +1,163 @@
+"""DSO on real multi-process dask.distributed clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
+from daskpd.problem import Problem
+from daskpd.solvers._driver import solve
+from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
+
+pytestmark = pytest.mark.cluster
+
+
+def _data(n=320, d=90, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.1, random_state=seed, format="csr", dtype=np.float32)
+    X.data = rng.uniform(0.1, 1.0, X.nnz).astype(np.float32)
+    y = np.sign(X @ rng.normal(size=d) + 0.2 * rng.normal(size=n))
+    y[y == 0] = 1.0
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def disk_data(tmp_path_factory):
+    X, y = _data()
+    path = tmp_path_factory.mktemp("dso") / "train.zarr"
+    write_dataset(X, y, path, rows_per_block=50)
+    partition_dataset(path, grid=2)
+    return partition_dataset(path, grid=4)
+
+
+def _epochs(client, problem, data, options, n_epochs, seed):
+    solver = DSO()
+    solver.check(problem, data, options)
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(seed), client=client, options=options
+    )
+    for epoch in range(1, n_epochs + 1):
+        state = solver.run_epoch(state, epoch)
+    return solver, state
+
+
+def _check_equal(client, solver, state, reference):
+    it = solver.iterate(state)
+    assert np.array_equal(it.w, reference["w"])
+    assert np.array_equal(np.concatenate(client.gather(it.z)), reference["z"])
+    assert np.array_equal(it.w_avg, reference["w_avg"])
+    assert np.array_equal(np.concatenate(client.gather(it.z_avg)), reference["z_avg"])
+    arrays = solver.state_arrays(state)
+    assert np.array_equal(arrays["w_acc"], reference["w_acc"])
+    assert np.array_equal(arrays["z_acc"], reference["z_acc"])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        DSOOptions(grid=4, step="adagrad"),
+        DSOOptions(grid=2, step="adagrad", svrg_every=2, visit_order="random"),
+    ],
+    ids=["adagrad-grid4", "adagrad-svrg-grid2"],
+)
+def test_two_workers_equal_serial_replay(local_cluster, disk_data, options):
+    problem = Problem("logistic", "l2", 1e-2)
+    solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=3, seed=9)
+    reference = serial_replay(problem, disk_data, n_epochs=3, seed=9, options=options)
+    _check_equal(local_cluster, solver, state, reference)
+    # the dual blocks never left the worker that owns their row group
+    workers = sorted(local_cluster.scheduler_info()["workers"])
+    p = options.grid
+    for q, future in enumerate(state.zstates):
+        owner = workers[q * len(workers) // p]
+        assert set(local_cluster.who_has([future])[future.key]) == {owner}
+
+
+def test_in_memory_data_on_two_workers_equals_serial_replay(local_cluster):
+    X, y = _data(seed=3)
+    data = MemoryDataset(X, y)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2, init="dcd", dcd_passes=2)
+    solver, state = _epochs(local_cluster, problem, data, options, n_epochs=2, seed=1)
+    reference = serial_replay(problem, data, n_epochs=2, seed=1, options=options)
+    _check_equal(local_cluster, solver, state, reference)
+
+
+def test_one_worker_equals_serial_replay(disk_data):
+    from distributed import Client, LocalCluster
+
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=4)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster, Client(cluster, set_as_default=False) as client:
+        solver, state = _epochs(client, problem, disk_data, options, n_epochs=2, seed=2)
+        reference = serial_replay(problem, disk_data, n_epochs=2, seed=2, options=options)
+        _check_equal(client, solver, state, reference)
+
+
+def test_grid_must_be_a_multiple_of_the_workers(local_cluster, tmp_path):
+    X, y = _data()
+    write_dataset(X, y, tmp_path / "d.zarr")
+    data = partition_dataset(tmp_path / "d.zarr", grid=3)
+    problem = Problem("hinge", "l2", 1e-2)
+    with pytest.raises(ValueError, match="multiple of the number of Dask workers"):
+        DSO().init(
+            problem, data, seed=np.random.SeedSequence(0), client=local_cluster,
+            options=DSOOptions(grid=3),
+        )  # fmt: skip
+
+
+def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
+    result = solve(
+        disk_data, "hinge", "l2", 1e-2, "dso", max_epochs=30, tol=0.0, eval_every=10,
+        client=local_cluster, grid=2, svrg_every=1,
+    )  # fmt: skip
+    gaps = [row["gap"] for row in result.history]
+    assert len(gaps) == 3
+    assert gaps[-1] < gaps[0] / 5
+    assert gaps[-1] < 5e-3
+
+
+@pytest.mark.slow
+def test_out_of_core_training_under_worker_memory_limit(tmp_path):
+    """Train on a dataset several times larger than each worker's memory limit."""
+    from distributed import Client, LocalCluster
+
+    from daskpd.dataset import DatasetWriter
+
+    rng = np.random.default_rng(0)
+    n_rows, n_features, per_row = 120_000, 400_000, 400
+    path = tmp_path / "big.zarr"
+    w_true = rng.normal(size=n_features)
+    with DatasetWriter(
+        path, n_features, binary=True, dtype=np.float32, task="binary"
+    ) as writer:
+        for _ in range(n_rows // 10_000):
+            cols = np.sort(rng.integers(0, n_features, (10_000, per_row)), axis=1)
+            keep = np.ones(cols.shape, bool)
+            keep[:, 1:] = cols[:, 1:] != cols[:, :-1]
+            indptr = np.r_[0, np.cumsum(keep.sum(1))]
+            X = sp.csr_matrix(
+                (np.ones(indptr[-1], np.float32), cols[keep], indptr), (10_000, n_features)
+            )
+            writer.append(X, np.where(X @ w_true > 0, 1.0, -1.0))
+    data = partition_dataset(path, grid=4)
+    nbytes = data.nnz * (4 + 4 + 4)  # CSR indices + tile rows and cols
+    limit = 200 * 2**20
+    assert nbytes > 2 * limit
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, memory_limit=limit,
+        dashboard_address=":0",
+    ) as cluster, Client(cluster, set_as_default=False) as client:  # fmt: skip
+        result = solve(
+            data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
+            tile_cache_bytes=0,
+        )  # fmt: skip
+        assert len(client.scheduler_info()["workers"]) == 2
+        events = client.get_events("worker-restart") if hasattr(client, "get_events") else ()
+        assert not events
+    assert result.n_epochs == 2
+    assert np.isfinite(result.gap) and result.history[-1]["gap"] < result.history[0]["gap"] * 2
