@@ -276,3 +276,41 @@ def test_bad_options_raise_before_dask(counting_scheduler, rng, options, match):
 
 def test_registered():
     assert isinstance(get_solver("dspdc"), DSPDCSolver)
+
+
+def test_matrix_kernel_matches_naive_reference(rng):
+    n, blocks, k, m, q = 30, 4, 3, 2, 2
+    D = rng.normal(size=(n, blocks, k, k))
+    y = np.where(rng.normal(size=n) > 0, 1.0, -1.0)
+    rows, cols = streams(rng, n, blocks, m, q, 200)
+    tau, sigma, theta, lam = 0.05, 3.0, 1.5, 0.1
+    # Naive: recompute A^T ybar (the blocks W_j) from scratch every iteration.
+    X = np.zeros((blocks, k, k))
+    Xbar = X.copy()
+    z = np.zeros(n)
+    for t in range(200):
+        batch, coords = rows[t * m : (t + 1) * m], cols[t * q : (t + 1) * q]
+        z_new = z.copy()
+        for i in batch:
+            c = np.sum(D[i] * Xbar)
+            z_new[i] = dual_step(scalar.SMOOTH_HINGE, z[i], c, sigma / n, y[i])
+        zbar = z + (n / m) * (z_new - z)
+        W = np.einsum("i,ijab->jab", zbar, D)
+        X_new = X.copy()
+        for j in coords:
+            M = (X[j] / tau - 0.5 * (W[j] + W[j].T) / n) / (lam + 1 / tau)
+            mu, Q = np.linalg.eigh(0.5 * (M + M.T))
+            X_new[j] = (Q * np.maximum(mu, 0)) @ Q.T
+        Xbar = X + (theta + 1) * (X_new - X)
+        X, z = X_new, z_new
+    Xs, Xs_prev, S, zk = (
+        np.zeros((blocks, k, k)),
+        np.zeros((blocks, k, k)),
+        np.zeros((blocks, k, k)),
+        np.zeros(n),
+    )
+    K.dspdc_matrix(D, y, zk, Xs, Xs_prev, S, rows, m, cols, q, scalar.SMOOTH_HINGE,
+                   np.array([1.0]), tau, sigma, theta, lam, 0.0)  # fmt: skip
+    np.testing.assert_allclose(Xs, X, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(zk, z, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(S, np.einsum("i,ijab->jab", zk, D), rtol=1e-10, atol=1e-12)
