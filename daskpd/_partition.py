@@ -94,8 +94,78 @@ def row_pieces(row_bounds, block_bounds):
     return pieces
 
 
+def grid_bounds(dataset, n_blocks):
+    """Row and column bounds of the P x P grid and the row pieces ``(q, start, stop)``."""
+    n_samples, n_features = dataset.shape
+    nnz = int(dataset.nnz)
+    row_bounds = balanced_bounds(
+        cumulative_chunks(dataset._row_nnz_chunks()), nnz, n_blocks, n_samples
+    )
+    col_bounds = balanced_bounds(
+        cumulative_chunks([np.asarray(dataset.col_nnz, dtype=np.int64)]),
+        nnz,
+        n_blocks,
+        n_features,
+    )
+    pieces = row_pieces(row_bounds, np.asarray(dataset.row_block_bounds, dtype=np.int64))
+    return row_bounds, col_bounds, pieces
+
+
+def count_group(dataset, group_pieces, col_bounds):
+    """Nonzeros of each tile of one row group (first pass), int64 (P,)."""
+    counts = np.zeros(col_bounds.shape[0] - 1, dtype=np.int64)
+    for _, start, stop in group_pieces:
+        indptr, indices = dataset._csr_indices_rows(start, stop)
+        kernels.count_tile_nnz(indptr, indices, col_bounds, counts)
+    return counts
+
+
+def grid_info(row_bounds, col_bounds, counts, nnz, where):
+    """GridInfo from per-tile counts (P, P): tiles laid out row group by row group."""
+    n_blocks = counts.shape[0]
+    starts = np.zeros(n_blocks * n_blocks + 1, dtype=np.int64)
+    np.cumsum(counts.ravel(), out=starts[1:])
+    tile_ptr = np.empty((n_blocks, n_blocks + 1), dtype=np.int64)
+    tile_ptr[:, :n_blocks] = starts[:-1].reshape(n_blocks, n_blocks)
+    tile_ptr[:, n_blocks] = starts[n_blocks::n_blocks]
+    if int(starts[-1]) != nnz:
+        raise ValueError(f"{where!r}: counted {int(starts[-1])} nonzeros, expected {nnz}")
+    return GridInfo(row_bounds=row_bounds, col_bounds=col_bounds, tile_ptr=tile_ptr)
+
+
+def place_group(dataset, q, group_pieces, info, sink):
+    """Second pass over one row group: split its pieces by column block into ``sink``."""
+    n_blocks = info.n_blocks
+    no_values = np.zeros(1, dtype=np.float64)
+    group_start = int(info.row_bounds[q])
+    for _, start, stop in group_pieces:
+        indptr, indices, data = dataset._csr_rows(start, stop)
+        has_data = data is not None
+        block_ptr, rows, cols, vals = kernels.split_by_column_block(
+            indptr,
+            indices,
+            data if has_data else no_values,
+            has_data,
+            info.col_bounds,
+            start - group_start,
+        )
+        for r in range(n_blocks):
+            lo, hi = int(block_ptr[r]), int(block_ptr[r + 1])
+            if hi > lo:
+                sink.add(q, r, rows[lo:hi], cols[lo:hi], vals[lo:hi] if has_data else None)
+    sink.end_group(q)
+
+
+def pieces_by_group(pieces, n_blocks):
+    """The row pieces of each row group."""
+    groups = [[] for _ in range(n_blocks)]
+    for piece in pieces:
+        groups[piece[0]].append(piece)
+    return groups
+
+
 def build_grid(dataset, n_blocks, sink):
-    """Compute the P x P grid of ``dataset`` and stream its tiles into ``sink``.
+    """Compute the P x P grid of ``dataset`` and stream its tiles into ``sink``, in-process.
 
     Parameters
     ----------
@@ -112,51 +182,13 @@ def build_grid(dataset, n_blocks, sink):
     -------
     GridInfo
     """
-    n_samples, n_features = dataset.shape
-    nnz = int(dataset.nnz)
-    row_bounds = balanced_bounds(
-        cumulative_chunks(dataset._row_nnz_chunks()), nnz, n_blocks, n_samples
-    )
-    col_bounds = balanced_bounds(
-        cumulative_chunks([np.asarray(dataset.col_nnz, dtype=np.int64)]),
-        nnz,
-        n_blocks,
-        n_features,
-    )
-    pieces = row_pieces(row_bounds, np.asarray(dataset.row_block_bounds, dtype=np.int64))
-
-    counts = np.zeros((n_blocks, n_blocks), dtype=np.int64)
-    for q, start, stop in pieces:
-        indptr, indices = dataset._csr_indices_rows(start, stop)
-        kernels.count_tile_nnz(indptr, indices, col_bounds, counts[q])
-    starts = np.zeros(n_blocks * n_blocks + 1, dtype=np.int64)
-    np.cumsum(counts.ravel(), out=starts[1:])
-    tile_ptr = np.empty((n_blocks, n_blocks + 1), dtype=np.int64)
-    tile_ptr[:, :n_blocks] = starts[:-1].reshape(n_blocks, n_blocks)
-    tile_ptr[:, n_blocks] = starts[n_blocks::n_blocks]
-    if int(starts[-1]) != nnz:
-        raise ValueError(f"{dataset!r}: counted {int(starts[-1])} nonzeros, expected {nnz}")
-    info = GridInfo(row_bounds=row_bounds, col_bounds=col_bounds, tile_ptr=tile_ptr)
-
+    row_bounds, col_bounds, pieces = grid_bounds(dataset, n_blocks)
+    groups = pieces_by_group(pieces, n_blocks)
+    counts = np.stack([count_group(dataset, group, col_bounds) for group in groups])
+    info = grid_info(row_bounds, col_bounds, counts, int(dataset.nnz), dataset)
     sink.start(info)
-    no_values = np.zeros(1, dtype=np.float64)
-    for index, (q, start, stop) in enumerate(pieces):
-        indptr, indices, data = dataset._csr_rows(start, stop)
-        has_data = data is not None
-        block_ptr, rows, cols, vals = kernels.split_by_column_block(
-            indptr,
-            indices,
-            data if has_data else no_values,
-            has_data,
-            col_bounds,
-            start - int(row_bounds[q]),
-        )
-        for r in range(n_blocks):
-            lo, hi = int(block_ptr[r]), int(block_ptr[r + 1])
-            if hi > lo:
-                sink.add(q, r, rows[lo:hi], cols[lo:hi], vals[lo:hi] if has_data else None)
-        if index + 1 == len(pieces) or pieces[index + 1][0] != q:
-            sink.end_group(q)
+    for q, group in enumerate(groups):
+        place_group(dataset, q, group, info, sink)
     return info
 
 
@@ -192,29 +224,41 @@ class ZarrSink:
     the chunks shared with neighbouring tiles). A CRC32 per tile and array is kept for the
     ``tile_crc32`` table.
 
+    When row groups are placed by concurrent tasks, a chunk straddling two row groups' regions
+    is read-modified-written by both: ``lock(name, chunk)`` then returns a lock held around
+    such writes (chunks inside one group's region need none).
+
     Parameters
     ----------
-    group : zarr.Group
-    nnz : int
-    value_dtype : numpy.dtype or None
-        None when binary (no ``vals``).
+    arrays : dict of zarr.Array
+        ``rows``, ``cols`` and (unless binary) ``vals``, of final length nnz.
     buffer_entries : int
-    chunk_bytes : int
+    lock : callable, optional
+        ``lock(name, chunk) -> context manager``; None when one process writes everything.
     """
 
-    def __init__(self, group, nnz, value_dtype, buffer_entries, chunk_bytes):
-        self.group = group
-        self.arrays = {
+    def __init__(self, arrays, buffer_entries, lock=None):
+        self.arrays = arrays
+        self.buffer_entries = int(buffer_entries)
+        self.lock = lock
+        self.pending = {}
+
+    @classmethod
+    def create(cls, group, nnz, value_dtype, buffer_entries, chunk_bytes):
+        """Create the tile arrays in ``group`` and return a sink writing them."""
+        arrays = {
             "rows": _format.create_1d(group, "rows", np.int32, chunk_bytes, nnz),
             "cols": _format.create_1d(group, "cols", np.int32, chunk_bytes, nnz),
         }
         if value_dtype is not None:
-            self.arrays["vals"] = _format.create_1d(group, "vals", value_dtype, chunk_bytes, nnz)
-        self.buffer_entries = int(buffer_entries)
-        self.pending = {}
+            arrays["vals"] = _format.create_1d(group, "vals", value_dtype, chunk_bytes, nnz)
+        sink = cls(arrays, buffer_entries)
+        sink.group = group
+        return sink
 
     def start(self, info):
         n_blocks = info.n_blocks
+        self.info = info
         self.position = info.tile_ptr[:, :-1].copy()
         self.written = self.position.copy()
         self.crc = np.zeros((n_blocks, n_blocks, len(TILE_ARRAYS)), dtype=np.int64)
@@ -237,8 +281,36 @@ class ZarrSink:
         lo, hi = int(self.written[q, r]), int(self.position[q, r])
         for k, name in enumerate(TILE_ARRAYS):
             if name in self.arrays:
-                self.arrays[name][lo:hi] = np.concatenate([piece[k] for piece in pieces])
+                values = np.concatenate([piece[k] for piece in pieces])
+                self._write(q, name, lo, hi, values)
         self.written[q, r] = hi
+
+    def _write(self, q, name, lo, hi, values):
+        array = self.arrays[name]
+        if self.lock is None:
+            array[lo:hi] = values
+            return
+        # chunks entirely inside this group's region belong to this task alone
+        length = int(array.chunks[0])
+        size = int(array.shape[0])
+        region_lo = int(self.info.tile_ptr[q, 0])
+        region_hi = int(self.info.tile_ptr[q, -1])
+        position = lo
+        while position < hi:
+            chunk = position // length
+            chunk_lo = chunk * length
+            chunk_hi = min(chunk_lo + length, size)
+            stop = min(hi, chunk_hi)
+            private_lo, private_hi = position, stop
+            # extend over following private chunks to write them in one call
+            if chunk_lo >= region_lo and chunk_hi <= region_hi:
+                while stop < hi and min(stop + length, size) <= region_hi:
+                    stop = min(hi, stop + length)
+                array[private_lo:stop] = values[private_lo - lo : stop - lo]
+            else:
+                with self.lock(name, chunk):
+                    array[private_lo:private_hi] = values[private_lo - lo : private_hi - lo]
+            position = stop
 
     def end_group(self, q):
         for key in sorted(k for k in self.pending if k[0] == q):

@@ -84,7 +84,16 @@ from daskpd._base import (
 )
 from daskpd._format import FORMAT_VERSION, DatasetIntegrityError
 from daskpd._memory import BiasDataset, MemoryDataset, _check_grid
-from daskpd._partition import TILE_ARRAYS, ZarrSink, build_grid
+from daskpd._partition import (
+    TILE_ARRAYS,
+    ZarrSink,
+    build_grid,
+    count_group,
+    grid_bounds,
+    grid_info,
+    pieces_by_group,
+    place_group,
+)
 from daskpd.kernels import dataset as kernels
 
 __all__ = [
@@ -849,6 +858,8 @@ def write_dataset(
     if len(getattr(X, "shape", ())) != 2:
         raise ValueError(f"X must be 2-D, got shape {getattr(X, 'shape', None)}")
     n_samples, n_features = (int(s) for s in X.shape)
+    if y is None:
+        raise ValueError("y is required (use as_dataset(X) for unlabeled in-memory data)")
     if len(y) != n_samples:
         raise ValueError(f"y has {len(y)} entries, X has {n_samples} rows")
     if sample_weight is not None and len(sample_weight) != n_samples:
@@ -907,12 +918,15 @@ def partition_dataset(
     overwrite=False,
     memory_budget=256 * 2**20,
     chunk_bytes=_format.CHUNK_BYTES,
+    client=None,
 ) -> Dataset:
     """Derive and store the tiled layout of a ``grid`` x ``grid`` grid (subgroup ``grids/P``).
 
     Streams the row blocks twice (count per tile, then place) and never holds more than one
     row block plus one write buffer per tile of the current row group. The grid is written to a
-    temporary subgroup and renamed when complete.
+    temporary subgroup and renamed when complete. With a Dask ``client``, each pass runs one
+    task per row group on the workers (each task holds the memory above; the few chunks shared
+    by two row groups are written under a ``distributed.Lock``); the result is identical.
 
     Parameters
     ----------
@@ -927,6 +941,8 @@ def partition_dataset(
         partial-chunk rewrites).
     chunk_bytes : int, default=4 MiB
         Uncompressed bytes per chunk of the tile arrays.
+    client : distributed.Client, optional
+        Run the two passes as tasks on this client's workers (which must see ``path``).
 
     Returns
     -------
@@ -938,6 +954,11 @@ def partition_dataset(
     FileExistsError
         When the grid exists and ``overwrite`` is False.
     """
+    if isinstance(path, BaseDataset) and not isinstance(path, Dataset):
+        raise TypeError(
+            f"partition_dataset needs an on-disk dataset, got {path!r}; in-memory datasets "
+            "have .partition(grid)"
+        )
     dataset = path if isinstance(path, Dataset) else open_dataset(path)
     n_blocks = _check_grid(grid)
     if int(memory_budget) < 1:
@@ -955,14 +976,17 @@ def partition_dataset(
         entry_bytes = 8 + (0 if dataset.binary else dataset.dtype.itemsize)
         buffer_entries = int(memory_budget) // (n_blocks * entry_bytes)
         buffer_entries = max(1024, min(buffer_entries, _format.chunk_length(4, chunk_bytes)))
-        sink = ZarrSink(
+        sink = ZarrSink.create(
             group,
             dataset.nnz,
             None if dataset.binary else dataset.dtype,
             buffer_entries,
             chunk_bytes,
         )
-        info = build_grid(dataset, n_blocks, sink)
+        if client is None:
+            info = build_grid(dataset, n_blocks, sink)
+        else:
+            info = _partition_on_client(client, dataset, n_blocks, temporary, sink)
         manifest = sink.finish(temporary)
         for name in ("row_bounds", "col_bounds", "tile_ptr"):
             array, crc = _format.write_small(group, name, getattr(info, name))
@@ -988,6 +1012,56 @@ def partition_dataset(
         _format.remove_tree(temporary)
         raise
     return open_dataset(dataset.path)
+
+
+def _partition_on_client(client, dataset, n_blocks, temporary, sink):
+    """Both partition passes as one task per row group; fills ``sink``'s CRC table."""
+    row_bounds, col_bounds, pieces = grid_bounds(dataset, n_blocks)
+    groups = pieces_by_group(pieces, n_blocks)
+    counts = client.gather(
+        [client.submit(count_group, dataset, group, col_bounds, pure=False) for group in groups]
+    )
+    info = grid_info(row_bounds, col_bounds, np.stack(counts), int(dataset.nnz), dataset)
+    lock_prefix = f"daskpd-partition-{uuid.uuid4().hex}"
+    crcs = client.gather(
+        [
+            client.submit(
+                _place_group_task,
+                dataset,
+                temporary,
+                q,
+                group,
+                info,
+                sink.buffer_entries,
+                lock_prefix,
+                pure=False,
+            )
+            for q, group in enumerate(groups)
+        ]
+    )
+    sink.start(info)
+    sink.crc[...] = np.stack(crcs)
+    return info
+
+
+def _place_group_task(dataset, temporary, q, group, info, buffer_entries, lock_prefix):
+    """Task: place the tiles of row group ``q``; return their CRC32s, (P, 3)."""
+    from distributed import Lock
+
+    arrays = {}
+    for name in TILE_ARRAYS:
+        directory = os.path.join(temporary, name)
+        if os.path.isdir(directory):
+            array = zarr.open_array(directory, mode="r+", zarr_format=3)
+            arrays[name] = array.with_config(_format.ARRAY_CONFIG)
+
+    def lock(name, chunk):
+        return Lock(f"{lock_prefix}-{name}-{chunk}")
+
+    sink = ZarrSink(arrays, buffer_entries, lock=lock)
+    sink.start(info)
+    place_group(dataset, q, group, info, sink)
+    return sink.crc[q]
 
 
 # --------------------------------------------------------------------------------------------

@@ -337,3 +337,25 @@ def test_offset_arithmetic_of_kernels_is_int64():
         np.array([0, 3], np.int64), np.array([0, 1, 5], np.int32), np.array([0, 2, 6]), counts
     )
     assert counts.tolist() == [2**31 + 1, 2**31]
+
+
+def test_partition_on_a_cluster_equals_the_streamed_one(tmp_path, local_cluster):
+    X, y = random_matrix(8, 200, 40, 0.3, False, False)
+    # tiny chunks: many chunks straddle two row groups and are written under locks
+    options = {"rows_per_block": 16, "chunk_bytes": 512}
+    serial = write_dataset(X, y, tmp_path / "serial", **options)
+    parallel = write_dataset(X, y, tmp_path / "parallel", **options)
+    serial = partition_dataset(serial.path, 4, chunk_bytes=512, memory_budget=64)
+    parallel = partition_dataset(
+        parallel.path, 4, chunk_bytes=512, memory_budget=64, client=local_cluster
+    )
+    for a, b in zip(serial.grid(4), parallel.grid(4), strict=True):
+        assert np.array_equal(a, b)
+    for q in range(4):
+        for r in range(4):
+            for a, b in zip(serial.tile(4, q, r), parallel.tile(4, q, r), strict=True):
+                assert np.array_equal(a, b)
+    check_grid(parallel, 4, X)
+    parallel.verify()
+    chunk = parallel._arrays[(os.path.join(parallel.path, "grids", "4"), "rows")].chunks[0]
+    assert np.any(parallel.grid(4).tile_ptr[1:, 0] % chunk), "no chunk shared by two groups"
