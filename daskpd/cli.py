@@ -117,13 +117,20 @@ def _add_partition(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="rebuild the grid if it already exists"
     )
+    _add_cluster_options(parser)
     parser.set_defaults(run=_run_partition)
 
 
 def _run_partition(args) -> int:
+    from daskpd._cluster import cluster_client
     from daskpd.dataset import partition_dataset
 
-    dataset = partition_dataset(args.data, args.grid, overwrite=args.overwrite)
+    # --scheduler / --workers: one task per row group on Dask workers; else one streaming pass
+    start = bool(args.scheduler or args.workers)
+    with cluster_client(_cluster_options(args), start=start) as client:
+        if client is not None:
+            _print_dashboard(client)
+        dataset = partition_dataset(args.data, args.grid, overwrite=args.overwrite, client=client)
     info = dataset.grid(args.grid)
     tile_nnz = info.tile_ptr[:, 1:] - info.tile_ptr[:, :-1]
     _print_json(
