@@ -40,19 +40,29 @@ Tiled layout for a P x P grid (derived by :func:`partition_dataset`), subgroup `
     rows        int32 (nnz,)       row id local to the row group
     cols        int32 (nnz,)       column id local to the column block
     vals        float (nnz,)       values; ABSENT when binary
+    tile_crc32  int64 (P * P, 3)   CRC32 of each tile's slice of rows, cols, vals (0 if absent)
 
 Entries of a tile are sorted by (row, col). Row and column bounds balance nonzeros: bound k is
-the first row (column) whose cumulative count reaches ceil(k * nnz / P). The subgroup has its
-own ``manifest``, ``P`` and ``write_id`` attributes.
+the first row (column) whose cumulative count reaches ceil(k * nnz / P). Subgroup attributes:
+``format_version``, ``grid`` (P), ``nnz``, ``binary``, ``dataset_write_id`` (the ``write_id``
+of the dataset it was derived from), ``write_id`` and ``manifest`` (as above; ``rows``,
+``cols`` and ``vals`` have ``crc32`` null: they are checked tile by tile with ``tile_crc32``).
 
-Atomicity: a dataset is written to ``<path>.tmp-<uuid>`` and renamed when complete; a grid to
-``grids/.tmp-<P>-<uuid>`` and renamed. Readers therefore never see half-written data.
+Atomicity: a dataset is written to ``<path>.tmp-<uuid>`` and renamed when complete (replacing
+an existing one only with ``overwrite=True``: the old one is renamed aside first, then
+removed); a grid to ``grids/.tmp-<P>-<uuid>`` and renamed. Readers never see half-written data;
+a killed writer leaves only its temporary directory.
 
 Integrity: :func:`open_dataset` checks the attributes, every array's shape and dtype against the
 manifest and the number and total size of chunk files (truncated, deleted or added files);
 every chunk read checks its CRC32C; :meth:`Dataset.verify` (or ``open_dataset(path,
-verify=True)``) re-reads every array and compares its CRC32 with the manifest. Errors are
-:class:`DatasetIntegrityError` naming the path and the array.
+verify=True)``) re-reads every array (and every tile) and compares CRC32s with the manifest.
+Errors are :class:`DatasetIntegrityError` naming the path and the array. Handles unpickled in
+Dask tasks list chunk files once per process and directory state, so reopening is cheap.
+
+Offsets: every offset (``indptr``, ``row_block_bounds``, ``tile_ptr``, bounds, counts) is int64
+on disk and in memory, and slices are computed from them as Python or int64 integers; column
+ids and tile-local ids are int32.
 """
 
 from __future__ import annotations
@@ -369,6 +379,8 @@ class Dataset(BaseDataset):
             write_id = str(attrs["write_id"])
             if int(attrs["grid"]) != int(n_blocks) or attrs["format_version"] != FORMAT_VERSION:
                 raise ValueError("grid attributes disagree with the directory name")
+            if attrs.get("dataset_write_id", self._write_id) != self._write_id:
+                raise ValueError("the grid was derived from another write of the dataset")
         except Exception as exc:
             raise DatasetIntegrityError(f"{directory}: unreadable grid ({exc})") from None
         arrays = _check_group_files(group, directory, attrs["manifest"], write_id, self._reopened)
