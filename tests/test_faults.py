@@ -73,9 +73,9 @@ def _wait_for_two_workers(client):
 def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
     client = local_cluster
     _wait_for_two_workers(client)
-    kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "batch", "tol": 0.0, "max_epochs": 8}
+    kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "batch", "tol": 0.0, "max_epochs": 5}
     straight = solve(disk_data, client=client, **kwargs)
-    killer = _WorkerKiller(client, after=3, delay=0.05)
+    killer = _WorkerKiller(client, after=2, delay=0.05)
     survived = solve(disk_data, client=client, callbacks=killer, **kwargs)
     killer.check_mid_epoch()
     assert np.array_equal(survived.w, straight.w)
@@ -103,7 +103,7 @@ def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path
 def _train_args(data, *extra):
     return [
         "train", str(data.path), "--solver", "batch", "--loss", "logistic", "--alpha", "1e-3",
-        "--epochs", "25", "--tol", "0", "--no-progress", *extra,
+        "--epochs", "12", "--eval-every", "3", "--tol", "0", "--no-progress", *extra,
     ]  # fmt: skip
 
 
@@ -132,7 +132,7 @@ def test_killed_training_process_resumes_to_the_same_model(local_cluster, disk_d
         if process.poll() is None:
             process.kill()
     killed_at = CheckpointStore(checkpoints).latest_epoch()
-    assert 3 <= killed_at < 25
+    assert 3 <= killed_at < 12
     assert not (tmp_path / "never.zarr").exists()
 
     resumed_path, straight_path = tmp_path / "resumed.zarr", tmp_path / "straight.zarr"
@@ -143,7 +143,7 @@ def test_killed_training_process_resumes_to_the_same_model(local_cluster, disk_d
     assert main(resume_args) == 0
     assert main(_train_args(disk_data, "--scheduler", address, "--out", str(straight_path))) == 0
     resumed, straight = load_model(resumed_path), load_model(straight_path)
-    assert resumed.n_epochs == straight.n_epochs == 25
+    assert resumed.n_epochs == straight.n_epochs == 12
     assert np.array_equal(resumed.w, straight.w)
     assert [r["primal"] for r in resumed.history] == [r["primal"] for r in straight.history]
 

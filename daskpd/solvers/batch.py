@@ -112,13 +112,17 @@ def _block_pass(data, i, loss, class_weight, points, gradient_rows):
     X_block, y = data.block(i)
     start, stop = int(data.row_block_bounds[i]), int(data.row_block_bounds[i + 1])
     weights = _row_weights(class_weight, y, data.sample_weight_rows(start, stop))
-    predictions = np.asarray(X_block @ points.T, dtype=np.float64).reshape(y.shape[0], -1)
+    # One row per point, C-contiguous: the loss kernels then see the array layout they were
+    # compiled (and cached) for.
+    predictions = np.ascontiguousarray(
+        np.asarray(X_block @ points.T, dtype=np.float64).reshape(y.shape[0], -1).T
+    )
     values = np.empty(points.shape[0])
     grads = np.zeros((len(gradient_rows), points.shape[1]))
     for k in range(points.shape[0]):
-        values[k] = float(weights @ np.asarray(loss.value(predictions[:, k], y)))
+        values[k] = float(weights @ np.asarray(loss.value(predictions[k], y)))
     for slot, k in enumerate(gradient_rows):
-        residual = weights * np.asarray(loss.gradient(predictions[:, k], y))
+        residual = weights * np.asarray(loss.gradient(predictions[k], y))
         grads[slot] = np.asarray(X_block.T @ residual).ravel()
     return values, grads
 
