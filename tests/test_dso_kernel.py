@@ -130,15 +130,16 @@ def test_kernel_matches_reference(loss_name, reg_name, adagrad):
                 (rows, cols, vals, order), *expected[:2], rowc, *expected[2:], inv_col, snap, cfg
             )
             got = [z.copy(), z_acc.copy(), w.copy(), w_acc.copy()]
+            columns = kernels.pack_columns(w, w_acc, inv_col, *(snap[2:] if svrg else ()))
             kernels.dso_tile(
                 rows, cols, vals, False, np.zeros(0, np.int64), order, 1,
                 got[0], got[1], rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
-                rowc["inv_row_nnz"], snap[0], snap[1],
-                got[2], got[3], inv_col, snap[2], snap[3], cfg["w_bound"],
+                rowc["inv_row_nnz"], snap[0], snap[1], columns, cfg["w_bound"],
                 loss[0], loss[1], reg[0], reg[1], cfg["alpha"], cfg["inv_n"],
                 cfg["eta_w"], cfg["eta_z"], adagrad, cfg["eps"], svrg,
                 kernels.REG_PROX if prox else kernels.REG_GRADIENT,
             )  # fmt: skip
+            got[2], got[3] = columns[:, 0], columns[:, 1]
             for a, b in zip(got, expected, strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
             # the update moved something, so the comparison is not vacuous
@@ -167,16 +168,16 @@ def test_segment_order_equals_expanded_nonzero_order():
     assert np.array_equal(np.sort(expanded), np.arange(rows.shape[0]))
     results = []
     for ptr, order in ((segment_ptr, segment_order), (np.zeros(0, np.int64), expanded)):
-        z, w = rowc["z0"].copy(), np.zeros(8)
-        z_acc, w_acc = np.zeros(6), np.zeros(8)
+        z, z_acc = rowc["z0"].copy(), np.zeros(6)
+        columns = kernels.pack_columns(np.zeros(8), np.zeros(8), np.full(8, 0.25))
         kernels.dso_tile(
             rows, cols, vals, False, ptr, order, 2, z, z_acc, rowc["z_lo"], rowc["z_hi"],
             rowc["y"], rowc["inv_weight"], rowc["inv_row_nnz"], np.zeros(0), np.zeros(0),
-            w, w_acc, np.full(8, 0.25), np.zeros(0), np.zeros(0), np.inf,
+            columns, np.inf,
             loss[0], loss[1], reg[0], reg[1], 0.1, 0.05, 0.5, 0.5, True, 1e-12, False,
             kernels.REG_GRADIENT,
         )  # fmt: skip
-        results.append((z, w))
+        results.append((z, columns[:, 0]))
     assert np.array_equal(results[0][0], results[1][0])
     assert np.array_equal(results[0][1], results[1][1])
 

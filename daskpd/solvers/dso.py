@@ -394,18 +394,20 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
     rows, cols, vals, segment_ptr = tile
     z, z_acc, z_snap, v_snap = zstate
     w, w_acc, w_snap, u_snap = wstate
-    z, z_acc, w, w_acc = z.copy(), z_acc.copy(), w.copy(), w_acc.copy()
+    z, z_acc = z.copy(), z_acc.copy()
+    # a fresh interleaved copy of the w block: the task mutates only its own arrays
+    columns = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap)
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
     kernels.dso_tile(
         rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
         z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
-        rowc["inv_row_nnz"], z_snap, v_snap,
-        w, w_acc, inv_col_nnz, w_snap, u_snap, settings.w_bound,
+        rowc["inv_row_nnz"], z_snap, v_snap, columns, settings.w_bound,
         settings.loss_code, settings.loss_params, settings.reg_code, settings.reg_params,
         settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
         settings.eps, settings.svrg_every > 0, settings.reg_step,
     )  # fmt: skip
+    w, w_acc = columns[:, 0].copy(), columns[:, 1].copy()
     return (z, z_acc, z_snap, v_snap), (w, w_acc, w_snap, u_snap)
 
 
@@ -1181,16 +1183,17 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
         cols = np.concatenate(sequence_cols)
         vals = np.concatenate(sequence_vals) if sequence_vals else np.zeros(0)
         eta_w, eta_z = settings.steps(epoch)
+        columns = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap)
         kernels.dso_tile(
             rows, cols, vals, settings.binary, np.zeros(0, np.int64),
             np.arange(rows.shape[0], dtype=np.int64), 1,
             z, z_acc, consts["z_lo"], consts["z_hi"], consts["y"], consts["inv_weight"],
-            consts["inv_row_nnz"], z_snap, v_snap,
-            w, w_acc, inv_col_nnz, w_snap, u_snap, settings.w_bound,
+            consts["inv_row_nnz"], z_snap, v_snap, columns, settings.w_bound,
             settings.loss_code, settings.loss_params, settings.reg_code, settings.reg_params,
             settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
             settings.eps, svrg, settings.reg_step,
         )  # fmt: skip
+        w, w_acc = columns[:, 0].copy(), columns[:, 1].copy()
         w_avg = w_avg + (w - w_avg) / epoch
         z_avg = z_avg + (z - z_avg) / epoch
     return {"w": w, "z": z, "w_acc": w_acc, "z_acc": z_acc, "w_avg": w_avg, "z_avg": z_avg}

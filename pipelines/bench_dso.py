@@ -1,0 +1,275 @@
+"""Benchmark DSO on a splice-site-like dataset (BENCHMARKS.md, section DSO).
+
+Parts (``--parts``, default all):
+
+* ``kernel``: nonzero-updates per second of the DSO tile kernel (AdaGrad) on every tile of
+  the grid, against a bare numba loop that only reads the same tile in the same order.
+* ``epochs``: wall time of an epoch on a LocalCluster with 1 and 2 single-threaded worker
+  processes, and its overhead over the sum of kernel times measured by ``kernel``.
+* ``race``: wall time until DSO's test AUPRC reaches liblinear's minus 0.005, against
+  liblinear's and SGDClassifier's own training times on the same objective.
+
+Reproduce (the data is generated when missing)::
+
+    python pipelines/bench_dso.py --data /work/bench_dso/splice_train.zarr \\
+        --test /work/bench_dso/splice_test.zarr --grid 2 --repeats 3 \\
+        --out /work/bench_dso/results.json
+
+Timings are medians over ``--repeats`` runs; the JSON holds every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _log(*parts):
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def ensure_data(path, n_samples, seed, grids):
+    """Open (or generate, then partition) a splice-like dataset."""
+    from daskpd.dataset import open_dataset, partition_dataset
+    from daskpd.datasets import make_splice_like
+
+    if not os.path.isdir(path):
+        _log(f"generating {path} ({n_samples} rows)")
+        make_splice_like(path, n_samples, positive_rate=0.01, degree=8, random_state=seed)
+    data = open_dataset(path)
+    for grid in grids:
+        if grid not in data.grids:
+            _log(f"partitioning {path} for grid {grid}")
+            partition_dataset(path, grid=grid)
+    return open_dataset(path)
+
+
+# --------------------------------------------------------------------------------------------
+# kernel throughput
+
+
+def bench_kernel(data, problem, grid, repeats, options):
+    """Time the tile kernel and the bare read loop over one epoch's tiles, in this process."""
+    from daskpd.kernels import dso as kernels
+    from daskpd.solvers import dso
+
+    solver = dso.DSO()
+    options = dso.DSOOptions(grid=grid, **options)
+    seed = np.random.SeedSequence(0)
+    state = solver.init(problem, data, seed=seed, client=None, options=options)
+    settings = state.settings
+    tiles = {(q, r): dso._load_tile(data, settings, q, r) for q in range(grid) for r in range(grid)}
+    orders = {key: dso._visit_order(tile, settings, seed, 1, *key) for key, tile in tiles.items()}
+    nnz = sum(tile[0].shape[0] for tile in tiles.values())
+    kernel_runs, bare_runs = [], []
+    for _ in range(repeats + 1):  # the first round compiles
+        z_blocks = [zs[0].copy() for zs in state.zstates]
+        w_blocks = [ws[0].copy() for ws in state.wstates]
+        z_acc = [np.zeros_like(b) for b in z_blocks]
+        w_acc = [np.zeros_like(b) for b in w_blocks]
+        kernel_seconds = bare_seconds = 0.0
+        for rnd in range(grid):
+            for q in range(grid):
+                r = (q + rnd) % grid
+                rows, cols, vals, segment_ptr = tiles[q, r]
+                rowc, empty = state.row_consts[q], np.zeros(0)
+                columns = kernels.pack_columns(w_blocks[r], w_acc[r], state.col_consts[r])
+                tick = time.perf_counter()
+                kernels.dso_tile(
+                    rows, cols, vals, settings.binary, segment_ptr, orders[q, r],
+                    settings.interleave, z_blocks[q], z_acc[q], rowc["z_lo"], rowc["z_hi"],
+                    rowc["y"], rowc["inv_weight"], rowc["inv_row_nnz"], empty, empty,
+                    columns, settings.w_bound,
+                    settings.loss_code, settings.loss_params, settings.reg_code,
+                    settings.reg_params, settings.alpha, 1.0 / settings.n_samples,
+                    *settings.steps(1), settings.adagrad, settings.eps, False, settings.reg_step,
+                )  # fmt: skip
+                kernel_seconds += time.perf_counter() - tick
+                tick = time.perf_counter()
+                kernels.tile_read_only(
+                    rows, cols, vals, settings.binary, segment_ptr, orders[q, r],
+                    w_blocks[r], z_blocks[q],
+                )  # fmt: skip
+                bare_seconds += time.perf_counter() - tick
+                w_blocks[r], w_acc[r] = columns[:, 0].copy(), columns[:, 1].copy()
+        kernel_runs.append(kernel_seconds)
+        bare_runs.append(bare_seconds)
+    kernel_runs, bare_runs = kernel_runs[1:], bare_runs[1:]
+    kernel_median = statistics.median(kernel_runs)
+    bare_median = statistics.median(bare_runs)
+    return {
+        "nnz": int(nnz),
+        "grid": grid,
+        "options": {k: v for k, v in options.__dict__.items()},
+        "kernel_seconds": kernel_runs,
+        "bare_seconds": bare_runs,
+        "kernel_updates_per_s": nnz / kernel_median,
+        "bare_reads_per_s": nnz / bare_median,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# epochs on a LocalCluster
+
+
+def bench_epochs(data, problem, grid, n_workers, n_epochs, options):
+    """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache)."""
+    from distributed import Client, LocalCluster
+
+    from daskpd.solvers import dso
+
+    solver = dso.DSO()
+    options = dso.DSOOptions(grid=grid, **options)
+    with (
+        LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        tick = time.perf_counter()
+        state = solver.init(
+            problem, data, seed=np.random.SeedSequence(0), client=client, options=options
+        )
+        init_seconds = time.perf_counter() - tick
+        epoch_seconds = []
+        for epoch in range(1, n_epochs + 1):
+            tick = time.perf_counter()
+            state = solver.run_epoch(state, epoch)
+            epoch_seconds.append(time.perf_counter() - tick)
+    return {
+        "n_workers": n_workers,
+        "grid": grid,
+        "init_seconds": init_seconds,
+        "epoch_seconds": epoch_seconds,
+        "median_epoch_seconds": statistics.median(epoch_seconds[1:]),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# AUPRC race against liblinear and SGDClassifier
+
+
+def _read_all(data):
+    import scipy.sparse as sp
+
+    X, y = data.read_rows(0, data.n_samples)
+    return sp.csr_matrix(X), np.asarray(y)
+
+
+def bench_race(data, test, problem, grid, n_workers, max_epochs, options, alpha):
+    """Time to reach liblinear's test AUPRC - 0.005; peers' times on the same objective."""
+    from distributed import Client, LocalCluster
+
+    from daskpd import peers
+    from daskpd.metrics import auprc
+    from daskpd.solvers import dso
+
+    X_test, y_test = _read_all(test)
+    X, y = _read_all(data)
+    liblinear = peers.fit_liblinear(X, y, alpha, loss="hinge", tol=1e-3)
+    liblinear_auprc = auprc(y_test, X_test @ liblinear.coef)
+    sgd = peers.fit_sgd(X, y, alpha, loss="hinge")
+    sgd_auprc = auprc(y_test, X_test @ sgd.coef)
+    del X
+    target = liblinear_auprc - 0.005
+    _log(f"liblinear {liblinear.seconds:.1f}s AUPRC {liblinear_auprc:.4f}; sgd {sgd.seconds:.1f}s")
+
+    solver = dso.DSO()
+    options = dso.DSOOptions(grid=grid, **options)
+    curve = []
+    reached = None
+    with (
+        LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        tick = time.perf_counter()
+        state = solver.init(
+            problem, data, seed=np.random.SeedSequence(0), client=client, options=options
+        )
+        seconds = time.perf_counter() - tick
+        for epoch in range(1, max_epochs + 1):
+            tick = time.perf_counter()
+            state = solver.run_epoch(state, epoch)
+            it = solver.iterate(state)
+            seconds += time.perf_counter() - tick  # the model is ready to use: w gathered
+            last = auprc(y_test, X_test @ it.w)
+            average = auprc(y_test, X_test @ it.w_avg)
+            curve.append({"epoch": epoch, "seconds": seconds, "auprc": last, "auprc_avg": average})
+            _log(f"dso epoch {epoch}: {seconds:.1f}s AUPRC last {last:.4f} avg {average:.4f}")
+            if reached is None and max(last, average) >= target:
+                reached = {"epoch": epoch, "seconds": seconds}
+                break
+    return {
+        "alpha": alpha,
+        "liblinear": {"seconds": liblinear.seconds, "auprc": liblinear_auprc},
+        "sgd": {"seconds": sgd.seconds, "auprc": sgd_auprc},
+        "target_auprc": target,
+        "dso_curve": curve,
+        "dso_reached": reached,
+        "n_workers": n_workers,
+        "grid": grid,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--test", required=True)
+    parser.add_argument("--n-train", type=int, default=115_000)
+    parser.add_argument("--n-test", type=int, default=30_000)
+    parser.add_argument("--grid", type=int, default=2)
+    parser.add_argument("--alpha", type=float, default=1e-5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--race-epochs", type=int, default=30)
+    parser.add_argument("--parts", default="kernel,epochs,race")
+    parser.add_argument("--svrg-every", type=int, default=0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+
+    from daskpd.problem import Problem
+
+    data = ensure_data(args.data, args.n_train, 0, [args.grid])
+    test = ensure_data(args.test, args.n_test, 1, [])
+    problem = Problem("hinge", "l2", args.alpha)
+    options = {"svrg_every": args.svrg_every}
+    parts = set(args.parts.split(","))
+    results = {
+        "data": {"path": args.data, "shape": list(data.shape), "nnz": int(data.nnz)},
+        "cpu_count": os.cpu_count(),
+        "load_average_start": os.getloadavg(),
+    }
+    if "kernel" in parts:
+        results["kernel"] = [
+            bench_kernel(data, problem, args.grid, args.repeats, dict(options, interleave=k))
+            for k in (1, 4)
+        ]
+        _log(json.dumps(results["kernel"], indent=1))
+    if "epochs" in parts:
+        results["epochs"] = [
+            bench_epochs(data, problem, args.grid, workers, args.epochs + 1, options)
+            for workers in (1, 2)
+        ]
+        _log(json.dumps(results["epochs"], indent=1))
+    if "race" in parts:
+        results["race"] = bench_race(
+            data, test, problem, args.grid, 2, args.race_epochs, options, args.alpha
+        )
+    results["load_average_end"] = os.getloadavg()
+    text = json.dumps(results, indent=1)
+    if args.out:
+        with open(args.out, "w") as handle:
+            handle.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
