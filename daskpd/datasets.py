@@ -47,6 +47,7 @@ __all__ = [
     "make_splice_like",
     "make_spdc_ridge",
     "planted_path",
+    "sample_windows",
 ]
 
 #: Target stored entries per generated chunk (about 50 MB of CSR in float64).
