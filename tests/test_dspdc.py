@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import dask
 import numpy as np
 import pytest
 import scipy.optimize
@@ -22,6 +23,17 @@ from daskpd.solvers.dspdc import (
     solve_matrix_risk,
 )
 from daskpd.solvers.spdc import SPDCSolver
+
+
+@pytest.fixture(autouse=True)
+def _in_process_scheduler(request):
+    # With a session LocalCluster alive, plain dask.compute would go to it; these tests are
+    # about the in-process path (the cluster test passes its client explicitly).
+    if "local_cluster" in request.fixturenames:
+        yield
+        return
+    with dask.config.set(scheduler="threads"):
+        yield
 
 
 def soft(v, t):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import dask
 import numpy as np
 import pytest
 import scipy.optimize
@@ -20,6 +21,17 @@ from daskpd.solvers.spdc import (
     spdc_step_sizes,
     weighted_step_sizes,
 )
+
+
+@pytest.fixture(autouse=True)
+def _in_process_scheduler(request):
+    # With a session LocalCluster alive, plain dask.compute would go to it; these tests are
+    # about the in-process path (the cluster test passes its client explicitly).
+    if "local_cluster" in request.fixturenames:
+        yield
+        return
+    with dask.config.set(scheduler="threads"):
+        yield
 
 
 def paper_ridge(n=500, d=500, seed=0):
