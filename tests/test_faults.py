@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import scipy.sparse as sp
 from daskpd.checkpoint import CheckpointStore, load_model
 from daskpd.cli import main
 from daskpd.dataset import partition_dataset, write_dataset
-from daskpd.solvers import solve
+from daskpd.solvers import Iterate, TrainingFailed, register_solver, solve
 
 pytestmark = pytest.mark.cluster
 
@@ -154,3 +155,111 @@ def test_unreachable_scheduler_is_a_clear_error(disk_data, capsys):
     assert code == 2
     assert len(err) == 1
     assert "no Dask scheduler answered at 'tcp://127.0.0.1:9'" in err[0]
+
+
+# --------------------------------------------------------------------------------------------
+# data Dask cannot recompute: the driver replays from the last checkpoint (or from the start)
+
+
+@dataclass(frozen=True)
+class _PinnedOptions:
+    step: float = 1.0
+
+
+@dataclass(frozen=True)
+class _PinnedState:
+    w: object  # a future scattered to one worker: lost for good when that worker dies
+    client: object
+    problem: object
+    data: object
+    options: object
+
+
+def _gradient_step(w, X, y, alpha, step):
+    margin = y * (X @ w)
+    gradient = -(X.T @ (y / (1.0 + np.exp(margin)))) / X.shape[0] + alpha * w
+    return w - step * gradient
+
+
+@register_solver
+class PinnedGradient:
+    """Gradient descent whose iterate lives only on the first worker (test solver)."""
+
+    name = "test-pinned-gd"
+    Options = _PinnedOptions
+
+    def check(self, problem, data, options):
+        if problem.loss.name != "logistic":
+            raise ValueError("test-pinned-gd handles logistic loss only")
+
+    def _pin(self, w, client, problem, data, options):
+        first = sorted(client.scheduler_info()["workers"])[0]
+        future = client.scatter(np.asarray(w), workers=[first], hash=False)
+        return _PinnedState(future, client, problem, data, options)
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        return self._pin(np.zeros(data.n_features), client, problem, data, options)
+
+    def run_epoch(self, state, epoch):
+        X, y = state.data.read_rows(0, state.data.n_samples)
+        new = state.client.submit(
+            _gradient_step, state.w, X, y, state.problem.alpha, state.options.step
+        ).result()
+        return self._pin(new, state.client, state.problem, state.data, state.options)
+
+    def iterate(self, state):
+        return Iterate(w=state.w.result())
+
+    def state_arrays(self, state):
+        return {"w": state.w.result()}
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        return self._pin(arrays["w"], client, problem, data, options)
+
+
+def _kill_first_worker(client):
+    first = sorted(client.scheduler_info()["workers"])[0]
+    pid = client.run(os.getpid, workers=[first])[first]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while first in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("with_checkpoints", [True, False])
+def test_unrecoverable_data_loss_is_replayed(local_cluster, disk_data, tmp_path, with_checkpoints):
+    client = local_cluster
+    _wait_for_two_workers(client)
+    kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "test-pinned-gd", "tol": 0.0,
+              "max_epochs": 6, "eval_every": 6, "client": client}  # fmt: skip
+    straight = solve(disk_data, **kwargs)
+
+    def kill_after_four(info):
+        if info.epoch == 4 and not killed:
+            killed.append(True)
+            _kill_first_worker(client)
+
+    killed = []
+    extra = {"checkpoint_dir": tmp_path / "ck", "checkpoint_every": 2} if with_checkpoints else {}
+    survived = solve(disk_data, callbacks=kill_after_four, **kwargs, **extra)
+    assert killed and survived.recoveries == 1
+    assert np.array_equal(survived.w, straight.w)
+    assert survived.n_epochs == 6 and [r["epoch"] for r in survived.history] == [6]
+    _wait_for_two_workers(client)
+
+
+@pytest.mark.slow  # kills a worker every epoch: each restart costs seconds
+def test_replays_are_bounded(local_cluster, disk_data):
+    client = local_cluster
+    _wait_for_two_workers(client)
+
+    def kill_every_epoch(info):
+        _kill_first_worker(client)
+        client.wait_for_workers(2, timeout=60)
+
+    with pytest.raises(TrainingFailed, match="failed after 1 replays"):
+        solve(
+            disk_data, loss="logistic", alpha=1e-2, solver="test-pinned-gd", max_epochs=50,
+            tol=0.0, client=client, callbacks=kill_every_epoch, max_retries=1,
+        )  # fmt: skip
+    _wait_for_two_workers(client)

@@ -160,6 +160,9 @@ class SolveResult:
     seed_entropy : int
         Entropy of the root ``SeedSequence`` (reproduces the run, also when
         ``random_state=None``).
+    recoveries : int
+        Times an epoch was replayed from the last checkpoint (or from the start) because a
+        worker and data that Dask could not recompute were lost.
     """
 
     w: np.ndarray
@@ -174,6 +177,7 @@ class SolveResult:
     options: Any
     objective: dict = field(default_factory=dict)
     seed_entropy: int = 0
+    recoveries: int = 0
 
     @property
     def primal(self) -> float:
@@ -759,7 +763,8 @@ def solve(
     warm_start : ndarray, Iterate or SolveResult, optional
         Initial primal (and dual, when it has the right shape) point.
     max_retries : int, default=3
-        Times an epoch is replayed from the last recovery point after a lost worker.
+        Replays from the last checkpoint (or from the start) allowed over the whole run when
+        a lost worker took data that Dask cannot recompute (scattered inputs, futures).
     divergence_factor : float, default=1e8
         The run is declared divergent when the primal objective exceeds this factor times
         the largest of 1 and the first evaluated objective.
@@ -1028,6 +1033,7 @@ def _loop(
         options=options,
         objective=objective,
         seed_entropy=int(seed.entropy),
+        recoveries=retries,
     )
 
 
