@@ -344,7 +344,7 @@ _LOSSES = {
 
 
 def get_loss(name_or_obj) -> Loss:
-    """Resolve a loss name (``"hinge"``, ``"logistic"``, ``"squared"``, ...) or pass a loss through.
+    """Resolve a loss name (``"hinge"``, ``"logistic"``, ...) or pass a loss instance through.
 
     Parameters
     ----------

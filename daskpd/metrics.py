@@ -120,8 +120,10 @@ def error_rate(y_true, scores) -> float:
 
 
 def log_loss(y_true, scores) -> float:
-    """Mean logistic loss ``log(1 + exp(-y s))`` of scores (logits), labels in {-1, +1} or
-    {0, 1}; equals the cross-entropy of the probabilities ``sigmoid(s)``."""
+    """Mean logistic loss ``log(1 + exp(-y s))`` of scores (logits).
+
+    Labels in {-1, +1} or {0, 1}; equals the cross-entropy of the probabilities ``sigmoid(s)``.
+    """
     y, s = _scores_labels(y_true, scores)
     margin = np.where(y > 0, s, -s)
     return float(np.mean(np.logaddexp(0.0, -margin)))

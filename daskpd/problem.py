@@ -85,8 +85,11 @@ class Evaluation(NamedTuple):
 
 
 def _as_data(data):
-    """The dataset-like object for ``data``: a Dataset / MemoryDataset as is, an ``(X, y)`` or
-    ``(X, y, sample_weight)`` pair through :func:`daskpd.dataset.as_dataset`, or a path."""
+    """Return the dataset-like object for ``data``.
+
+    A Dataset / MemoryDataset as is; an ``(X, y)`` or ``(X, y, sample_weight)`` pair or a path
+    through :func:`daskpd.dataset.as_dataset`.
+    """
     from daskpd.dataset import as_dataset
 
     if hasattr(data, "n_row_blocks") and hasattr(data, "row_block_bounds"):
@@ -114,8 +117,7 @@ def _row_weights(data, start, stop, y, class_weight):
 
 
 def _z_rows(start, stop, pieces, offsets):
-    """Rows ``start:stop`` of a dual vector stored as consecutive pieces starting at
-    ``offsets``."""
+    """Rows ``start:stop`` of a dual vector stored as pieces starting at ``offsets``."""
     parts = []
     for piece, offset in zip(pieces, offsets, strict=True):
         piece = np.asarray(piece, dtype=np.float64).ravel()

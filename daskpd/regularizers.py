@@ -167,8 +167,10 @@ class _Separable(Regularizer):
         return float(out.sum())
 
     def prox(self, v, step):
-        """Proximal map ``argmin_w R(w) + ||w - v||^2 / (2 step)`` (``step`` scalar or per
-        coordinate)."""
+        """Proximal map ``argmin_w R(w) + ||w - v||^2 / (2 step)``.
+
+        ``step`` is a scalar or one value per coordinate.
+        """
         v = _vec(v)
         out = np.empty_like(v)
         _scalar.reg_prox_array(self.code, self.params, v, _steps(step, v.size), out)
@@ -643,9 +645,9 @@ class L2Ball(Regularizer):
 
 @dataclass(frozen=True)
 class Box(Regularizer):
-    """Indicator of the box ``{lower <= w <= upper}`` (bounds scalar or per feature; may be
-    infinite).
+    """Indicator of the box ``{lower <= w <= upper}``.
 
+    Bounds are scalars or one per feature, and may be infinite.
     Conjugate: ``sum_j max(lower_j v_j, upper_j v_j)`` (``0`` where ``v_j = 0``); prox:
     ``clip(v, lower, upper)``; LMO: ``lower_j`` where ``c_j > 0``, ``upper_j`` where ``c_j < 0``,
     ``clip(0, lower_j, upper_j)`` where ``c_j = 0`` (a ValueError if that picks an infinite bound).
@@ -743,10 +745,11 @@ _REGULARIZERS = {
 
 
 def get_regularizer(name_or_obj) -> Regularizer:
-    """Resolve a regularizer name (``"l2"``, ``"l1"``, ``"elasticnet"``, ``"zero"``) or pass an
-    instance through.
+    """Resolve a regularizer name or pass a regularizer instance through.
 
-    Regularizers that need parameters (groups, shape, radius, bounds) must be passed as
+    Names: ``"l2"`` (``"ridge"``), ``"l1"`` (``"lasso"``), ``"elasticnet"``, ``"zero"``
+    (``"none"``); case-insensitive, ``-`` or spaces may replace ``_``. Regularizers that need
+    parameters (groups, shape, radius, bounds) must be passed as
     instances.
 
     Raises
