@@ -311,3 +311,19 @@ def block_gram(indptr, indices, data, has_data, v, n_features):
             else:
                 out[indices[p]] += pred[row]
     return out
+
+
+@njit
+def subgradient_coef(code, params, y, pred):
+    """Per row, ``coef`` of the dual vertex maximizing ``f(pred_i, .)``: a loss subgradient.
+
+    By Danskin's theorem the maximizer of the bilinear form is a subgradient of the loss in
+    ``u``; used by the subgradient-descent and FOBOS baselines.
+    """
+    out = np.empty(pred.shape[0])
+    for row in range(pred.shape[0]):
+        g1, g2 = grad_dual(code, params, pred[row], y[row])
+        # a far step along the dual gradient lands on the maximizing vertex
+        a1, a2 = project_row(code, 1e12 * g1, 1e12 * g2)
+        out[row] = coef(code, params, a1, a2, y[row])
+    return out

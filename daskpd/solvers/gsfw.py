@@ -143,7 +143,7 @@ def tree_sum(parts, fan_in=8):
     parts = list(parts)
     while len(parts) > 1:
         parts = [
-            dask.delayed(_sum_arrays, pure=True)(*parts[k : k + fan_in])
+            dask.delayed(_sum_arrays, pure=False)(*parts[k : k + fan_in])
             for k in range(0, len(parts), fan_in)
         ]
     return parts[0]
@@ -438,7 +438,7 @@ class GSFW:
             for q in range(len(bounds) - 1)
         ]
         parts = [
-            dask.delayed(_refresh_task, pure=True)(data, q, blocks[q], spec)
+            dask.delayed(_refresh_task, pure=False)(data, q, blocks[q], spec)
             for q in range(len(blocks))
         ]
         (d,) = compute(client, tree_sum(parts))
@@ -480,15 +480,15 @@ class GSFW:
         refresh = state.options.refresh_every
         if refresh and epoch % refresh == 0:
             parts = [
-                dask.delayed(_refresh_task, pure=True)(state.data, q, blocks[q], state.spec)
+                dask.delayed(_refresh_task, pure=False)(state.data, q, blocks[q], state.spec)
                 for q in range(n_blocks)
             ]
-            carry = dask.delayed(_with_d, pure=True)(carry, tree_sum(parts), state.spec.n)
+            carry = dask.delayed(_with_d, pure=False)(carry, tree_sum(parts), state.spec.n)
         for q in order:
             q = int(q)
             if state.block_iterations[q] == 0:
                 continue
-            out = dask.delayed(_gsfw_block_task, nout=2, pure=True)(
+            out = dask.delayed(_gsfw_block_task, nout=2, pure=False)(
                 carry, blocks[q], state.data, q, seeds[q], state.block_iterations[q],
                 state.spec, state.lmo_fn,
             )  # fmt: skip

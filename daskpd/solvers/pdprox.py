@@ -861,13 +861,7 @@ def pdprox_objective(X, y, loss, regularizer, alpha, w):
 def _loss_subgradient(X, y, code, params, w):
     """``(1/n) X^T g`` with ``g_i`` a subgradient of the loss at ``x_i . w`` (the dual vertex)."""
     pred = np.asarray(X @ w, dtype=np.float64).ravel()
-    g = np.empty_like(pred)
-    for i in range(pred.shape[0]):
-        g1, g2 = kernels.grad_dual(code, params, pred[i], y[i])
-        # The maximizing dual vertex gives a subgradient (Danskin); project the gradient
-        # step from the domain's centre far out to land on that vertex.
-        a1, a2 = kernels.project_row(code, 1e12 * g1, 1e12 * g2)
-        g[i] = kernels.coef(code, params, a1, a2, y[i])
+    g = kernels.subgradient_coef(code, params, y, pred)
     return np.asarray(X.T @ g, dtype=np.float64).ravel() / pred.shape[0]
 
 
