@@ -356,3 +356,16 @@ def test_registered():
     assert isinstance(get_solver("spdc"), SPDCSolver)
     assert dataclasses.is_dataclass(SPDCSolver.Options)
     assert "SPDCSolver" in spdc.__all__
+
+
+def test_empty_rows_weighted_and_dspdc(rng):
+    X = rng.normal(size=(40, 6))
+    X[np.abs(X) < 0.7] = 0.0
+    X[[9, 19, 39]] = 0.0  # empty rows, also last in their blocks
+    import scipy.sparse as sp
+
+    data = as_dataset(sp.csr_matrix(X), rng.normal(size=40), rows_per_block=10)
+    for solver, options in (("spdc", {"sampling": "weighted"}), ("dspdc", {"n_coords": 2})):
+        result = solve(data, "squared", "l2", 0.1, solver=solver, max_epochs=200, tol=1e-8,
+                       client=False, eval_every=20, **options)  # fmt: skip
+        assert result.gap <= 1e-8

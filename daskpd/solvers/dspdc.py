@@ -125,10 +125,13 @@ def _block_lambda_stats(data, block, n_coords):
     indptr, _, values, binary, _ = _block_csr(data, block)
     if binary:
         counts = np.diff(indptr)
-        return float(min(n_coords, counts.max(initial=0))), 1.0 if len(
-            values
-        ) or counts.any() else 0.0
+        return float(min(n_coords, counts.max(initial=0))), float(counts.any())
     sq = values * values
+    counts = np.diff(indptr)
+    if counts.size and n_coords >= counts.max():
+        # Every row has at most q nonzeros: Lambda_{q,1} is the largest squared row norm.
+        sums = np.bincount(np.repeat(np.arange(counts.size), counts), sq, counts.size)
+        return float(sums.max()), float(sq.max(initial=0.0))
     top = 0.0
     for i in range(len(indptr) - 1):
         row = sq[indptr[i] : indptr[i + 1]]

@@ -300,9 +300,8 @@ def _row_norms(indptr, values, binary):
     counts = np.diff(indptr)
     if binary:
         return np.sqrt(counts.astype(np.float64))
-    sq = np.add.reduceat(values * values, indptr[:-1]) if values.size else np.zeros(len(counts))
-    sq[counts == 0] = 0.0
-    return np.sqrt(sq)
+    rows = np.repeat(np.arange(counts.size), counts)
+    return np.sqrt(np.bincount(rows, values * values, counts.size))
 
 
 def draw_rows(rng, n_rows, n_iter, batch_size, probs=None):
