@@ -69,6 +69,9 @@ __all__ = [
     "FactorizedResult",
     "MatrixResult",
     "dspdc_step_sizes",
+    "factorized_gap",
+    "lipschitz_constant",
+    "matrix_gap",
     "solve_factorized",
     "solve_matrix_risk",
 ]
