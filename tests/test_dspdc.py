@@ -326,3 +326,15 @@ def test_matrix_kernel_matches_naive_reference(rng):
     np.testing.assert_allclose(Xs, X, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(zk, z, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(S, np.einsum("i,ijab->jab", zk, D), rtol=1e-10, atol=1e-12)
+
+
+def test_driver_checkpoint_resume_is_exact(rng, tmp_path):
+    X = rng.normal(size=(100, 8))
+    y = X @ rng.normal(size=8)
+    common = dict(tol=0.0, client=False, n_coords=3, batch_size=2)
+    solve((X, y), "squared", "l2", 0.1, solver="dspdc", max_epochs=3,
+          checkpoint_dir=tmp_path / "ck", **common)  # fmt: skip
+    resumed = solve((X, y), "squared", "l2", 0.1, solver="dspdc", max_epochs=6,
+                    checkpoint_dir=tmp_path / "ck", resume=True, **common)  # fmt: skip
+    straight = solve((X, y), "squared", "l2", 0.1, solver="dspdc", max_epochs=6, **common)
+    np.testing.assert_array_equal(resumed.w, straight.w)
