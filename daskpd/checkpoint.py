@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ import numpy as np
 __all__ = [
     "Checkpoint",
     "CheckpointStore",
+    "CorruptStoreError",
     "atomic_group",
     "load_model",
     "save_model",
@@ -112,7 +114,14 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_array(group, name, array) -> None:
+def _checksum(array: np.ndarray) -> str:
+    """CRC-32 of the array's bytes with its dtype and shape (detects altered chunk files)."""
+    header = f"{array.dtype.str}{array.shape}".encode()
+    return f"{zlib.crc32(np.ascontiguousarray(array).tobytes(), zlib.crc32(header)):08x}"
+
+
+def _write_array(group, name, array) -> str:
+    """Write ``array`` as ``group[name]``; return its checksum."""
     # np.ascontiguousarray would turn 0-d arrays (step counters, scalars) into 1-d ones.
     array = np.array(array, order="C", copy=None)
     chunks = (
@@ -123,10 +132,22 @@ def _write_array(group, name, array) -> None:
     if array.ndim > 0 and array.shape[0] == 0:
         chunks = (1,) + tuple(array.shape[1:])
     group.create_array(name, data=array, chunks=chunks)
+    return _checksum(array)
 
 
-def _read_array(array):
-    return np.asarray(array[()] if array.ndim == 0 else array[...])
+def _read_array(array, name=None, checksums=None, where=""):
+    """Read a zarr array fully; verify it against ``checksums[name]`` when given."""
+    try:
+        value = np.asarray(array[()] if array.ndim == 0 else array[...])
+    except Exception as exc:  # codecs raise many types on damaged chunks
+        raise CorruptStoreError(f"{where}array {name!r} cannot be read ({exc})") from None
+    if checksums is not None and name in checksums and _checksum(value) != checksums[name]:
+        raise CorruptStoreError(f"{where}array {name!r} does not match its checksum")
+    return value
+
+
+class CorruptStoreError(ValueError):
+    """A checkpoint or model array was truncated or altered after it was written."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,8 +293,9 @@ class CheckpointStore:
         target = self._name(int(epoch))
         with atomic_group(target, overwrite=True) as group:
             state = group.create_group("state")
-            for name, array in arrays.items():
-                _write_array(state, name, np.asarray(array))
+            checksums = {
+                name: _write_array(state, name, np.asarray(array)) for name, array in arrays.items()
+            }
             group.attrs.update(
                 {
                     "format": CHECKPOINT_FORMAT,
@@ -286,6 +308,7 @@ class CheckpointStore:
                         "n_children_spawned": int(seed.n_children_spawned),
                     },
                     "meta": json.dumps(meta, default=_json_default),
+                    "checksums": checksums,
                 }
             )
             # Written last: a group without it was interrupted (possible on stores where the
@@ -316,9 +339,15 @@ class CheckpointStore:
         Returns
         -------
         Checkpoint or None
+            Checkpoints whose arrays fail their checksum are skipped (the previous one is
+            returned).
         """
         for epoch in reversed(self._epochs()):
-            checkpoint = self._read(self._name(epoch), load_arrays)
+            try:
+                checkpoint = self._read(self._name(epoch), load_arrays)
+            except CorruptStoreError:
+                # A damaged checkpoint is passed over: the previous one is still valid.
+                continue
             if checkpoint is not None:
                 return checkpoint
         return None
@@ -341,7 +370,11 @@ class CheckpointStore:
         arrays = {}
         if load_arrays:
             state = group["state"]
-            arrays = {name: _read_array(state[name]) for name in state.array_keys()}
+            checksums = attrs.get("checksums", {})
+            arrays = {
+                name: _read_array(state[name], name, checksums, f"checkpoint {str(path)!r}: ")
+                for name in state.array_keys()
+            }
         seed = dict(attrs["seed"])
         seed["entropy"] = int(seed["entropy"])
         return Checkpoint(
@@ -381,11 +414,11 @@ def save_model(result, path, *, overwrite=False) -> Path:
     options_dict = options_to_dict(options) if hasattr(options, "__dataclass_fields__") else {}
     path = Path(path)
     with atomic_group(path, overwrite=overwrite) as group:
-        _write_array(group, "w", np.asarray(result.w, dtype=np.float64))
+        checksums = {"w": _write_array(group, "w", np.asarray(result.w, dtype=np.float64))}
         if isinstance(result.w_avg, np.ndarray):
-            _write_array(group, "w_avg", result.w_avg)
+            checksums["w_avg"] = _write_array(group, "w_avg", result.w_avg)
         if isinstance(result.z, np.ndarray):
-            _write_array(group, "z", result.z)
+            checksums["z"] = _write_array(group, "z", result.z)
         group.attrs.update(
             {
                 "format": MODEL_FORMAT,
@@ -399,6 +432,7 @@ def save_model(result, path, *, overwrite=False) -> Path:
                 "converged": bool(result.converged),
                 "stop_reason": result.stop_reason,
                 "seed_entropy": str(result.seed_entropy),
+                "checksums": checksums,
             }
         )
     return path
@@ -423,6 +457,8 @@ def load_model(path):
         When ``path`` does not exist.
     ValueError
         When ``path`` is not a daskpd model.
+    CorruptStoreError
+        When an array is missing, unreadable or fails its checksum (a ``ValueError``).
     """
     import zarr
 
@@ -439,6 +475,14 @@ def load_model(path):
     if attrs.get("format") != MODEL_FORMAT:
         raise ValueError(f"{str(path)!r} is not a daskpd model (format {attrs.get('format')!r})")
     arrays = set(group.array_keys())
+    checksums = attrs.get("checksums", {})
+    where = f"model {str(path)!r}: "
+
+    def read(name):
+        return _read_array(group[name], name, checksums, where) if name in arrays else None
+
+    if "w" not in arrays:
+        raise CorruptStoreError(f"{where}array 'w' is missing")
     options = json.loads(attrs["options"])
     try:
         solver = get_solver(attrs["solver"])
@@ -446,9 +490,9 @@ def load_model(path):
     except ValueError:
         pass
     return SolveResult(
-        w=_read_array(group["w"]),
-        z=_read_array(group["z"]) if "z" in arrays else None,
-        w_avg=_read_array(group["w_avg"]) if "w_avg" in arrays else None,
+        w=read("w"),
+        z=read("z"),
+        w_avg=read("w_avg"),
         history=tuple(json.loads(attrs["history"])),
         n_epochs=int(attrs["n_epochs"]),
         gap=float(json.loads(attrs["gap"])),

@@ -238,3 +238,32 @@ def test_load_model_errors(tmp_path):
         group.attrs["format"] = "something-else"
     with pytest.raises(ValueError, match="is not a daskpd model"):
         load_model(tmp_path / "other.zarr")
+
+
+def _damage_chunks(array_dir):
+    chunks = [p for p in array_dir.rglob("*") if p.is_file() and p.name != "zarr.json"]
+    assert chunks, f"no chunk files under {array_dir}"
+    for chunk in chunks:
+        raw = bytearray(chunk.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(raw))
+
+
+def test_damaged_latest_checkpoint_falls_back_to_the_previous(data, tmp_path):
+    straight = solve(data, max_epochs=8, **BATCH)
+    solve(data, max_epochs=5, checkpoint_dir=tmp_path, checkpoint_every=2, **BATCH)
+    store = CheckpointStore(tmp_path)
+    assert store.latest().epoch == 5
+    _damage_chunks(tmp_path / "epoch-00000005.zarr" / "state" / "x")
+    assert store.latest().epoch == 4
+    resumed = solve(data, max_epochs=8, checkpoint_dir=tmp_path, resume=True, **BATCH)
+    _assert_same_run(straight, resumed)
+
+
+def test_damaged_model_is_detected(data, tmp_path):
+    from daskpd.checkpoint import CorruptStoreError
+
+    path = save_model(solve(data, max_epochs=2, **BATCH), tmp_path / "model.zarr")
+    _damage_chunks(path / "w")
+    with pytest.raises(CorruptStoreError, match=r"array 'w' (does not match its checksum|cannot)"):
+        load_model(path)

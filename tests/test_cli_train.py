@@ -175,3 +175,29 @@ def test_demo_trains_dso_on_the_cluster(local_cluster, capsys, tmp_path):
     assert 0 <= gap < 1.0
     model = load_model(tmp_path / "demo" / "model.zarr")
     assert model.solver == "dso" and model.history[-1]["test_auprc"] == pytest.approx(auprc, 1e-3)
+
+
+def _flip_a_byte_in_each_chunk(array_dir):
+    chunks = [p for p in array_dir.rglob("*") if p.is_file() and p.name != "zarr.json"]
+    assert chunks
+    for chunk in chunks:
+        raw = bytearray(chunk.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(raw))
+
+
+def test_damaged_inputs_are_one_line_errors(stores, capsys, tmp_path):
+    import shutil
+
+    model = tmp_path / "m.zarr"
+    assert _run(capsys, *_train(stores, "--epochs", "2", "--out", model))[0] == 0
+    _flip_a_byte_in_each_chunk(model / "w")
+    code, _, err = _run(capsys, "evaluate", model, stores["test"][0])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "array 'w'" in err
+
+    damaged = tmp_path / "damaged.zarr"
+    shutil.copytree(stores["train"][0], damaged)
+    _flip_a_byte_in_each_chunk(damaged / "indices")
+    code, _, err = _run(capsys, "train", damaged, "--solver", "batch", "--loss", "logistic",
+                        "--epochs", "2", "--no-progress", "--in-process")  # fmt: skip
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "indices" in err
