@@ -78,6 +78,8 @@ def bench_kernel(data, problem, grid, repeats, options):
             for q in range(grid):
                 r = (q + rnd) % grid
                 rows, cols, vals, segment_ptr = tiles[q, r]
+                if settings.visit_order != "rows":
+                    segment_ptr = np.zeros(0, np.int64)
                 rowc, empty = state.row_consts[q], np.zeros(0)
                 columns = kernels.pack_columns(w_blocks[r], w_acc[r], state.col_consts[r])
                 tick = time.perf_counter()

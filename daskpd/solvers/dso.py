@@ -334,10 +334,10 @@ def _load_tile(source, settings, q, r):
         vals = np.zeros(0, dtype=np.float64)
     else:
         vals = np.ascontiguousarray(vals)
-    segment_ptr = _segments(rows) if settings.visit_order == "rows" else np.zeros(0, np.int64)
-    tile = (rows, cols, vals, segment_ptr)
+    # Segments are kept whatever the visit order, so a cached tile serves every run.
+    tile = (rows, cols, vals, _segments(rows))
     if key is not None:
-        size = rows.nbytes + cols.nbytes + vals.nbytes + segment_ptr.nbytes
+        size = rows.nbytes + cols.nbytes + vals.nbytes + tile[3].nbytes
         with _CACHE_LOCK:
             # Keep, never evict: the access pattern is cyclic, where LRU eviction would
             # throw away exactly the tile needed next.
@@ -392,6 +392,8 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
     """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states."""
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals, segment_ptr = tile
+    if settings.visit_order != "rows":
+        segment_ptr = np.zeros(0, np.int64)
     z, z_acc, z_snap, v_snap = zstate
     w, w_acc, w_snap, u_snap = wstate
     z, z_acc = z.copy(), z_acc.copy()
@@ -439,6 +441,17 @@ def _snapshot_w_task(wstate, *xt_z_parts):
 
 def _average_task(average, state, count):
     return average + (state[0] - average) / count
+
+
+def _initial_zstate(rowc, start_z):
+    """Dual block state at epoch 0: ``start_z`` (DCD or warm start) in the box, or ``z0``."""
+    z = rowc["z0"].copy() if start_z is None else np.clip(start_z, rowc["z_lo"], rowc["z_hi"])
+    empty = np.zeros(0)
+    return z, np.zeros_like(z), empty, empty
+
+
+def _zeros_of_first(block_state):
+    return np.zeros_like(block_state[0])
 
 
 def _dcd_task(source, settings, rowc, start, stop, n_passes, seed, q):
@@ -819,58 +832,51 @@ class DSO:
             )  # fmt: skip
             for q in range(p)
         ]
-        outputs = list(row_consts)
+        n = settings.n_samples
         use_dcd = options.init == "dcd" and warm_start is None
+        warm_z = getattr(warm_start, "z", None) if warm_start is not None else None
+        if not (isinstance(warm_z, np.ndarray) and warm_z.shape == (n,)):
+            warm_z = None
+        start_z = [None] * p
+        w_parts = []
         if use_dcd:
             for q in range(p):
-                outputs += list(
-                    graph.call(
-                        _dcd_task,
-                        data,
-                        settings,
-                        row_consts[q],
-                        int(row_bounds[q]),
-                        int(row_bounds[q + 1]),
-                        int(options.dcd_passes),
-                        epoch_seed(seed, 1),
-                        q,
-                        nout=2,
-                        worker=owner[q],
-                        name=f"dcd-{q}",
-                    )  # fmt: skip
-                )
+                start_z[q], w_part = graph.call(
+                    _dcd_task, data, settings, row_consts[q], int(row_bounds[q]),
+                    int(row_bounds[q + 1]), int(options.dcd_passes), epoch_seed(seed, 1), q,
+                    nout=2, worker=owner[q], name=f"dcd-{q}",
+                )  # fmt: skip
+                w_parts.append(w_part)
+        elif warm_z is not None:
+            start_z = [warm_z[row_bounds[q] : row_bounds[q + 1]] for q in range(p)]
+        # Dual blocks are built where they will live; only the d-sized w reaches the client.
+        zstates = [
+            graph.call(_initial_zstate, row_consts[q], start_z[q], worker=owner[q], name=f"z0-{q}")
+            for q in range(p)
+        ]
+        z_avg = [
+            graph.call(_zeros_of_first, zstates[q], worker=owner[q], name=f"zavg0-{q}")
+            for q in range(p)
+        ]
+        outputs = [*row_consts, *zstates, *z_avg]
+        if w_parts:
+            outputs.append(graph.call(_sum_task, *w_parts, worker=owner[0], name="dcd-w"))
         results = graph.run(outputs)
-        row_consts = results[:p]
-        if client is not None and on_disk:
-            local = client.gather(results)
-        else:
-            local = results
-        row_local = local[:p]
-        n = settings.n_samples
+        row_consts, zstates, z_avg = results[:p], results[p : 2 * p], results[2 * p : 3 * p]
         if warm_start is not None:
             w = np.asarray(warm_start.w, dtype=np.float64).copy()
-            z_full = getattr(warm_start, "z", None)
-            z_blocks = [c["z0"].copy() for c in row_local]
-            if isinstance(z_full, np.ndarray) and z_full.shape == (n,):
-                z_blocks = [
-                    np.clip(z_full[row_bounds[q] : row_bounds[q + 1]], c["z_lo"], c["z_hi"])
-                    for q, c in enumerate(row_local)
-                ]
         elif use_dcd:
-            z_blocks = [local[p + 2 * q] for q in range(p)]
-            w = np.sum([local[p + 2 * q + 1] for q in range(p)], axis=0)
+            w = results[3 * p]
+            w = client.gather(w) if client is not None and on_disk else w
         else:
             w = np.zeros(settings.n_features)
-            z_blocks = [c["z0"].copy() for c in row_local]
         w = np.clip(w, -settings.w_bound, settings.w_bound)
         empty = np.zeros(0)
-        zstates = [(z_blocks[q], np.zeros_like(z_blocks[q]), empty, empty) for q in range(p)]
         wstates = [
             (w[col_bounds[r] : col_bounds[r + 1]].copy(),
              np.zeros(int(col_bounds[r + 1] - col_bounds[r])), empty, empty)
             for r in range(p)
         ]  # fmt: skip
-        z_avg = [np.zeros_like(zs[0]) for zs in zstates]
         w_avg = [np.zeros_like(ws[0]) for ws in wstates]
         col_nnz = np.asarray(data.col_nnz, dtype=np.float64)
         inv_col = np.divide(1.0, col_nnz, out=np.zeros_like(col_nnz), where=col_nnz > 0)
@@ -881,14 +887,15 @@ class DSO:
             sources = [[_plain_tile(data, grid, q, r) for r in range(p)] for q in range(p)]
         if client is not None:
             if not on_disk:
+                # in-memory data was set up in this process: ship each block to its owner once
                 sources = [
                     [_scatter_to(client, tile, owner[q]) for tile in row]
                     for q, row in enumerate(sources)
                 ]
                 row_consts = _scatter_each(client, row_consts, owner)
+                zstates = _scatter_each(client, zstates, owner)
+                z_avg = _scatter_each(client, z_avg, owner)
             col_consts = client.scatter(col_consts, broadcast=True, hash=False)
-            zstates = _scatter_each(client, zstates, owner)
-            z_avg = _scatter_each(client, z_avg, owner)
             wstates = _scatter_each(client, wstates, owner)
             w_avg = _scatter_each(client, w_avg, owner)
         return _State(
