@@ -529,7 +529,8 @@ class _ClientGraph:
     def run(self, outputs):
         from distributed import wait
 
-        wait(outputs)
+        with self.client.as_current():
+            wait(outputs)
         failed = [f for f in outputs if f.status == "error"]
         if failed:
             failed[0].result()
