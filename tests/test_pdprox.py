@@ -224,16 +224,21 @@ def test_structured_problems_reach_small_gap(rng, loss, regularizer):
     assert result.converged and 0 <= result.gap <= 1e-4
 
 
-def test_trace_norm_matrix_completion_reaches_small_gap(rng):
-    # Absolute loss on observed entries of a low-rank 8 x 6 matrix: each observed (i, j) is
-    # a row with one nonzero at column i * 6 + j.
+@pytest.mark.parametrize("loss", ["absolute", "hinge"])
+def test_trace_norm_matrix_completion_reaches_small_gap(rng, loss):
+    # Observed entries of a low-rank 8 x 6 matrix: each observed (i, j) is a row with one
+    # nonzero at column i * 6 + j. Absolute loss: matrix completion; hinge on the signs of
+    # the entries: max-margin matrix factorization.
     shape = (8, 6)
     truth = rng.standard_normal((8, 2)) @ rng.standard_normal((2, 6))
     observed = rng.choice(48, size=30, replace=False)
     X = sp.csr_matrix((np.ones(30), (np.arange(30), observed)), shape=(30, 48))
     y = truth.ravel()[observed]
-    data = MemoryDataset(X, y, binary=False, task="regression")
-    result = solve(data, loss="absolute", regularizer=TraceNorm(shape=shape), alpha=0.02,
+    if loss == "hinge":
+        y = np.where(y > 0, 1.0, -1.0)
+    task = "binary" if loss == "hinge" else "regression"
+    data = MemoryDataset(X, y, binary=False, task=task)
+    result = solve(data, loss=loss, regularizer=TraceNorm(shape=shape), alpha=0.02,
                    solver="pdprox", max_epochs=60, tol=1e-4, eval_every=2,
                    iterations_per_epoch=50, client=False)  # fmt: skip
     assert result.converged and 0 <= result.gap <= 1e-4
