@@ -70,6 +70,7 @@ def test_resume_extends_a_finished_run(data, tmp_path):
     # Resuming a finished run evaluates and returns it unchanged.
     again = solve(data, max_epochs=9, checkpoint_dir=tmp_path, resume=True, **BATCH)
     assert np.array_equal(again.w, straight.w) and again.n_epochs == 9
+    assert [row["epoch"] for row in again.history] == [2, 4, 6, 8, 9]
 
 
 def test_resume_without_checkpoint_starts_fresh(data, tmp_path):

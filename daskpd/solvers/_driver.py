@@ -234,6 +234,11 @@ class EpochInfo:
         The solver's iterate, when this epoch was evaluated.
     solver : str
         Name of the method.
+
+    Notes
+    -----
+    After a replay (a lost worker took data Dask could not recompute) the replayed epochs are
+    reported again, with the same numbers.
     """
 
     epoch: int
@@ -1008,13 +1013,16 @@ def _loop(
             if out_of_time:
                 stop_reason = "time_limit"
                 break
-        if last_iterate is None or progress.history[-1]["epoch"] != progress.epoch:
-            # Stopped by a callback between evaluations, or resumed from the final checkpoint.
+        evaluated = bool(progress.history) and progress.history[-1]["epoch"] == progress.epoch
+        if last_iterate is None or not evaluated:
             last_iterate = method.iterate(state)
-            row = _checked_row(
+        if not evaluated:
+            # Stopped by a callback between evaluations.
+            _checked_row(
                 problem, last_iterate, data, test_data, client, progress, store, divergence_factor
             )
-            converged = row["gap"] <= tol
+        # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
+        converged = progress.history[-1]["gap"] <= tol
     finally:
         for callback in callback_list:
             callback.on_train_end()
