@@ -58,6 +58,7 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_random_state
 from sklearn.utils._tags import ClassifierTags, RegressorTags
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -74,6 +75,7 @@ __all__ = [
     "ElasticNet",
     "LinearSVR",
     "LADRegression",
+    "auto_solver",
     "load_model",
 ]
 
@@ -106,6 +108,65 @@ def _is_dataset(obj) -> bool:
     return hasattr(obj, "n_row_blocks") and hasattr(obj, "read_rows") and hasattr(obj, "shape")
 
 
+# Solvers that accept row weights (sample_weight, class_weight); the others raise ValueError
+# for weighted data, so "auto" does not pick them then. tests/test_estimators.py checks this
+# table against the solvers' own checks.
+WEIGHTED_SOLVERS = frozenset({"dso", "batch"})
+
+
+def auto_solver(loss, regularizer, *, weighted=False) -> str:
+    """The solver ``solver="auto"`` picks for a (loss, regularizer) pair.
+
+    * hinge: DSO (the method built for large sparse SVMs);
+    * absolute and epsilon-insensitive: Pdprox (made for non-smooth losses); for weighted
+      rows with the absolute loss, DSO (Pdprox has no row weights);
+    * other (smooth) losses with a strongly convex regularizer (L2, elastic net with
+      ``l1_ratio < 1``): SPDC (linear convergence); for weighted rows the full-gradient
+      ``batch`` solver (FISTA), because SPDC has no row weights;
+    * smooth losses with a regularizer that is not strongly convex (L1): ``batch``, because
+      SPDC and DSPDC solve such problems only after a perturbation of size ``delta`` (an
+      approximate answer).
+
+    Parameters
+    ----------
+    loss : daskpd.losses object
+    regularizer : daskpd.regularizers object
+    weighted : bool, default=False
+        Whether the rows carry weights (``sample_weight`` or ``class_weight``).
+
+    Returns
+    -------
+    solver : str
+    """
+    name = _loss_name(loss)
+    if name == "hinge":
+        return "dso"
+    if name == "absolute":
+        return "dso" if weighted else "pdprox"
+    if name == "epsilon_insensitive":
+        return "pdprox"
+    if float(getattr(regularizer, "strong_convexity", 0.0)) > 0 and not weighted:
+        return "spdc"
+    return "batch"
+
+
+def _partition_in_memory(data, grid, client):
+    """Build DSO's tiled layout of in-memory data before the solver sees it.
+
+    The bias view (``with_bias``) of an in-memory dataset shows the grids of the dataset it
+    wraps but cannot build one itself, so the grid DSO will use (the ``grid`` option, else
+    one row group per worker, as DSO chooses) is built on the wrapped dataset here.
+    """
+    base = getattr(data, "base", data)
+    if getattr(base, "path", None) is not None or not hasattr(base, "partition"):
+        return
+    if grid is None:
+        grid = len(client.scheduler_info()["workers"]) if client is not None else 1
+    grid = int(grid)
+    if 1 <= grid <= min(base.n_samples, base.n_features):
+        base.partition(grid)
+
+
 def _block_scores(X_block, coef, intercept):
     """Scores ``X_block @ coef + intercept`` of one block, dense or sparse."""
     scores = X_block @ coef
@@ -124,10 +185,8 @@ def _dataset_block_scores(dataset, index, coef, intercept):
 class _SaddlePointBase(BaseEstimator):
     """Machinery shared by every estimator: validation, the solve call, prediction, storage.
 
-    Subclasses define ``_loss_spec()``, ``_regularizer_spec()`` and ``_default_solver``.
+    Subclasses define ``_loss_spec()`` and ``_regularizer_spec()``.
     """
-
-    _default_solver = "dso"
 
     # ---------------------------------------------------------------- what to minimize
 
@@ -137,10 +196,10 @@ class _SaddlePointBase(BaseEstimator):
     def _regularizer_spec(self):
         return self.regularizer
 
-    def _solver_name(self):
+    def _solver_name(self, loss, regularizer, weighted=False):
         solver = self.solver
         if solver == "auto":
-            solver = self._default_solver
+            solver = auto_solver(loss, regularizer, weighted=weighted)
         if solver not in SOLVERS:
             raise ValueError(
                 f"solver must be 'auto' or one of {', '.join(map(repr, SOLVERS))}; got {solver!r}"
@@ -196,7 +255,7 @@ class _SaddlePointBase(BaseEstimator):
 
         loss = get_loss(self._loss_spec())
         regularizer = get_regularizer(self._regularizer_spec())
-        return loss, regularizer, self._solver_name()
+        return loss, regularizer, self._solver_name(loss, regularizer)
 
     # ---------------------------------------------------------------- input
 
@@ -237,7 +296,9 @@ class _SaddlePointBase(BaseEstimator):
         if sp.issparse(X):
             X = sp.csr_matrix(X)
             X.sort_indices()
-        return as_dataset(X, y, sample_weight=weights), labels
+        # Always the sparse layout: every solver (DSO needs it) then sees the same data,
+        # so NumPy, scipy.sparse, Dask and on-disk input give the same model.
+        return as_dataset(X, y, sample_weight=weights, layout="csr"), labels
 
     def _normalized_sample_weight(self, sample_weight, X):
         if sample_weight is None:
@@ -363,7 +424,7 @@ class _SaddlePointBase(BaseEstimator):
                 row_weight = da.where(y_signed > 0, high, low)
                 weights = row_weight if weights is None else row_weight * weights
             y = y_signed
-        return as_dataset(X, y, sample_weight=weights), labels
+        return as_dataset(X, y, sample_weight=weights, layout="csr"), labels
 
     def _prepare_dataset(self, dataset, y, sample_weight, classification):
         if y is not None:
@@ -431,9 +492,13 @@ class _SaddlePointBase(BaseEstimator):
         from daskpd._cluster import ClusterOptions, cluster_client
         from daskpd.solvers import solve
 
-        loss, regularizer, solver = self._validate_params()
+        loss, regularizer, _ = self._validate_params()
         self._dataset_class_weight = None
         data, labels = self._prepare_fit_data(X, y, sample_weight)
+        weighted = bool(
+            getattr(data, "has_sample_weight", False) or self._dataset_class_weight is not None
+        )
+        solver = self._solver_name(loss, regularizer, weighted=weighted)
         if self.fit_intercept:
             data = data.with_bias(float(self.intercept_scaling))
         warm = None
@@ -461,6 +526,8 @@ class _SaddlePointBase(BaseEstimator):
         else:
             cluster_options, start = ClusterOptions(scheduler=cluster), False
         with cluster_client(cluster_options, start=start) as client:
+            if solver == "dso":
+                _partition_in_memory(data, options.get("grid"), client)
             # False: no active client and none asked for, so run in-process (solve() would
             # otherwise start a LocalCluster for on-disk data).
             result = solve(
@@ -515,19 +582,8 @@ class _SaddlePointBase(BaseEstimator):
 
     # ---------------------------------------------------------------- predict
 
-    def decision_function(self, X):
-        """Scores ``X @ coef_ + intercept_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
-            Signed scores; for classifiers, positive means ``classes_[1]``.
-        """
+    def _scores(self, X):
+        """``X @ coef_ + intercept_`` for any supported input (lazy for Dask / dataset input)."""
         check_is_fitted(self, "coef_")
         if _is_dataset(X):
             return self._dataset_scores(X)
@@ -751,6 +807,11 @@ _FITTED_DOC = """
 """
 
 
+def _has_classification_loss(estimator):
+    # Regressors must not expose decision_function (scikit-learn's contract).
+    return estimator._is_classification()
+
+
 class SaddlePointEstimator(_SaddlePointBase):
     """Any supported (loss, regularizer) pair, trained by a primal-dual solver.
 
@@ -771,7 +832,8 @@ class SaddlePointEstimator(_SaddlePointBase):
         Regularization strength, as in ``SGDClassifier``.
     solver : str, default="auto"
         One of ``"dso"``, ``"spdc"``, ``"dspdc"``, ``"gsfw"``, ``"pdprox"``, ``"batch"``;
-        ``"auto"`` is ``"dso"``. A solver that does not support the pair raises ValueError.
+        ``"auto"``: see :func:`auto_solver`. A solver that does not support the pair raises
+        ValueError.
     class_weight : dict, "balanced" or None, default=None
         Weights per class (classification losses only); ``"balanced"`` uses
         ``n_samples / (2 * count(label))``.
@@ -835,10 +897,26 @@ class SaddlePointEstimator(_SaddlePointBase):
         -------
         y_pred : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
         """
-        scores = self.decision_function(X)
+        scores = self._scores(X)
         if hasattr(self, "classes_"):
             return _labels_from_scores(scores, self.classes_)
         return scores
+
+    @available_if(_has_classification_loss)
+    def decision_function(self, X):
+        """Signed scores ``X @ coef_ + intercept_`` (classification losses only).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Samples.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
+            Positive means ``classes_[1]``.
+        """
+        return self._scores(X)
 
     def score(self, X, y, sample_weight=None):
         """Accuracy (classification losses) or R^2 (regression losses).
@@ -884,6 +962,20 @@ def _labels_from_scores(scores, classes):
 class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
     """Binary linear classifier: ``predict`` maps the sign of the score to ``classes_``."""
 
+    def decision_function(self, X):
+        """Signed scores ``X @ coef_ + intercept_``; positive means ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Samples.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
+        """
+        return self._scores(X)
+
     def predict(self, X):
         """Predicted labels.
 
@@ -897,7 +989,7 @@ class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
         y_pred : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
             Labels from ``classes_``.
         """
-        return _labels_from_scores(self.decision_function(X), self.classes_)
+        return _labels_from_scores(self._scores(X), self.classes_)
 
     def _loss_spec(self):
         return self._loss_name
@@ -926,7 +1018,7 @@ class _Regressor(RegressorMixin, _SaddlePointBase):
         -------
         y_pred : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
         """
-        return self.decision_function(X)
+        return self._scores(X)
 
 
 def _penalty(penalty, l1_ratio):
@@ -978,7 +1070,6 @@ class LinearSVC(_BinaryClassifier):
     )
 
     _loss_name = "hinge"
-    _default_solver = "dso"
 
     def __init__(
         self,
@@ -1022,7 +1113,8 @@ class LogisticRegression(_BinaryClassifier):
     Parameters
     ----------
     solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "auto"}, default="auto"
-        ``"auto"`` is SPDC (linear convergence on this smooth loss).
+        ``"auto"`` is SPDC (linear convergence on this smooth loss), or the full-gradient
+        ``"batch"`` solver with ``penalty="l1"`` or weighted rows (see :func:`auto_solver`).
     """
 
     __doc__ += (
@@ -1036,7 +1128,6 @@ class LogisticRegression(_BinaryClassifier):
     )
 
     _loss_name = "logistic"
-    _default_solver = "spdc"
 
     def __init__(
         self,
@@ -1162,15 +1253,14 @@ class Ridge(_FixedRegressor):
     """Ridge regression: ``(1/n) sum (x_i.w - y_i)^2 / 2 + alpha ||w||^2 / 2``.
 
     scikit-learn's ``Ridge(alpha=a)`` (unnormalized sum) is ``Ridge(alpha=a / n)`` here.
-    ``solver="auto"`` is SPDC.
+    ``solver="auto"`` is SPDC, or the full-gradient ``"batch"`` solver for weighted rows
+    (see :func:`auto_solver`).
 
     Parameters
     ----------
     """
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    _default_solver = "spdc"
 
     def _loss_spec(self):
         return "squared"
@@ -1182,15 +1272,15 @@ class Ridge(_FixedRegressor):
 class Lasso(_FixedRegressor):
     """Lasso: ``(1/n) sum (x_i.w - y_i)^2 / 2 + alpha ||w||_1`` (scikit-learn's ``alpha``).
 
-    ``solver="auto"`` is DSO.
+    ``solver="auto"`` is the full-gradient ``"batch"`` solver (FISTA): SPDC and DSPDC need
+    a strongly convex regularizer (they would solve a perturbed problem), and DSO's squared
+    loss is not competitive here.
 
     Parameters
     ----------
     """
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    _default_solver = "dso"
 
     def _loss_spec(self):
         return "squared"
@@ -1202,15 +1292,14 @@ class Lasso(_FixedRegressor):
 class LADRegression(_FixedRegressor):
     """Least absolute deviation: ``(1/n) sum |x_i.w - y_i| + alpha ||w||^2 / 2``.
 
-    ``solver="auto"`` is Pdprox (made for non-smooth losses).
+    ``solver="auto"`` is Pdprox (made for non-smooth losses), or DSO for weighted rows
+    (Pdprox has no row weights).
 
     Parameters
     ----------
     """
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    _default_solver = "pdprox"
 
     def _loss_spec(self):
         return "absolute"
@@ -1223,7 +1312,8 @@ class ElasticNet(_Regressor):
     """Elastic net: squared loss with ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``.
 
     The same objective as scikit-learn's ``ElasticNet(alpha, l1_ratio)``.
-    ``solver="auto"`` is SPDC.
+    ``solver="auto"`` is SPDC, or the full-gradient ``"batch"`` solver for weighted rows
+    (see :func:`auto_solver`).
 
     Parameters
     ----------
@@ -1232,8 +1322,6 @@ class ElasticNet(_Regressor):
     """
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    _default_solver = "spdc"
 
     def __init__(
         self,
@@ -1276,7 +1364,8 @@ class ElasticNet(_Regressor):
 class LinearSVR(_Regressor):
     """Linear support vector regression: epsilon-insensitive loss ``max(0, |x.w - y| - eps)``.
 
-    ``solver="auto"`` is Pdprox.
+    ``solver="auto"`` is Pdprox, the only solver for this loss; it has no row weights, so
+    ``sample_weight`` raises ValueError.
 
     Parameters
     ----------
@@ -1286,8 +1375,6 @@ class LinearSVR(_Regressor):
     """
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    _default_solver = "pdprox"
 
     def __init__(
         self,

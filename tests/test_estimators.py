@@ -1,0 +1,382 @@
+"""scikit-learn estimators: the estimator contract, inputs, labels, weights, storage, clusters."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import daskpd
+from daskpd.estimators import (
+    ElasticNet,
+    LADRegression,
+    Lasso,
+    LinearSVC,
+    LinearSVR,
+    LogisticRegression,
+    Ridge,
+    SaddlePointEstimator,
+    load_model,
+)
+
+# --------------------------------------------------------------------------------------------
+# the scikit-learn contract
+
+# The checked instances. scikit-learn's checks compare fits at rtol 1e-7 (weights against
+# repeated rows), which for a first-order method needs a duality gap near machine precision:
+# the smooth, strongly convex estimators get alpha=1 and tol=1e-15, where the linear
+# convergence of SPDC / FISTA reaches it in a few dozen epochs (the check of regressor scores
+# sets alpha=0.01 itself). DSO starts from the paper's local dual coordinate ascent
+# (init="dcd"), which keeps it stable with the checks' extreme class weights (1000 against
+# 1e-4 on unscaled features).
+SMOOTH = dict(alpha=1.0, tol=1e-15, max_iter=2000)
+HINGE = dict(alpha=1e-2, tol=1e-3, max_iter=30, solver_options={"init": "dcd"})
+NONSMOOTH_REGRESSION = dict(alpha=1e-2, tol=1e-3, max_iter=30)
+CHECKED = [
+    LinearSVC(**HINGE),
+    LogisticRegression(**SMOOTH),
+    Ridge(**SMOOTH),
+    Lasso(alpha=1e-2, tol=1e-12, max_iter=2000),
+    ElasticNet(**SMOOTH),
+    LinearSVR(**NONSMOOTH_REGRESSION),
+    LADRegression(**NONSMOOTH_REGRESSION),
+    SaddlePointEstimator(loss="hinge", **HINGE),
+    SaddlePointEstimator(loss="squared", regularizer="l2", **SMOOTH),
+]
+
+# Every entry names the open issue it is tracked in.
+_NOT_TO_MACHINE_PRECISION = (
+    "issue 7: the hinge / absolute / epsilon-insensitive solvers (DSO, Pdprox) converge "
+    "sublinearly, so weighted and repeated fits agree to the duality gap, not to rtol 1e-7; "
+    "the weights = repetitions property itself is tested exactly (objective identity) and at "
+    "the certified accuracy in test_sample_weight_equals_repetition"
+)
+_PDPROX_NO_WEIGHTS = (
+    "issue 6: Pdprox, the only solver for the epsilon-insensitive loss, has no row weights "
+    "yet, so LinearSVR.fit(sample_weight=...) raises ValueError (tested in "
+    "test_unweighted_solvers_refuse_sample_weight)"
+)
+EXPECTED_FAILED = {
+    "LinearSVC": {
+        "check_sample_weight_equivalence_on_dense_data": _NOT_TO_MACHINE_PRECISION,
+        "check_sample_weight_equivalence_on_sparse_data": _NOT_TO_MACHINE_PRECISION,
+    },
+    "LADRegression": {
+        "check_sample_weight_equivalence_on_dense_data": _NOT_TO_MACHINE_PRECISION,
+        "check_sample_weight_equivalence_on_sparse_data": _NOT_TO_MACHINE_PRECISION,
+    },
+    "LinearSVR": {
+        name: _PDPROX_NO_WEIGHTS
+        for name in (
+            "check_sample_weights_pandas_series",
+            "check_sample_weights_not_an_array",
+            "check_sample_weights_list",
+            "check_sample_weights_shape",
+            "check_sample_weights_not_overwritten",
+            "check_sample_weight_equivalence_on_dense_data",
+            "check_sample_weight_equivalence_on_sparse_data",
+        )
+    },
+}
+
+
+def _expected_failed_checks(estimator):
+    if isinstance(estimator, SaddlePointEstimator):
+        if estimator.loss in ("hinge", "absolute"):
+            return EXPECTED_FAILED["LinearSVC"]
+        return {}
+    return EXPECTED_FAILED.get(type(estimator).__name__, {})
+
+
+@parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failed_checks)
+def test_sklearn_contract(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+# --------------------------------------------------------------------------------------------
+# data
+
+
+def _classification(rng, n=120, d=8, positive=0.3):
+    X = rng.normal(size=(n, d))
+    w = rng.normal(size=d)
+    scores = X @ w + 0.3 * rng.normal(size=n)
+    y = np.where(scores > np.quantile(scores, 1 - positive), 1.0, -1.0)
+    return X, y
+
+
+def _regression(rng, n=120, d=8):
+    X = rng.normal(size=(n, d))
+    y = X @ rng.normal(size=d) + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _sparse(X, rng, density=0.5):
+    mask = rng.random(X.shape) < density
+    mask[np.arange(X.shape[0]), rng.integers(0, X.shape[1], X.shape[0])] = True
+    return X * mask
+
+
+# --------------------------------------------------------------------------------------------
+# inputs: NumPy, scipy.sparse, Dask, on-disk
+
+
+@pytest.mark.parametrize(
+    "make_estimator, kind",
+    [
+        (lambda: LinearSVC(alpha=1e-2, max_iter=15, tol=0, random_state=3), "classification"),
+        (lambda: Ridge(alpha=1e-2, max_iter=15, tol=0, random_state=3), "regression"),
+    ],
+)
+def test_same_coef_for_numpy_sparse_dask_and_disk(make_estimator, kind, rng, tmp_path):
+    X, y = (_classification if kind == "classification" else _regression)(rng)
+    X = _sparse(X, rng)
+    reference = make_estimator().fit(X, y)
+    fits = {
+        "sparse": make_estimator().fit(sp.csr_matrix(X), y),
+        "dask": make_estimator().fit(da.from_array(X, chunks=(40, 8)), da.from_array(y, chunks=40)),
+        "disk": make_estimator().fit(
+            daskpd.write_dataset(sp.csr_matrix(X), y, tmp_path / "train.zarr")
+        ),
+    }
+    assert reference.n_iter_ == 15
+    for name, fitted in fits.items():
+        np.testing.assert_allclose(
+            fitted.coef_, reference.coef_, rtol=1e-12, atol=1e-14, err_msg=name
+        )
+        assert fitted.intercept_ == pytest.approx(reference.intercept_, rel=1e-12, abs=1e-14)
+        assert fitted.n_features_in_ == X.shape[1]
+
+
+def test_dask_input_gives_lazy_predictions(rng):
+    X, y = _classification(rng)
+    model = LogisticRegression(alpha=1e-2, max_iter=20, random_state=0).fit(X, y)
+    X_dask = da.from_array(X, chunks=(50, 4))
+    for method in ("decision_function", "predict", "predict_proba"):
+        lazy = getattr(model, method)(X_dask)
+        assert isinstance(lazy, da.Array), method
+        np.testing.assert_allclose(lazy.compute(), getattr(model, method)(X), rtol=1e-12)
+
+
+def test_dataset_input_reads_labels_and_predicts_lazily(rng, tmp_path):
+    X, y = _classification(rng)
+    dataset = daskpd.write_dataset(sp.csr_matrix(_sparse(X, rng)), y, tmp_path / "d.zarr")
+    model = LinearSVC(alpha=1e-2, max_iter=10, random_state=0).fit(
+        daskpd.open_dataset(dataset.path)
+    )
+    np.testing.assert_array_equal(model.classes_, [-1.0, 1.0])
+    scores = model.decision_function(dataset)
+    assert isinstance(scores, da.Array)
+    X_mem, _ = dataset.read_rows(0, dataset.n_samples)
+    np.testing.assert_allclose(scores.compute(), model.decision_function(X_mem), rtol=1e-12)
+    with pytest.raises(ValueError, match="y must be None"):
+        model.fit(dataset, y)
+    with pytest.raises(ValueError, match="sample_weight"):
+        model.fit(dataset, sample_weight=np.ones(len(y)))
+
+
+# --------------------------------------------------------------------------------------------
+# labels, weights
+
+
+@pytest.mark.parametrize("labels", [(0, 1), (3, 7), ("donor", "other"), (-1.0, 1.0)])
+def test_any_two_labels_map_to_minus_plus_one(labels, rng):
+    X, y = _classification(rng)
+    y_named = np.where(y > 0, labels[1], labels[0])
+    model = LinearSVC(alpha=1e-2, max_iter=10, random_state=0).fit(X, y_named)
+    reference = LinearSVC(alpha=1e-2, max_iter=10, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(model.classes_, np.array(sorted(labels)))
+    np.testing.assert_array_equal(model.coef_, reference.coef_)
+    assert set(np.unique(model.predict(X))) <= set(labels)
+
+
+def test_class_weight_balanced_finds_rare_positives(rng):
+    X, y = _classification(rng, n=400, positive=0.05)
+    plain = LinearSVC(alpha=1e-1, max_iter=30, random_state=0).fit(X, y)
+    balanced = LinearSVC(alpha=1e-1, max_iter=30, class_weight="balanced", random_state=0).fit(X, y)
+    recall = lambda model: np.mean(model.predict(X)[y > 0] > 0)  # noqa: E731
+    assert recall(balanced) > recall(plain)
+    counts = np.array([np.sum(y < 0), np.sum(y > 0)])
+    explicit = LinearSVC(
+        alpha=1e-1,
+        max_iter=30,
+        random_state=0,
+        class_weight={-1.0: len(y) / (2 * counts[0]), 1.0: len(y) / (2 * counts[1])},
+    ).fit(X, y)
+    np.testing.assert_allclose(explicit.coef_, balanced.coef_, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "estimator, kind",
+    [
+        (LinearSVC(alpha=1e-2, max_iter=40, tol=1e-6, random_state=0), "classification"),
+        (LADRegression(alpha=1e-2, max_iter=40, tol=1e-6, random_state=0), "regression"),
+        (Ridge(alpha=1e-2, max_iter=300, tol=1e-12, random_state=0), "regression"),
+    ],
+    ids=["LinearSVC-dso", "LADRegression-dso", "Ridge-batch"],
+)
+def test_sample_weight_equals_repetition(estimator, kind, rng):
+    """Integer weights are repeated rows: the same objective, and fits within their gaps."""
+    from sklearn.base import clone
+
+    from daskpd.dataset import as_dataset
+    from daskpd.problem import Problem
+
+    X, y = (_classification if kind == "classification" else _regression)(rng, n=60, d=5)
+    weights = rng.integers(0, 4, size=60)
+    weighted = clone(estimator).fit(X, y, sample_weight=weights)
+    repeated = clone(estimator).fit(np.repeat(X, weights, axis=0), np.repeat(y, weights))
+    # The repeated problem, evaluated independently of the estimator's weight handling.
+    data = as_dataset(np.repeat(X, weights, axis=0), np.repeat(y, weights), layout="csr")
+    problem = Problem(weighted._loss_spec(), weighted._regularizer_spec(), estimator.alpha)
+
+    def primal(model):
+        w = np.append(model.coef_, model.intercept_ / model.intercept_scaling)
+        return problem.evaluate(w, data.with_bias(model.intercept_scaling)).primal
+
+    # Same objective: the weighted fit's own primal value is the repeated objective at its w.
+    assert primal(weighted) == pytest.approx(weighted.history_[-1]["primal"], rel=1e-10)
+    # Same minimum: each fit is within its certified gap of the other's objective value.
+    assert primal(weighted) <= primal(repeated) + weighted.gap_ + 1e-12
+    assert primal(repeated) <= primal(weighted) + repeated.gap_ + 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# solvers, parameters, results
+
+
+def test_unknown_solver_and_incompatible_pair_are_clear_errors(rng):
+    X, y = _classification(rng)
+    with pytest.raises(ValueError, match="solver"):
+        LinearSVC(solver="sgd").fit(X, y)
+    with pytest.raises(ValueError, match="(?i)gsfw.*smooth"):
+        LinearSVC(solver="gsfw").fit(X, y)
+    with pytest.raises(ValueError, match="alpha"):
+        Ridge(alpha=-1.0).fit(X, y)
+
+
+def test_unweighted_solvers_refuse_sample_weight(rng):
+    """WEIGHTED_SOLVERS (what solver="auto" relies on) matches what the solvers accept."""
+    from daskpd.estimators import WEIGHTED_SOLVERS
+    from daskpd.solvers import available_solvers
+
+    X, y = _classification(rng, n=60, d=5)
+    weights = rng.integers(1, 3, size=60).astype(float)
+    for solver in available_solvers():
+        # A loss each solver supports: hinge for the non-smooth ones, logistic otherwise.
+        loss = "hinge" if solver in ("dso", "pdprox") else "logistic"
+        model = SaddlePointEstimator(loss=loss, alpha=1e-2, max_iter=2, solver=solver)
+        if solver in WEIGHTED_SOLVERS:
+            model.fit(X, y, sample_weight=weights)
+            assert model.solver_ == solver
+        else:
+            with pytest.raises(ValueError, match="(?i)weight"):
+                model.fit(X, y, sample_weight=weights)
+    # "auto" falls back to a solver with row weights.
+    model = LogisticRegression(alpha=1e-2, max_iter=5).fit(X, y, sample_weight=weights)
+    assert model.solver_ == "batch"
+    assert LogisticRegression(alpha=1e-2, max_iter=5).fit(X, y).solver_ == "spdc"
+    with pytest.raises(ValueError, match="(?i)weight"):
+        LinearSVR(max_iter=2).fit(X, y, sample_weight=weights)
+
+
+def test_fitted_attributes_and_certificate(rng):
+    X, y = _regression(rng)
+    model = Ridge(alpha=1e-2, max_iter=200, tol=1e-10, random_state=0, fit_intercept=False)
+    model.fit(X, y)
+    n = X.shape[0]
+    closed_form = np.linalg.solve(X.T @ X / n + 1e-2 * np.eye(X.shape[1]), X.T @ y / n)
+    np.testing.assert_allclose(model.coef_, closed_form, rtol=1e-5)
+    assert 0 <= model.gap_ <= 1e-10
+    assert model.n_iter_ == len(model.history_) or model.n_iter_ >= len(model.history_)
+    assert model.history_[-1]["gap"] == pytest.approx(model.gap_)
+    assert {"epoch", "seconds", "primal", "dual", "gap"} <= set(model.history_[-1])
+
+
+def test_convergence_warning_when_budget_is_too_small(rng):
+    X, y = _classification(rng)
+    with pytest.warns(ConvergenceWarning, match="duality gap"):
+        LinearSVC(alpha=1e-4, max_iter=1, tol=1e-12, random_state=0).fit(X, y)
+
+
+def test_warm_start_continues_from_previous_model(rng):
+    X, y = _regression(rng)
+    cold = Ridge(alpha=1e-2, max_iter=200, tol=1e-8, random_state=0).fit(X, y)
+    warm = Ridge(alpha=1e-2, max_iter=200, tol=1e-8, random_state=0, warm_start=True)
+    warm.fit(X, y)
+    first = warm.n_iter_
+    warm.fit(X, y)
+    assert warm.n_iter_ < first == cold.n_iter_
+    np.testing.assert_allclose(warm.coef_, cold.coef_, rtol=1e-3)
+
+
+def test_callback_sees_every_epoch_and_can_stop(rng):
+    X, y = _classification(rng)
+    seen = []
+
+    def record(info):
+        seen.append(info.epoch)
+        return info.epoch >= 3
+
+    model = LinearSVC(alpha=1e-2, max_iter=20, tol=0, callback=record, random_state=0).fit(X, y)
+    assert seen == [1, 2, 3]
+    assert model.n_iter_ == 3
+
+
+def test_verbose_shows_a_progress_bar(rng, capsys):
+    X, y = _classification(rng)
+    LinearSVC(alpha=1e-2, max_iter=3, tol=0, verbose=True, random_state=0).fit(X, y)
+    assert "gap" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# storage
+
+
+def test_pickle_and_zarr_round_trip(rng, tmp_path):
+    X, y = _classification(rng)
+    y_named = np.where(y > 0, "donor", "other")
+    model = LogisticRegression(alpha=1e-2, max_iter=20, random_state=0).fit(X, y_named)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.predict_proba(X), model.predict_proba(X))
+    model.save(tmp_path / "model.zarr")
+    loaded = LogisticRegression.load(tmp_path / "model.zarr")
+    assert type(loaded) is LogisticRegression
+    assert loaded.get_params() == model.get_params()
+    np.testing.assert_array_equal(loaded.coef_, model.coef_)
+    np.testing.assert_array_equal(loaded.classes_, model.classes_)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    assert loaded.history_ == model.history_ and loaded.gap_ == model.gap_
+    assert type(load_model(tmp_path / "model.zarr")) is LogisticRegression
+    with pytest.raises(FileExistsError):
+        model.save(tmp_path / "model.zarr")
+    with pytest.raises(TypeError, match="LogisticRegression"):
+        Ridge.load(tmp_path / "model.zarr")
+    with pytest.raises(FileNotFoundError):
+        load_model(tmp_path / "nothing.zarr")
+
+
+# --------------------------------------------------------------------------------------------
+# where the work runs
+
+
+@pytest.mark.cluster
+def test_active_client_is_used_and_gives_the_same_model(local_cluster, rng):
+    from distributed import get_task_stream
+
+    X, y = _classification(rng)
+    X = _sparse(X, rng)
+    estimator = dict(alpha=1e-2, max_iter=5, tol=0, random_state=0, solver_options={"grid": 2})
+    in_process = LinearSVC(**estimator).fit(X, y)
+    with local_cluster.as_current(), get_task_stream(local_cluster) as stream:
+        on_cluster = LinearSVC(**estimator).fit(X, y)
+    assert len(stream.data) > 0
+    np.testing.assert_array_equal(on_cluster.coef_, in_process.coef_)
