@@ -13,7 +13,6 @@ import pkgutil
 
 import dask
 import numpy as np
-import pytest
 import scipy.sparse as sp
 from numba.core.caching import NullCache
 from numba.core.dispatcher import Dispatcher
