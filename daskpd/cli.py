@@ -826,7 +826,8 @@ def _model_scores(args):
         raise UsageError(
             f"DATA has {data.n_features} features but the model has {model.w.shape[0]}"
         )
-    with _run_client(args, start=bool(args.scheduler or args.workers)) as client:
+    start = bool(args.scheduler or args.workers or args.memory_limit)
+    with _run_client(args, start=start) as client:
         scores = score_rows(model.w, data, client=client)
     return model, data, scores
 

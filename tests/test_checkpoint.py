@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 
+import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -16,6 +17,13 @@ import scipy.sparse as sp
 from daskpd.checkpoint import CheckpointStore, atomic_group, load_model, save_model
 from daskpd.dataset import MemoryDataset
 from daskpd.solvers import solve
+
+
+@pytest.fixture(autouse=True)
+def _in_process():
+    """Run in this process even when an earlier test left a distributed client active."""
+    with dask.config.set(scheduler="threads"):
+        yield
 
 
 @pytest.fixture(scope="module")

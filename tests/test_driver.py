@@ -11,6 +11,7 @@ import io
 import math
 from dataclasses import dataclass
 
+import dask
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -28,6 +29,13 @@ from daskpd.solvers import (
     register_solver,
     solve,
 )
+
+
+@pytest.fixture(autouse=True)
+def _in_process():
+    """Run in this process even when an earlier test left a distributed client active."""
+    with dask.config.set(scheduler="threads"):
+        yield
 
 
 def _classification(n=240, d=12, seed=0, density=0.5):

@@ -266,3 +266,20 @@ def test_replays_are_bounded(local_cluster, disk_data):
             tol=0.0, client=client, callbacks=kill_every_epoch, max_retries=1,
         )  # fmt: skip
     _wait_for_two_workers(client)
+
+
+def test_client_policy(local_cluster, counting_scheduler):
+    from daskpd.dataset import MemoryDataset
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 4))
+    data = MemoryDataset(X, np.where(X[:, 0] > 0, 1.0, -1.0))
+    kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch", "tol": 0.0,
+              "max_epochs": 2, "power_iterations": 1}  # fmt: skip
+    # A scheduler set in dask.config wins over the active distributed client...
+    local = solve(data, **kwargs)
+    assert counting_scheduler.calls == 1 + 1 + 2 + 2
+    # ...and an explicit client wins over both.
+    remote = solve(data, client=local_cluster, **kwargs)
+    assert counting_scheduler.calls == 6
+    np.testing.assert_allclose(remote.w, local.w, rtol=1e-13, atol=1e-15)

@@ -752,8 +752,10 @@ def solve(
         (see :mod:`daskpd.callbacks`).
     client : distributed.Client, False or None, default=None
         Where the work runs. A client is used as given; ``False`` forces in-process execution
-        (threaded or configured Dask scheduler); ``None``: the active client if any, else
-        in-process for in-memory data, else a LocalCluster started for the run.
+        (threaded or configured Dask scheduler). ``None``: a local scheduler set with
+        ``dask.config.set(scheduler=...)`` if any, else the active distributed client if any,
+        else in-process for in-memory data, else a LocalCluster started for the run (closed
+        at the end).
     checkpoint_dir : str or path, optional
         Directory of the run's checkpoints (zarr groups written atomically).
     checkpoint_every : int, default=1
@@ -850,6 +852,8 @@ def solve(
     }
     if client is False:
         return _loop(client=None, **run)
+    if client is None and _local_scheduler_configured():
+        return _loop(client=None, **run)
     if client is None:
         from daskpd._cluster import active_client
 
@@ -865,6 +869,22 @@ def solve(
     # is not the process-wide default one.
     with client.as_current():
         return _loop(client=client, **run)
+
+
+def _local_scheduler_configured() -> bool:
+    """Whether ``dask.config`` names a local scheduler ("threads", "sync", a callable...).
+
+    An explicit ``dask.config.set(scheduler=...)`` is a request to run there, so it wins over
+    a distributed client that merely happens to exist in the process.
+    """
+    import dask
+
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler is None:
+        return False
+    if isinstance(scheduler, str):
+        return scheduler.lower() not in ("distributed", "dask.distributed")
+    return "Client" not in type(scheduler).__name__
 
 
 def _make_problem(loss, regularizer, alpha, class_weight):
