@@ -618,6 +618,7 @@ class _SaddlePointBase(BaseEstimator):
             coef,
             "j",
             intercept=self.intercept_,
+            concatenate=True,
             dtype=np.float64,
             meta=np.empty((0,), dtype=np.float64),
         )
