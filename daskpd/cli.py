@@ -310,7 +310,7 @@ def _run_ingest(args) -> int:
     if args.range_bytes:
         sizes["range_bytes"] = args.range_bytes
     with _ingest_client(args) as client:
-        if client is not None:
+        if client is not None and (args.scheduler or args.workers):
             _print_dashboard(client)
         if kind == "svmlight":
             from daskpd.io.svmlight import ingest_svmlight
@@ -469,7 +469,7 @@ def _run_generate(args) -> int:
     if args.dtype:
         common["dtype"] = args.dtype
     with _ingest_client(args) as client:
-        if client is not None:
+        if client is not None and (args.scheduler or args.workers):
             _print_dashboard(client)
         common["client"] = client
         if args.kind == "splice":
