@@ -156,7 +156,15 @@ SOLVER_CONFIGS = [
 
 
 def _solver_workload(tmp_path, tag):
+    # The synchronous scheduler keeps every task in this process, where the dispatchers are
+    # inspected, even when a distributed client is active in the test session.
+    with dask.config.set(scheduler="sync"):
+        return _run_workload(tmp_path, tag)
+
+
+def _run_workload(tmp_path, tag):
     from daskpd.dataset import partition_dataset, write_dataset
+    from daskpd.io import ingest_sequences, ingest_svmlight
     from daskpd.regularizers import L1Ball
     from daskpd.solvers import available_solvers, solve
 
@@ -166,27 +174,26 @@ def _solver_workload(tmp_path, tag):
     dataset = write_dataset(X, y, tmp_path / f"data-{tag}", rows_per_block=16)
     partition_dataset(dataset.path, grid=2)
     # Ingestion kernels: svmlight parsing and weighted-degree features.
-    from daskpd.io import ingest_sequences, ingest_svmlight
-
     lines = [f"{int(label)} 1:0.5 3:{k % 5 + 1} 7:1" for k, label in enumerate(y)]
     (tmp_path / f"rows-{tag}.svm").write_text("\n".join(lines) + "\n")
-    ingest_svmlight(tmp_path / f"rows-{tag}.svm", tmp_path / f"svm-{tag}")
+    ingest_svmlight(tmp_path / f"rows-{tag}.svm", tmp_path / f"svm-{tag}", client=False)
     windows = ["".join(rng.choice(list("ACGT"), 12)) for _ in range(20)]
     csv = "sequence,label\n" + "".join(f"{w},{1 if k % 2 else -1}\n" for k, w in enumerate(windows))
     (tmp_path / f"windows-{tag}.csv").write_text(csv)
-    ingest_sequences(tmp_path / f"windows-{tag}.csv", tmp_path / f"wd-{tag}", degree=3)
+    ingest_sequences(
+        tmp_path / f"windows-{tag}.csv", tmp_path / f"wd-{tag}", degree=3, client=False
+    )
     configs = [*SOLVER_CONFIGS, {"loss": "logistic", "regularizer": L1Ball(1.0), "alpha": 0.0}]
     ran = []
-    with dask.config.set(scheduler="sync"):
-        for name in available_solvers():
-            for config in configs:
-                try:
-                    # client=False: in this process, where the dispatchers are inspected.
-                    solve(dataset, solver=name, max_epochs=2, tol=0.0, client=False, **config)
-                except ValueError:
-                    continue
-                ran.append(name)
-                break
+    for name in available_solvers():
+        for config in configs:
+            try:
+                # client=False: in this process, where the dispatchers are inspected.
+                solve(dataset, solver=name, max_epochs=2, tol=0.0, client=False, **config)
+            except ValueError:
+                continue
+            ran.append(name)
+            break
     return ran
 
 
