@@ -355,8 +355,8 @@ def run(config: PipelineConfig) -> dict:
             "dual": result.dual,
             "gap": result.gap,
             # Area under the precision-recall curve (trapezoid, as in the splice-site
-            # literature) and average precision (the step-wise area the driver's
-            # per-epoch ``test_auprc`` reports).
+            # literature; the driver's per-epoch ``test_auprc``) and average precision
+            # (scikit-learn's step-wise area), both from the final model's scores.
             "test_auprc": float(auprc(test_labels, scores)),
             "test_average_precision": float(average_precision(test_labels, scores)),
             "train_seconds": float(result.history[-1]["seconds"]) if result.history else 0.0,
