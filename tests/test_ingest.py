@@ -367,3 +367,20 @@ def test_ingestion_memory_is_bounded(tmp_path, rng):
     assert growth < cap, (
         f"peak RSS grew by {growth / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file"
     )
+
+
+def test_random_number_formats_parse_like_python_float(tmp_path, rng):
+    # magnitudes from subnormal to huge, in the formats people and libraries write
+    values = rng.standard_normal(3000) * 10.0 ** rng.integers(-320, 300, 3000)
+    formats = ["%r", "%.17g", "%.16g", "%.6e", "%.3f", "%.20f", "%g", "%.1E"]
+    tokens = [formats[i % len(formats)] % float(v) for i, v in enumerate(values)]
+    lines = [
+        f"{tokens[i]} " + " ".join(f"{j + 1}:{tokens[i + j]}" for j in range(6))
+        for i in range(0, len(tokens) - 6, 6)
+    ]
+    source = _write(tmp_path / "n.svm", "\n".join(lines).encode())
+    dataset = ingest_svmlight(source, tmp_path / "out", task="regression", chunk_bytes=4096)
+    X, y = dataset.read_rows(0, dataset.n_samples)
+    expected = np.array([[float(t.split(":")[1]) for t in line.split()[1:]] for line in lines])
+    np.testing.assert_array_equal(X.toarray(), expected)
+    np.testing.assert_array_equal(y, [float(line.split()[0]) for line in lines])

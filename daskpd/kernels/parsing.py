@@ -10,7 +10,7 @@ so that ingestion reproduces it exactly:
   the label.
 
 Numbers are parsed to float64 with correct rounding. The kernel handles the common case
-itself (at most 19 significant digits and a mantissa and power of ten that are exact in
+itself (at most 18 significant digits and a mantissa and power of ten that are exact in
 float64, Clinger's fast path) and records the byte span of any other token; the caller converts
 those with NumPy's correctly rounded bytes-to-float cast (:func:`resolve_slow_numbers`), which is
 the same conversion Python's ``float`` performs. Malformed input stops the kernel with an error
@@ -113,13 +113,17 @@ def _parse_number(buf, start, stop, pow10, nan_word, inf_word, infinity_word):
     if pos >= stop:
         return _NUM_BAD, 0.0
     # nan / inf / infinity, any case, optionally signed: Python's float accepts them
-    if (
-        _matches_word(buf, pos, stop, nan_word)
-        or _matches_word(buf, pos, stop, inf_word)
-        or _matches_word(buf, pos, stop, infinity_word)
-    ):
-        return _NUM_NAN_INF, 0.0
-    mantissa = np.uint64(0)
+    first = buf[pos]
+    if first == 110 or first == 78 or first == 105 or first == 73:
+        if (
+            _matches_word(buf, pos, stop, nan_word)
+            or _matches_word(buf, pos, stop, inf_word)
+            or _matches_word(buf, pos, stop, infinity_word)
+        ):
+            return _NUM_NAN_INF, 0.0
+        return _NUM_BAD, 0.0
+    # int64 arithmetic throughout: mixing uint64 and int64 makes numba go through float64
+    mantissa = 0
     n_significant = 0
     n_digits = 0
     exponent10 = 0
@@ -133,13 +137,12 @@ def _parse_number(buf, start, stop, pow10, nan_word, inf_word, infinity_word):
                 if seen_point:
                     exponent10 -= 1
             else:
-                if n_significant < 19:
-                    mantissa = mantissa * np.uint64(10) + np.uint64(c - 48)
+                if n_significant < 18:
+                    mantissa = mantissa * 10 + (c - 48)
                     if seen_point:
                         exponent10 -= 1
-                else:
-                    if not seen_point:
-                        exponent10 += 1
+                elif not seen_point:
+                    exponent10 += 1
                 n_significant += 1
         elif c == 46 and not seen_point:
             seen_point = True
@@ -170,7 +173,7 @@ def _parse_number(buf, start, stop, pow10, nan_word, inf_word, infinity_word):
         exponent10 += -exp_value if exp_negative else exp_value
     if mantissa == 0:
         return _NUM_OK, -0.0 if negative else 0.0
-    if n_significant > 19 or mantissa > np.uint64(_TWO_53):
+    if n_significant > 18 or mantissa > _TWO_53:
         return _NUM_SLOW, 0.0
     if exponent10 < -22 or exponent10 > 22:
         return _NUM_SLOW, 0.0
