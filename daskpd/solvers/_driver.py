@@ -972,45 +972,47 @@ def _loop(
             epoch = progress.epoch + 1
             tick = time.perf_counter()
             try:
+                # Everything that touches the cluster: a lost worker can surface in the epoch
+                # itself, in gathering the iterate, in the evaluation or in the checkpoint.
                 state = method.run_epoch(state, epoch)
-            except lost as exc:
-                retries += 1
-                if retries > max_retries:
-                    raise TrainingFailed(
-                        f"epoch {epoch} failed after {max_retries} replays from the last "
-                        f"recovery point ({exc.__class__.__name__}: {exc})"
-                    ) from exc
                 progress.seconds += time.perf_counter() - tick
-                state, back_to = recover()
+                tick = None
+                progress.epoch = epoch
+                out_of_time = time_limit is not None and progress.seconds >= time_limit
+                last_epoch = epoch >= max_epochs or out_of_time
+                row = iterate = None
+                if last_epoch or epoch % eval_every == 0:
+                    iterate = method.iterate(state)
+                    row = _checked_row(
+                        problem, iterate, data, test_data, client, progress, store,
+                        divergence_factor,
+                    )  # fmt: skip
+                    last_iterate = iterate
+                    converged = row["gap"] <= tol
+                if store is not None and (epoch % checkpoint_every == 0 or last_epoch or converged):
+                    arrays = method.state_arrays(state)
+                    _check_state_arrays(arrays, epoch, store)
+                    store.save(
+                        epoch,
+                        arrays,
+                        seed=seed,
+                        meta={
+                            **run_meta,
+                            "seconds": progress.seconds,
+                            "history": progress.history,
+                            "reference_primal": progress.reference_primal,
+                        },
+                    )
+            except lost as exc:
+                if tick is not None:
+                    progress.seconds += time.perf_counter() - tick
+                state, back_to, retries = _recover_with_retries(
+                    recover, retries, max_retries, epoch, exc
+                )
                 progress.rewind(back_to)
+                converged = False
+                last_iterate = None
                 continue
-            progress.seconds += time.perf_counter() - tick
-            progress.epoch = epoch
-
-            out_of_time = time_limit is not None and progress.seconds >= time_limit
-            last_epoch = epoch >= max_epochs or out_of_time
-            row = iterate = None
-            if last_epoch or epoch % eval_every == 0:
-                iterate = method.iterate(state)
-                row = _checked_row(
-                    problem, iterate, data, test_data, client, progress, store, divergence_factor
-                )
-                last_iterate = iterate
-                converged = row["gap"] <= tol
-            if store is not None and (epoch % checkpoint_every == 0 or last_epoch or converged):
-                arrays = method.state_arrays(state)
-                _check_state_arrays(arrays, epoch, store)
-                store.save(
-                    epoch,
-                    arrays,
-                    seed=seed,
-                    meta={
-                        **run_meta,
-                        "seconds": progress.seconds,
-                        "history": progress.history,
-                        "reference_primal": progress.reference_primal,
-                    },
-                )
             info = EpochInfo(
                 epoch=epoch,
                 max_epochs=max_epochs,
@@ -1063,6 +1065,24 @@ def _loop(
         seed_entropy=int(seed.entropy),
         recoveries=retries,
     )
+
+
+def _recover_with_retries(recover, retries, max_retries, epoch, error):
+    """Rebuild the replay point, counting every attempt against ``max_retries``."""
+    lost = _lost_worker_errors()
+    while True:
+        retries += 1
+        if retries > max_retries:
+            raise TrainingFailed(
+                f"epoch {epoch} failed after {max_retries} replays from the last recovery "
+                f"point ({error.__class__.__name__}: {error})"
+            ) from error
+        try:
+            state, back_to = recover()
+            return state, back_to, retries
+        except lost as exc:
+            # The replay point itself lost a worker (e.g. while scattering): try again.
+            error = exc
 
 
 @dataclass
