@@ -100,7 +100,7 @@ def spdc_ridge(X, y, alpha, p_star, max_passes, seed, weighted=False):
         t = spdc_kernels.spdc_rows(
             indptr, indices, values, False, y, z, order, 1, inv_npi, w, w_prev, stamp, u,
             mark, acc, t, scalar.SQUARED, params, steps.tau, steps.sigma, steps.theta,
-            0.0, alpha, 0.0, n,
+            0.0, alpha, 0.0, n, np.empty(0),
         )  # fmt: skip
         spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, 0.0, alpha)
         seconds += time.perf_counter() - start
@@ -227,7 +227,7 @@ def spdc_explicit(U, V, y, reg, alpha, time_limit, seed):
         t = spdc_kernels.spdc_rows(
             indptr, indices, values, False, y, z, order, 1, inv_npi, w, w_prev, stamp, u,
             mark, acc, t, spec.loss_code, spec.loss_params, steps.tau, steps.sigma,
-            steps.theta, spec.l1, spec.l2, spec.dual_delta, n,
+            steps.theta, spec.l1, spec.l2, spec.dual_delta, n, np.empty(0),
         )  # fmt: skip
         spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
         seconds += time.perf_counter() - start

@@ -83,7 +83,7 @@ def explicit_run(A, labels, rows, m, cols, q, steps, l1, l2, code):
     K.dspdc_rows(
         X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
         False, labels, z, rows, m, cols if q < p else np.empty(0, np.int64), q, w, w_prev, u,
-        np.zeros(p), code, np.array([1.0]), *steps, l1, l2, 0.0, n,
+        np.zeros(p), code, np.array([1.0]), *steps, l1, l2, 0.0, n, np.empty(0),
     )  # fmt: skip
     return w, z, u
 

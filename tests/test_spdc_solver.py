@@ -369,3 +369,24 @@ def test_empty_rows_weighted_and_dspdc(rng):
         result = solve(data, "squared", "l2", 0.1, solver=solver, max_epochs=200, tol=1e-8,
                        client=False, eval_every=20, **options)  # fmt: skip
         assert result.gap <= 1e-8
+
+
+@pytest.mark.parametrize("solver", ["spdc", "dspdc"])
+def test_row_weights_match_sklearn(rng, solver):
+    from sklearn.linear_model import LogisticRegression
+
+    n = 150
+    X = rng.normal(size=(n, 6))
+    y = np.where(X @ rng.normal(size=6) + rng.normal(size=n) > 0, 1.0, -1.0)
+    sample_weight = rng.uniform(0.2, 2.0, size=n)
+    class_weight = {-1: 1.0, 1: 3.0}
+    alpha = 0.02
+    ref = LogisticRegression(
+        C=1.0 / (n * alpha), fit_intercept=False, tol=1e-14, max_iter=10**4,
+        solver="newton-cg", class_weight=class_weight,
+    ).fit(X, y, sample_weight=sample_weight)  # fmt: skip
+    data = as_dataset(X, y, sample_weight=sample_weight, rows_per_block=50)
+    result = solve(data, "logistic", "l2", alpha, solver=solver, class_weight=class_weight,
+                   max_epochs=300, tol=1e-13, eval_every=10, client=False)  # fmt: skip
+    assert result.gap <= 1e-13
+    np.testing.assert_allclose(result.w, ref.coef_.ravel(), rtol=1e-6)

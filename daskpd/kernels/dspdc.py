@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskpd.kernels._config import njit
-from daskpd.kernels.spdc import dual_step, primal_step
+from daskpd.kernels.spdc import dual_step, primal_step, weighted_dual_step
 
 
 @njit
@@ -89,6 +89,7 @@ def dspdc_rows(
     l2,
     delta,
     n_total,
+    weights,
 ):
     """DSPDC (Algorithm 1) iterations on one explicit CSR row block.
 
@@ -124,6 +125,8 @@ def dspdc_rows(
         Regularizer ``l1 |w| + (l2/2) w^2`` and the dual perturbation.
     n_total : int
         ``n``.
+    weights : ndarray of shape (n_block_rows,) or (0,)
+        Row weights of the loss (empty: all 1).
     """
     d = w.shape[0]
     n_iter = rows.shape[0] // batch_size
@@ -150,7 +153,8 @@ def dspdc_rows(
                 j = indices[p]
                 xbar = w[j] + theta * (w[j] - w_prev[j])
                 c += xbar if binary else data[p] * xbar
-            new = dual_step(code, params, z[k], c, sigma_n, delta, labels[k])
+            weight = weights[k] if weights.shape[0] > 0 else 1.0
+            new = weighted_dual_step(code, params, z[k], c, sigma_n, delta, labels[k], weight)
             dz[b] = new - z[k]
             z[k] = new
             if dz[b] != 0.0:

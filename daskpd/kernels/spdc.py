@@ -196,6 +196,21 @@ def dual_step(code, params, z, c, sigma_k, delta, label):
 
 
 @njit
+def weighted_dual_step(code, params, z, c, sigma_k, delta, label, weight):
+    """Dual step of a row whose loss is scaled by ``weight`` (sample or class weight).
+
+    ``phi = weight * loss`` has conjugate ``weight * loss^*(b / weight)``; in ``s = b / weight``
+    the step is :func:`dual_step` with ``sigma_k / weight`` and ``delta * weight``, from
+    ``z / weight``. A zero weight keeps the dual coordinate at 0.
+    """
+    if weight == 1.0:
+        return dual_step(code, params, z, c, sigma_k, delta, label)
+    if weight == 0.0:
+        return 0.0
+    return weight * dual_step(code, params, z / weight, c, sigma_k / weight, delta * weight, label)
+
+
+@njit
 def catch_up(j, t, w, w_prev, stamp, u, tau, l1, l2):
     """Bring coordinate ``j`` to time ``t``: ``w[j]`` at ``t`` and ``w_prev[j]`` at ``t - 1``."""
     k = t - stamp[j]
@@ -241,6 +256,7 @@ def spdc_rows(
     l2,
     delta,
     n_total,
+    weights,
 ):
     """Run SPDC iterations on the rows ``order`` of one CSR block, with lazy updates.
 
@@ -286,6 +302,8 @@ def spdc_rows(
         Section 3 perturbation of the dual (0 for smooth losses).
     n_total : int
         Number of rows ``n`` of the whole data set.
+    weights : ndarray of shape (n_block_rows,) or (0,)
+        Row weights ``c_k`` of the loss (empty: all 1).
 
     Returns
     -------
@@ -296,6 +314,7 @@ def spdc_rows(
     touched = np.empty(w.shape[0], dtype=np.int64)
     dz = np.empty(batch_size, dtype=np.float64)
     inv_n = 1.0 / n_total
+    has_weights = weights.shape[0] > 0
     t = t_start
     for it in range(n_iter):
         base = it * batch_size
@@ -320,7 +339,8 @@ def spdc_rows(
                 xbar = w[j] + theta * (w[j] - w_prev[j])
                 c += xbar if binary else data[p] * xbar
             sigma_k = sigma * batch_size * inv_npi[k]
-            new = dual_step(code, params, z[k], c, sigma_k, delta, labels[k])
+            weight = weights[k] if has_weights else 1.0
+            new = weighted_dual_step(code, params, z[k], c, sigma_k, delta, labels[k], weight)
             dz[b] = new - z[k]
             z[k] = new
         # The primal correction uses the dual change weighted by 1 / (n pi_k).

@@ -57,6 +57,7 @@ from daskpd.solvers.spdc import (
     StepSizes,
     _block_csr,
     _check_common,
+    block_weights,
     draw_rows,
     gather_dual,
     initial_dual,
@@ -208,6 +209,7 @@ def _dspdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, op
         indptr, indices, values, binary, labels, z, rows, m, cols, q, w, w_prev, u,
         np.zeros(d), spec.loss_code, spec.loss_params, steps.tau, steps.sigma, steps.theta,
         spec.l1, spec.l2, spec.dual_delta, int(data.shape[0]),
+        block_weights(data, block, opts["class_pair"], labels),
     )  # fmt: skip
     return Carry(w, w_prev, u, carry.t + int(done)), z
 
@@ -257,7 +259,7 @@ class DSPDCSolver:
 
     def check(self, problem, data, options):
         """Raise ValueError for an unsupported problem or option, before any Dask work."""
-        spec, n, _ = _check_common(problem, data, options)
+        spec = _check_common(problem, data, options)[0]
         d = int(data.shape[1])
         q = d if options.n_coords is None else int(options.n_coords)
         if not 1 <= q <= d:
@@ -278,7 +280,7 @@ class DSPDCSolver:
 
     def parameters(self, problem, data, options):
         """Return ``(spec, steps, opts, block_iters)``."""
-        spec = problem_spec(problem, options.delta)
+        spec, _, _, pair = _check_common(problem, data, options)
         n, d = (int(v) for v in data.shape)
         m = int(options.batch_size)
         q = d if options.n_coords is None else int(options.n_coords)
@@ -291,7 +293,8 @@ class DSPDCSolver:
         )
         bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
         block_iters = tuple(max(1, int(round(s / m))) for s in np.diff(bounds))
-        return spec, steps, {"batch_size": m, "n_coords": q, "lipschitz": lip}, block_iters
+        opts = {"batch_size": m, "n_coords": q, "lipschitz": lip, "class_pair": pair}
+        return spec, steps, opts, block_iters
 
     def init(self, problem, data, *, seed, client, options, warm_start=None):
         """Initial state: ``w = 0`` (or the warm start), ``z = 0`` (or the warm start)."""

@@ -353,11 +353,12 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     stamp = np.full(d, carry.t, dtype=np.int64)
     mark = np.full(d, -1, dtype=np.int64)
     acc = np.zeros(d)
+    weights = block_weights(data, block, opts["class_pair"], labels)
     t = spdc_kernels.spdc_rows(
         indptr, indices, values, binary, labels, z, order, batch, inv_npi,
         w, w_prev, stamp, u, mark, acc, carry.t,
         spec.loss_code, spec.loss_params, steps.tau, steps.sigma, steps.theta,
-        spec.l1, spec.l2, spec.dual_delta, n_total,
+        spec.l1, spec.l2, spec.dual_delta, n_total, weights,
     )  # fmt: skip
     spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
     return Carry(w, w_prev, u, int(t)), z
@@ -466,17 +467,46 @@ def _problem_stats(data):
     return norms
 
 
-def _check_common(problem, data, options):
+def row_weight_info(problem, data):
+    """``(class_pair, max_weight)`` of the row weights ``c_i = sample_weight_i * class_weight``.
+
+    ``class_pair`` is ``(c_negative, c_positive)`` or None; ``max_weight`` is 1 without weights.
+    """
+    pair = problem._class_weight_pair(data) if getattr(problem, "class_weight", None) else None
+    max_weight = 1.0
     if getattr(data, "has_sample_weight", False):
-        raise ValueError("SPDC/DSPDC do not support sample_weight")
-    if getattr(problem, "class_weight", None) is not None:
-        raise ValueError("SPDC/DSPDC do not support class_weight")
+        weights = np.asarray(data.sample_weight_rows(0, int(data.shape[0])), dtype=np.float64)
+        max_weight = float(weights.max()) if weights.size else 0.0
+    if pair is not None:
+        max_weight *= max(float(pair[0]), float(pair[1]))
+    if not max_weight > 0:
+        raise ValueError("every row weight (sample_weight * class_weight) is 0")
+    return pair, max_weight
+
+
+def block_weights(data, block, pair, labels):
+    """Row weights of one row block, or an empty array when all are 1."""
+    lo, hi = (int(v) for v in np.asarray(data.row_block_bounds)[block : block + 2])
+    weights = data.sample_weight_rows(lo, hi) if getattr(data, "has_sample_weight", False) else None
+    if pair is not None:
+        per_class = np.where(labels > 0, float(pair[1]), float(pair[0]))
+        weights = per_class if weights is None else np.asarray(weights) * per_class
+    if weights is None:
+        return np.empty(0)
+    return np.ascontiguousarray(weights, dtype=np.float64)
+
+
+def _check_common(problem, data, options):
     spec = problem_spec(problem, options.delta)
+    pair, max_weight = row_weight_info(problem, data)
+    if max_weight != 1.0 and spec.dual_delta == 0.0:
+        # phi_i = c_i loss is (c_i / gamma_loss)-smooth: the conjugates are gamma / max c convex.
+        spec = spec._replace(gamma=spec.gamma / max_weight)
     n = int(data.shape[0])
     norms = _problem_stats(data)
     if not np.any(norms > 0):
         raise ValueError("every row of X is zero; SPDC needs max row norm > 0")
-    return spec, n, norms
+    return spec, n, norms, pair
 
 
 # --------------------------------------------------------------------------------------------
@@ -523,7 +553,7 @@ class SPDCSolver:
 
     def check(self, problem, data, options):
         """Raise ValueError for an unsupported problem or option, before any Dask work."""
-        spec, n, norms = _check_common(problem, data, options)
+        spec, n, norms, _ = _check_common(problem, data, options)
         if int(options.batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {options.batch_size!r}")
         if options.sampling not in ("uniform", "weighted"):
@@ -545,11 +575,11 @@ class SPDCSolver:
 
     def parameters(self, problem, data, options):
         """Return ``(spec, steps, opts, block_iters)`` for this problem, data and options."""
-        spec, n, norms = _check_common(problem, data, options)
+        spec, n, norms, pair = _check_common(problem, data, options)
         big_r = float(norms.max())
         bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
         m = int(options.batch_size)
-        opts = {"batch_size": m, "weighted": options.sampling == "weighted"}
+        opts = {"batch_size": m, "weighted": options.sampling == "weighted", "class_pair": pair}
         if opts["weighted"]:
             mean_r = float(norms.mean())
             mixing = options.mixing
