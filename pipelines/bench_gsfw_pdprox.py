@@ -333,7 +333,7 @@ def experiment_group_lasso(quick):
                 # Step tuned over a grid (the paper tunes over 2^[-10:10] x a base value),
                 # by the final objective of a short run; then the full run is timed.
                 best_step, best_value = None, math.inf
-                for step in 2.0 ** np.arange(-6, 5):
+                for step in 2.0 ** np.arange(-4, 9):
                     w = method(X, y, loss, reg, alpha, n_iterations=100, step=float(step))
                     value = pdprox_objective(X, y, loss, reg, alpha, w)
                     if value < best_value:
@@ -400,14 +400,20 @@ def experiment_label_noise(quick, trials):
         X_test, y_test = X[n_train:], y[n_train:]
         flip = rng.random(n_train) < 0.2
         y_train[flip] *= -1
-        limit = 20 if quick else 120
+        limit = 20 if quick else 60
         w, seconds, gap, iterations = run_pdprox_budget(X_train, y_train, 200.0, max_seconds=limit)
         acc = float(np.mean(np.sign(X_test @ w) == y_test))
+        w4, seconds4, gap4, iterations4 = run_pdprox_budget(
+            X_train, y_train, 200.0, tol=1e-4, max_seconds=limit
+        )
+        acc4 = float(np.mean(np.sign(X_test @ w4) == y_test))
         lib = fit_liblinear(X_train, y_train, 1.0 / n_train, loss="hinge", tol=1e-3)
         lib_acc = float(np.mean(np.sign(X_test @ lib.coef) == y_test))
         clean = fit_liblinear(X_train, y[:n_train], 1.0 / n_train, loss="hinge", tol=1e-3)
         clean_acc = float(np.mean(np.sign(X_test @ clean.coef) == y_test))
         rows.append({"pdprox_seconds": seconds, "pdprox_acc": acc, "pdprox_gap": gap,
+                     "pdprox4_seconds": seconds4, "pdprox4_acc": acc4, "pdprox4_gap": gap4,
+                     "pdprox4_iterations": iterations4,
                      "pdprox_iterations": iterations, "liblinear_seconds": lib.seconds,
                      "liblinear_acc": lib_acc, "clean_liblinear_acc": clean_acc})  # fmt: skip
         print("label noise trial", trial, rows[-1], flush=True)
@@ -426,6 +432,21 @@ def _fmt_time(run):
     )
 
 
+def _findings(results):
+    gs = results["gsfw"]
+    fewer = [n for n, r in gs.items() if r["gsfw"]["reached"] and (
+        not r["fw"]["reached"] or r["gsfw"]["grads"] < r["fw"]["grads"])]  # fmt: skip
+    sfw = [n for n, r in gs.items() if r["sfw"]["reached"]]
+    out = [
+        "",
+        f"Findings: GSFW reached 1e-5 with fewer sample gradients than deterministic FW on "
+        f"{len(fewer)} of {len(gs)} data sets ({', '.join(fewer)}), the paper's Table 3 "
+        "relation; FW needs far fewer LMO calls; SFW reached 1e-5 on "
+        f"{len(sfw)} of {len(gs)} within its budget (the paper: SFW, SCGS, SVRF do not).",
+    ]
+    return out
+
+
 def markdown(results, command, contention):
     lines = [
         "Measured on the shared 2-core machine"
@@ -436,7 +457,9 @@ def markdown(results, command, contention):
             else "."
         ),
         "",
-        f"Command: `{command}`",
+        "Commands (the JSON file collects the experiments; the last one writes this section):",
+        "",
+        *[f"    {c}" for c in command],
         "",
         "### L1-ball logistic regression (radius 5): work to reach P(w) - P* <= 1e-5",
         "",
@@ -467,6 +490,7 @@ def markdown(results, command, contention):
             f"| {_fmt_time(f)} | {s['grads'] / 1e6:.2f}{'' if s['reached'] else ' (not reached)'} "
             f"| {_fmt_time(s)} |"
         )
+    lines += _findings(results)
     gl = results["group_lasso"]
     lines += [
         "",
@@ -477,7 +501,7 @@ def markdown(results, command, contention):
         "of the 7 nucleotides at the junction, rows scaled to unit length), donor vs rest. "
         "Pdprox: Algorithm 1, double-dual, gamma = 1/sqrt(2c) from the power-iteration ||X|| "
         "(no tuning), through the Dask solver (20 iterations per compute), last iterate. gd and "
-        "FOBOS: deterministic full-batch, step s/sqrt(t) with s tuned over 2^-6..2^4 on "
+        "FOBOS: deterministic full-batch, step s/sqrt(t) with s tuned over 2^-4..2^8 on "
         "100-iteration runs. 2,000 iterations each; objective P(w) at the given seconds.",
         "",
         "| problem | method | P at ~10% of the run | P at ~50% | P at end | seconds |",
@@ -494,6 +518,20 @@ def markdown(results, command, contention):
                 f"| {key} | {name}{step} | {pick[0][1]:.6f} @ {pick[0][0]:.2f}s "
                 f"| {pick[1][1]:.6f} @ {pick[1][0]:.2f}s | {pick[2][1]:.6f} | {pick[2][0]:.2f} |"
             )
+    best = [
+        k
+        for k, row in gl.items()
+        if isinstance(row, dict)
+        and row["pdprox"][-1][1] <= min(row["gd"][-1][1], row["fobos"][-1][1])
+    ]
+    n_problems = sum(isinstance(row, dict) for row in gl.values())
+    lines += [
+        "",
+        f"Findings: Pdprox (untuned step) ends lowest on {len(best)} of {n_problems} problems "
+        "after the same number of iterations, with the largest margin on the absolute loss, "
+        "as in the paper's Figure 2; FOBOS is cheaper per iteration (no Dask compute), so at "
+        "the very start of a run it can be ahead in wall time.",
+    ]
     noise = results["label_noise"]
     med = {k: float(np.median([r[k] for r in noise])) for k in noise[0]}
     lines += [
@@ -503,16 +541,28 @@ def markdown(results, command, contention):
         "Data: a9a-shaped stand-in (32,561 training rows, 16,281 test rows, 123 binary "
         "features, planted model), 20% of the training labels flipped, clean test labels. "
         "Pdprox: hinge + ||w||^2/2, alpha = 1/n, dual budget m = 200 (Section 5.5), Algorithm 1 "
-        "through the Dask solver, averaged iterates, stopped at duality gap <= 1e-3 of the "
-        "budget problem. liblinear: LinearSVC (dual CD, hinge), C = 1, tol 1e-3, no intercept. "
+        "through the Dask solver (10 iterations per compute), averaged iterates, stopped at "
+        "duality gap <= 1e-3 of the budget problem (the paper's rule; the objective is only "
+        "about 1e-2 here, so this is loose) and, second row, at 1e-4 (60 s cap). liblinear: "
+        "LinearSVC (dual CD, hinge), C = 1, tol 1e-3, no intercept. "
         f"Median over {len(noise)} trials (different flips).",
         "",
         "| method | test accuracy | seconds |",
         "| --- | --- | --- |",
         f"| Pdprox (m = 200) | {med['pdprox_acc']:.4f} | {med['pdprox_seconds']:.2f} "
         f"({med['pdprox_iterations']:.0f} iterations, final gap {med['pdprox_gap']:.1e}) |",
+        f"| Pdprox (m = 200), gap <= 1e-4 | {med['pdprox4_acc']:.4f} "
+        f"| {med['pdprox4_seconds']:.2f} ({med['pdprox4_iterations']:.0f} iterations, final gap "
+        f"{med['pdprox4_gap']:.1e}) |",
         f"| liblinear (C = 1) | {med['liblinear_acc']:.4f} | {med['liblinear_seconds']:.2f} |",
         f"| liblinear on clean labels (reference) | {med['clean_liblinear_acc']:.4f} | |",
+        "",
+        "Findings: on this stand-in the paper's Table 1 relation (Pdprox with a dual budget "
+        "more accurate than liblinear under label noise) is "
+        + ("reproduced" if med["pdprox4_acc"] > med["liblinear_acc"] else "**not** reproduced")
+        + f": {med['pdprox4_acc']:.4f} vs {med['liblinear_acc']:.4f} (median). The flips here "
+        "are uniform over a planted linear model, which a hinge SVM already tolerates well; "
+        "the paper used the real a9a/rcv1/covtype, which cannot be downloaded here.",
     ]
     return "\n".join(lines)
 
@@ -534,9 +584,14 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3, help="GSFW seeds per data set")
     parser.add_argument("--trials", type=int, default=3, help="label-noise trials")
     parser.add_argument("--seconds", type=float, default=60.0, help="time cap per GSFW/FW run")
-    parser.add_argument("--json", default=None, help="write raw results here")
+    parser.add_argument("--json", default=None, help="raw results (read, merged, written)")
     parser.add_argument("--write-markdown", default=None, help="BENCHMARKS.md to update")
-    parser.add_argument("--only", choices=["gsfw", "group_lasso", "label_noise"], default=None)
+    parser.add_argument(
+        "--only",
+        choices=["gsfw", "group_lasso", "label_noise", "none"],
+        default=None,
+        help="run one experiment (results merge into --json); none: only rewrite the markdown",
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     results = {}
@@ -549,17 +604,21 @@ def main(argv=None):
         results["group_lasso"] = experiment_group_lasso(args.quick)
     if args.only in (None, "label_noise"):
         results["label_noise"] = experiment_label_noise(args.quick, args.trials)
-    results.setdefault("load", []).append(load)
+    if args.only != "none":
+        results.setdefault("load", []).append(load)
+    invocation = "python pipelines/bench_gsfw_pdprox.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    if args.only != "none":
+        results.setdefault("commands", []).append(invocation.strip())
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, default=float)
     if args.write_markdown and all(k in results for k in ("gsfw", "group_lasso", "label_noise")):
-        command = "python pipelines/bench_gsfw_pdprox.py " + " ".join(
-            a for a in (sys.argv[1:] if argv is None else argv)
-        )
+        command = results.get("commands") or [invocation.strip()]
         loads = results["load"]
         contention = f"{min(loads):.1f}-{max(loads):.1f} at start" if max(loads) > 2.5 else ""
-        write_section(args.write_markdown, markdown(results, command.strip(), contention))
+        write_section(args.write_markdown, markdown(results, command, contention))
 
 
 if __name__ == "__main__":
