@@ -1,5 +1,96 @@
-"""daskpd: out-of-core primal-dual training of regularized linear models on Dask."""
+"""daskpd: out-of-core primal-dual training of regularized linear models on Dask.
+
+The public API, by layer:
+
+* data: :func:`write_dataset`, :func:`open_dataset`, :func:`partition_dataset`,
+  :func:`as_dataset`, ingestion (:func:`ingest_svmlight`, :func:`ingest_sequences`) and the
+  generators of :mod:`daskpd.datasets`;
+* objectives: the losses and regularizers, :class:`Problem` (primal, dual and duality gap over
+  a dataset in one Dask compute), :mod:`daskpd.metrics`;
+* training: :func:`solve` with the registered methods ``"dso"``, ``"spdc"``, ``"dspdc"``,
+  ``"gsfw"``, ``"pdprox"`` and the ``"batch"`` baseline; callbacks, checkpoints, models;
+* scikit-learn estimators (:mod:`daskpd.estimators`).
+"""
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from daskpd import datasets, metrics
+from daskpd.callbacks import Callback, EarlyStopping, HistoryRecorder, ProgressBar
+from daskpd.checkpoint import CorruptStoreError, load_model, save_model
+from daskpd.dataset import (
+    Dataset,
+    DatasetIntegrityError,
+    DatasetWriter,
+    MemoryDataset,
+    as_dataset,
+    open_dataset,
+    partition_dataset,
+    write_dataset,
+)
+from daskpd.estimators import (
+    ElasticNet,
+    LADRegression,
+    Lasso,
+    LinearSVC,
+    LinearSVR,
+    LogisticRegression,
+    Ridge,
+    SaddlePointEstimator,
+)
+from daskpd.io import ingest_sequences, ingest_svmlight
+from daskpd.losses import get_loss
+from daskpd.problem import Evaluation, Problem
+from daskpd.regularizers import get_regularizer
+from daskpd.solvers import (
+    DivergenceError,
+    Iterate,
+    SolveResult,
+    TrainingFailed,
+    available_solvers,
+    get_solver,
+    register_solver,
+    solve,
+)
+
+__all__ = [
+    "Callback",
+    "CorruptStoreError",
+    "Dataset",
+    "DatasetIntegrityError",
+    "DatasetWriter",
+    "DivergenceError",
+    "EarlyStopping",
+    "ElasticNet",
+    "Evaluation",
+    "HistoryRecorder",
+    "Iterate",
+    "LADRegression",
+    "Lasso",
+    "LinearSVC",
+    "LinearSVR",
+    "LogisticRegression",
+    "MemoryDataset",
+    "Problem",
+    "ProgressBar",
+    "Ridge",
+    "SaddlePointEstimator",
+    "SolveResult",
+    "TrainingFailed",
+    "__version__",
+    "as_dataset",
+    "available_solvers",
+    "datasets",
+    "get_loss",
+    "get_regularizer",
+    "get_solver",
+    "ingest_sequences",
+    "ingest_svmlight",
+    "load_model",
+    "metrics",
+    "open_dataset",
+    "partition_dataset",
+    "register_solver",
+    "save_model",
+    "solve",
+    "write_dataset",
+]
