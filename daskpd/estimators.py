@@ -444,6 +444,11 @@ class _SaddlePointBase(BaseEstimator):
             del self.feature_names_in_
         labels = None
         if classification:
+            if getattr(dataset, "task", "binary") != "binary" or not dataset.label_counts:
+                raise ValueError(
+                    f"{type(self).__name__} needs a dataset with binary labels (-1/+1); this "
+                    f"one has task={getattr(dataset, 'task', None)!r}"
+                )
             label_counts = {float(k): int(v) for k, v in dict(dataset.label_counts).items()}
             labels = np.array(sorted(label_counts), dtype=np.float64)
             if labels.shape[0] < 2:
