@@ -76,7 +76,7 @@ __all__ = [
     "LinearSVR",
     "LADRegression",
     "auto_solver",
-    "load_model",
+    "load_estimator",
 ]
 
 SOLVERS = ("dso", "spdc", "dspdc", "gsfw", "pdprox", "batch")
@@ -653,7 +653,7 @@ class _SaddlePointBase(BaseEstimator):
         For models too large to pickle comfortably: ``coef_`` is stored as a chunked,
         compressed zarr array; everything else (parameters, ``history_``, ``classes_``) is
         small. The ``callback`` parameter is a run-time hook and is not stored (it is None
-        after :func:`load_model`).
+        after :func:`load_estimator`).
 
         Parameters
         ----------
@@ -709,7 +709,7 @@ class _SaddlePointBase(BaseEstimator):
         estimator : object
             The fitted estimator (of the class that saved it).
         """
-        estimator = load_model(path)
+        estimator = load_estimator(path)
         if not isinstance(estimator, cls):
             raise TypeError(f"{path} holds a {type(estimator).__name__}, not a {cls.__name__}")
         return estimator
@@ -725,7 +725,7 @@ class _SaddlePointBase(BaseEstimator):
         return tags
 
 
-def load_model(path):
+def load_estimator(path):
     """Read an estimator written by ``estimator.save(path)``.
 
     Parameters

@@ -23,7 +23,7 @@ from daskpd.estimators import (
     LogisticRegression,
     Ridge,
     SaddlePointEstimator,
-    load_model,
+    load_estimator,
 )
 
 # Short runs that do not reach tol are intended in most tests; the warning is tested once.
@@ -385,13 +385,13 @@ def test_pickle_and_zarr_round_trip(rng, tmp_path):
     np.testing.assert_array_equal(loaded.classes_, model.classes_)
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
     assert loaded.history_ == model.history_ and loaded.gap_ == model.gap_
-    assert type(load_model(tmp_path / "model.zarr")) is LogisticRegression
+    assert type(load_estimator(tmp_path / "model.zarr")) is LogisticRegression
     with pytest.raises(FileExistsError):
         model.save(tmp_path / "model.zarr")
     with pytest.raises(TypeError, match="LogisticRegression"):
         Ridge.load(tmp_path / "model.zarr")
     with pytest.raises(FileNotFoundError):
-        load_model(tmp_path / "nothing.zarr")
+        load_estimator(tmp_path / "nothing.zarr")
 
 
 # --------------------------------------------------------------------------------------------
