@@ -111,7 +111,7 @@ def _is_dataset(obj) -> bool:
 # Solvers that accept row weights (sample_weight, class_weight); the others raise ValueError
 # for weighted data, so "auto" does not pick them then. tests/test_estimators.py checks this
 # table against the solvers' own checks.
-WEIGHTED_SOLVERS = frozenset({"dso", "batch"})
+WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch"})
 
 
 def auto_solver(loss, regularizer, *, weighted=False) -> str:
@@ -121,8 +121,7 @@ def auto_solver(loss, regularizer, *, weighted=False) -> str:
     * absolute and epsilon-insensitive: Pdprox (made for non-smooth losses); for weighted
       rows with the absolute loss, DSO (Pdprox has no row weights);
     * other (smooth) losses with a strongly convex regularizer (L2, elastic net with
-      ``l1_ratio < 1``): SPDC (linear convergence); for weighted rows the full-gradient
-      ``batch`` solver (FISTA), because SPDC has no row weights;
+      ``l1_ratio < 1``): SPDC (linear convergence);
     * smooth losses with a regularizer that is not strongly convex (L1): ``batch``, because
       SPDC and DSPDC solve such problems only after a perturbation of size ``delta`` (an
       approximate answer).
@@ -145,7 +144,7 @@ def auto_solver(loss, regularizer, *, weighted=False) -> str:
         return "dso" if weighted else "pdprox"
     if name == "epsilon_insensitive":
         return "pdprox"
-    if float(getattr(regularizer, "strong_convexity", 0.0)) > 0 and not weighted:
+    if float(getattr(regularizer, "strong_convexity", 0.0)) > 0:
         return "spdc"
     return "batch"
 
@@ -395,7 +394,8 @@ class _SaddlePointBase(BaseEstimator):
             del self.feature_names_in_
         X = X.astype(np.float64)
         y = y.astype(np.float64) if not classification else y
-        # One pass over the arrays for validation (finite values) and the labels.
+        # One compute over y for its labels and finite values; X is checked for finite values
+        # where as_dataset loads or writes it.
         finite_y = da.isfinite(y.astype(np.float64)).all() if y.dtype.kind in "fiub" else True
         if classification:
             labels, finite_y = dask.compute(da.unique(y), finite_y)
@@ -414,9 +414,9 @@ class _SaddlePointBase(BaseEstimator):
             weights = self._normalized_sample_weight(weights, weights.reshape(-1, 1))
         if classification:
             labels = np.asarray(labels)
-            y_signed = da.where(y == labels[1], 1.0, -1.0)
             if labels.shape[0] != 2:
-                self._encode_labels(labels)
+                self._encode_labels(labels)  # raises the one-class / multiclass error
+            y_signed = da.where(y == labels[1], 1.0, -1.0)
             counts = da.compute((y_signed < 0).sum(), (y_signed > 0).sum())
             class_weight = self._class_weight_dict(labels, counts)
             if class_weight is not None:
@@ -1120,7 +1120,7 @@ class LogisticRegression(_BinaryClassifier):
     ----------
     solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "auto"}, default="auto"
         ``"auto"`` is SPDC (linear convergence on this smooth loss), or the full-gradient
-        ``"batch"`` solver with ``penalty="l1"`` or weighted rows (see :func:`auto_solver`).
+        ``"batch"`` solver with ``penalty="l1"`` (see :func:`auto_solver`).
     """
 
     __doc__ += (
@@ -1259,8 +1259,7 @@ class Ridge(_FixedRegressor):
     """Ridge regression: ``(1/n) sum (x_i.w - y_i)^2 / 2 + alpha ||w||^2 / 2``.
 
     scikit-learn's ``Ridge(alpha=a)`` (unnormalized sum) is ``Ridge(alpha=a / n)`` here.
-    ``solver="auto"`` is SPDC, or the full-gradient ``"batch"`` solver for weighted rows
-    (see :func:`auto_solver`).
+    ``solver="auto"`` is SPDC (see :func:`auto_solver`).
 
     Parameters
     ----------
@@ -1318,8 +1317,7 @@ class ElasticNet(_Regressor):
     """Elastic net: squared loss with ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2)``.
 
     The same objective as scikit-learn's ``ElasticNet(alpha, l1_ratio)``.
-    ``solver="auto"`` is SPDC, or the full-gradient ``"batch"`` solver for weighted rows
-    (see :func:`auto_solver`).
+    ``solver="auto"`` is SPDC (see :func:`auto_solver`).
 
     Parameters
     ----------

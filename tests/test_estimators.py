@@ -310,10 +310,10 @@ def test_unweighted_solvers_refuse_sample_weight(rng):
         else:
             with pytest.raises(ValueError, match="(?i)weight"):
                 model.fit(X, y, sample_weight=weights)
-    # "auto" falls back to a solver with row weights.
-    model = LogisticRegression(alpha=1e-2, max_iter=5).fit(X, y, sample_weight=weights)
-    assert model.solver_ == "batch"
-    assert LogisticRegression(alpha=1e-2, max_iter=5).fit(X, y).solver_ == "spdc"
+    # "auto" falls back to a solver with row weights where its first choice has none.
+    model = LADRegression(alpha=1e-2, max_iter=2).fit(X, y, sample_weight=weights)
+    assert model.solver_ == "dso"
+    assert LADRegression(alpha=1e-2, max_iter=2).fit(X, y).solver_ == "pdprox"
     with pytest.raises(ValueError, match="(?i)weight"):
         LinearSVR(max_iter=2).fit(X, y, sample_weight=weights)
 
