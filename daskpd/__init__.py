@@ -36,6 +36,7 @@ from daskpd.estimators import (
     LogisticRegression,
     Ridge,
     SaddlePointEstimator,
+    load_estimator,
 )
 from daskpd.io import ingest_sequences, ingest_svmlight
 from daskpd.losses import get_loss
@@ -85,6 +86,7 @@ __all__ = [
     "get_solver",
     "ingest_sequences",
     "ingest_svmlight",
+    "load_estimator",
     "load_model",
     "metrics",
     "open_dataset",
