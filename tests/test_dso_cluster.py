@@ -90,9 +90,12 @@ def test_one_worker_equals_serial_replay(disk_data):
 
     problem = Problem("hinge", "l2", 1e-2)
     options = DSOOptions(grid=4)
-    with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, Client(cluster, set_as_default=False) as client:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
         solver, state = _epochs(client, problem, disk_data, options, n_epochs=2, seed=2)
         reference = serial_replay(problem, disk_data, n_epochs=2, seed=2, options=options)
         _check_equal(client, solver, state, reference)
@@ -119,45 +122,3 @@ def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
     assert len(gaps) == 3
     assert gaps[-1] < gaps[0] / 5
     assert gaps[-1] < 5e-3
-
-
-@pytest.mark.slow
-def test_out_of_core_training_under_worker_memory_limit(tmp_path):
-    """Train on a dataset several times larger than each worker's memory limit."""
-    from distributed import Client, LocalCluster
-
-    from daskpd.dataset import DatasetWriter
-
-    rng = np.random.default_rng(0)
-    n_rows, n_features, per_row = 120_000, 400_000, 400
-    path = tmp_path / "big.zarr"
-    w_true = rng.normal(size=n_features)
-    with DatasetWriter(
-        path, n_features, binary=True, dtype=np.float32, task="binary"
-    ) as writer:
-        for _ in range(n_rows // 10_000):
-            cols = np.sort(rng.integers(0, n_features, (10_000, per_row)), axis=1)
-            keep = np.ones(cols.shape, bool)
-            keep[:, 1:] = cols[:, 1:] != cols[:, :-1]
-            indptr = np.r_[0, np.cumsum(keep.sum(1))]
-            X = sp.csr_matrix(
-                (np.ones(indptr[-1], np.float32), cols[keep], indptr), (10_000, n_features)
-            )
-            writer.append(X, np.where(X @ w_true > 0, 1.0, -1.0))
-    data = partition_dataset(path, grid=4)
-    nbytes = data.nnz * (4 + 4 + 4)  # CSR indices + tile rows and cols
-    limit = 200 * 2**20
-    assert nbytes > 2 * limit
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, memory_limit=limit,
-        dashboard_address=":0",
-    ) as cluster, Client(cluster, set_as_default=False) as client:  # fmt: skip
-        result = solve(
-            data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
-            tile_cache_bytes=0,
-        )  # fmt: skip
-        assert len(client.scheduler_info()["workers"]) == 2
-        events = client.get_events("worker-restart") if hasattr(client, "get_events") else ()
-        assert not events
-    assert result.n_epochs == 2
-    assert np.isfinite(result.gap) and result.history[-1]["gap"] < result.history[0]["gap"] * 2
