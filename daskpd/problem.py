@@ -488,10 +488,13 @@ class Problem:
 
         data = self.check(data, w=w, z=z, z_bounds=z_bounds)
         w = np.ascontiguousarray(w, dtype=np.float64)
-        root = self._graph(w, data, z, z_bounds)
         if client is not None:
+            # w goes to one worker directly (not through the scheduler inside the graph);
+            # tasks on the other workers fetch it from there.
+            root = self._graph(client.scatter(w, hash=False), data, z, z_bounds)
             loss_sum, conj_sum, g = client.compute(root).result()
         else:
+            root = self._graph(w, data, z, z_bounds)
             (loss_sum, conj_sum, g) = dask.compute(root)[0]
         return self._finish(w, int(data.n_samples), loss_sum, conj_sum, g)
 
