@@ -1369,7 +1369,7 @@ class LinearSVR(_Regressor):
     """Linear support vector regression: epsilon-insensitive loss ``max(0, |x.w - y| - eps)``.
 
     ``solver="auto"`` is Pdprox, the only solver for this loss; it has no row weights, so
-    ``sample_weight`` raises ValueError.
+    :meth:`fit` takes no ``sample_weight``.
 
     Parameters
     ----------
@@ -1420,3 +1420,23 @@ class LinearSVR(_Regressor):
 
     def _regularizer_spec(self):
         return "l2"
+
+    def fit(self, X, y=None):
+        """Train the model; stop at a duality gap of ``tol`` or after ``max_iter`` epochs.
+
+        Pdprox, the only solver of the epsilon-insensitive loss, has no row weights, so this
+        estimator takes no ``sample_weight`` (nor weights stored in a dataset).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Training data; a daskpd dataset carries its targets.
+        y : array-like of shape (n_samples,) or Dask array, default=None
+            Targets; must be None for a dataset.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        return super().fit(X, y)

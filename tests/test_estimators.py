@@ -76,15 +76,10 @@ PER_CHECK_PARAMS = {
 
 # Every entry names the open issue it is tracked in.
 _NOT_TO_MACHINE_PRECISION = (
-    "issue 7: the hinge / absolute / epsilon-insensitive solvers (DSO, Pdprox) converge "
+    "issue 4: the hinge / absolute solvers (DSO, Pdprox) converge "
     "sublinearly, so weighted and repeated fits agree to the duality gap, not to rtol 1e-7; "
     "the weights = repetitions property itself is tested exactly (objective identity) and at "
     "the certified accuracy in test_sample_weight_equals_repetition"
-)
-_PDPROX_NO_WEIGHTS = (
-    "issue 6: Pdprox, the only solver for the epsilon-insensitive loss, has no row weights "
-    "yet, so LinearSVR.fit(sample_weight=...) raises ValueError (tested in "
-    "test_unweighted_solvers_refuse_sample_weight)"
 )
 _DSO_EXTREME_WEIGHTS = (
     "issue 4: with class weights 1e7 apart (1000 and 1e-4) on unscaled features, DSO's "
@@ -98,17 +93,6 @@ EXPECTED_FAILED = {
         "check_class_weight_classifiers": _DSO_EXTREME_WEIGHTS,
     },
     "LADRegression": dict.fromkeys(_EQUIVALENCE, _NOT_TO_MACHINE_PRECISION),
-    "LinearSVR": dict.fromkeys(
-        (
-            "check_sample_weights_pandas_series",
-            "check_sample_weights_not_an_array",
-            "check_sample_weights_list",
-            "check_sample_weights_shape",
-            "check_sample_weights_not_overwritten",
-            *_EQUIVALENCE,
-        ),
-        _PDPROX_NO_WEIGHTS,
-    ),
 }
 
 
@@ -314,7 +298,8 @@ def test_unweighted_solvers_refuse_sample_weight(rng):
     model = LADRegression(alpha=1e-2, max_iter=2).fit(X, y, sample_weight=weights)
     assert model.solver_ == "dso"
     assert LADRegression(alpha=1e-2, max_iter=2).fit(X, y).solver_ == "pdprox"
-    with pytest.raises(ValueError, match="(?i)weight"):
+    # LinearSVR's only solver has no row weights: its fit takes none
+    with pytest.raises(TypeError, match="sample_weight"):
         LinearSVR(max_iter=2).fit(X, y, sample_weight=weights)
 
 
