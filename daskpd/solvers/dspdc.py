@@ -49,17 +49,17 @@ import numpy as np
 
 from daskpd.kernels import dspdc as dspdc_kernels
 from daskpd.kernels import scalar
-from daskpd.solvers._driver import Iterate, epoch_seed, register_solver
+from daskpd.solvers._driver import epoch_seed, register_solver
 from daskpd.solvers.spdc import (
     Carry,
     ChainState,
     ProblemArgs,
+    SPDCSolver,
     StepSizes,
     _block_csr,
     _check_common,
     block_weights,
     draw_rows,
-    gather_dual,
     initial_dual,
     problem_spec,
     run_chain,
@@ -215,11 +215,13 @@ def _dspdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, op
 
 
 @register_solver
-class DSPDCSolver:
+class DSPDCSolver(SPDCSolver):
     """DSPDC (Algorithm 1) for the driver (``solver="dspdc"``) on explicit data.
 
     One epoch = ``n / batch_size`` iterations (one pass over the rows) as a chained graph.
-    Options: see :class:`DSPDCSolver.Options`.
+    Options: see :class:`DSPDCSolver.Options`. The state (carry, per-block duals) has SPDC's
+    shape, so ``iterate``, ``state_arrays`` and ``restore`` are SPDC's; ``restore`` calls this
+    class's own :meth:`parameters`.
     """
 
     name = "dspdc"
@@ -314,44 +316,6 @@ class DSPDCSolver:
     def run_epoch(self, state, epoch):
         """One pass over the rows as one Dask compute."""
         return run_chain(state, epoch, _dspdc_block_task)
-
-    def iterate(self, state):
-        """The current ``(w, z)``; ``z`` stays per row block."""
-        bounds = np.asarray(state.data.row_block_bounds, dtype=np.int64)
-        return Iterate(
-            w=state.carry.w.copy(), z=list(state.z_blocks), z_bounds=bounds, w_avg=None, z_avg=None
-        )
-
-    def state_arrays(self, state):
-        """Arrays that resume the run exactly."""
-        return {
-            "w": state.carry.w,
-            "w_prev": state.carry.w_prev,
-            "u": state.carry.u,
-            "t": np.array(state.carry.t, dtype=np.int64),
-            "z": np.concatenate(gather_dual(state)),
-            "epoch": np.array(state.epoch, dtype=np.int64),
-        }
-
-    def restore(self, problem, data, arrays, *, seed, client, options):
-        """Rebuild a state saved by :meth:`state_arrays`."""
-        spec, steps, opts, block_iters = self.parameters(problem, data, options)
-        bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
-        z = np.asarray(arrays["z"], dtype=np.float64)
-        blocks = [z[bounds[b] : bounds[b + 1]].copy() for b in range(len(bounds) - 1)]
-        if client is not None:
-            blocks = client.scatter(blocks)
-        carry = Carry(
-            np.asarray(arrays["w"], dtype=np.float64).copy(),
-            np.asarray(arrays["w_prev"], dtype=np.float64).copy(),
-            np.asarray(arrays["u"], dtype=np.float64).copy(),
-            int(np.asarray(arrays["t"])),
-        )
-        return ChainState(
-            spec, steps, carry, tuple(blocks), block_iters,
-            seed, int(np.asarray(arrays["epoch"])),
-            opts, data, client,
-        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
