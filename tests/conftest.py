@@ -15,7 +15,10 @@ def local_cluster():
     cluster = LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     )
-    client = Client(cluster)
+    # Not the default client: a session-wide default would silently send every later
+    # in-process test's Dask work to this cluster. Tests pass it explicitly (client=...)
+    # or enter it with ``local_cluster.as_current()``.
+    client = Client(cluster, set_as_default=False)
     yield client
     client.close()
     cluster.close()
@@ -46,6 +49,18 @@ def counting_scheduler():
     counter = CountingScheduler()
     with dask.config.set(scheduler=counter):
         yield counter
+
+
+@pytest.fixture
+def builtin_solvers():
+    """Names of the solvers daskpd ships, without the test-only ones other modules register."""
+    from daskpd.solvers import available_solvers, get_solver
+
+    return [
+        name
+        for name in available_solvers()
+        if type(get_solver(name)).__module__.startswith("daskpd.")
+    ]
 
 
 @pytest.fixture

@@ -155,18 +155,18 @@ SOLVER_CONFIGS = [
 ]
 
 
-def _solver_workload(tmp_path, tag):
+def _solver_workload(tmp_path, tag, solvers):
     # The synchronous scheduler keeps every task in this process, where the dispatchers are
     # inspected, even when a distributed client is active in the test session.
     with dask.config.set(scheduler="sync"):
-        return _run_workload(tmp_path, tag)
+        return _run_workload(tmp_path, tag, solvers)
 
 
-def _run_workload(tmp_path, tag):
+def _run_workload(tmp_path, tag, solvers):
     from daskpd.dataset import partition_dataset, write_dataset
     from daskpd.io import ingest_sequences, ingest_svmlight
     from daskpd.regularizers import L1Ball
-    from daskpd.solvers import available_solvers, solve
+    from daskpd.solvers import solve
 
     rng = np.random.default_rng(3)
     X = sp.random(64, 8, density=0.5, random_state=4, format="csr")
@@ -185,7 +185,7 @@ def _run_workload(tmp_path, tag):
     )
     configs = [*SOLVER_CONFIGS, {"loss": "logistic", "regularizer": L1Ball(1.0), "alpha": 0.0}]
     ran = []
-    for name in available_solvers():
+    for name in solvers:
         for config in configs:
             try:
                 # client=False: in this process, where the dispatchers are inspected.
@@ -197,14 +197,12 @@ def _run_workload(tmp_path, tag):
     return ran
 
 
-def test_all_kernels_compile_once(tmp_path):
+def test_all_kernels_compile_once(tmp_path, builtin_solvers):
     dispatchers = kernel_dispatchers()
-    ran = _solver_workload(tmp_path, "first")
+    ran = _solver_workload(tmp_path, "first", builtin_solvers)
     first = signature_counts(dispatchers)
-    assert _solver_workload(tmp_path, "second") == ran
-    from daskpd.solvers import available_solvers
-
-    assert ran == available_solvers()
+    assert _solver_workload(tmp_path, "second", builtin_solvers) == ran
+    assert ran == builtin_solvers
     assert signature_counts(dispatchers) == first
     # The workloads reach every kernel module, so the comparison above covers each of them.
     modules = {name.rsplit(".", 1)[0] for name in first}
