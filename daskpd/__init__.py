@@ -27,17 +27,6 @@ from daskpd.dataset import (
     partition_dataset,
     write_dataset,
 )
-from daskpd.estimators import (
-    ElasticNet,
-    LADRegression,
-    Lasso,
-    LinearSVC,
-    LinearSVR,
-    LogisticRegression,
-    Ridge,
-    SaddlePointEstimator,
-    load_estimator,
-)
 from daskpd.io import ingest_sequences, ingest_svmlight
 from daskpd.losses import get_loss
 from daskpd.problem import Evaluation, Problem
@@ -52,6 +41,34 @@ from daskpd.solvers import (
     register_solver,
     solve,
 )
+
+# The estimators import scikit-learn (and through it SciPy's stats and pandas: ~150 MB of
+# resident memory). Every Dask worker imports this package to run a task, and needs none of
+# that, so the estimators load on first use (PEP 562).
+_ESTIMATORS = (
+    "ElasticNet",
+    "LADRegression",
+    "Lasso",
+    "LinearSVC",
+    "LinearSVR",
+    "LogisticRegression",
+    "Ridge",
+    "SaddlePointEstimator",
+    "load_estimator",
+)
+
+
+def __getattr__(name):
+    if name in _ESTIMATORS:
+        from daskpd import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module 'daskpd' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_ESTIMATORS))
+
 
 __all__ = [
     "Callback",
