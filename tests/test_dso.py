@@ -73,8 +73,16 @@ def _assert_equal_to_replay(solver, state, reference, client=None):
         DSOOptions(grid=3, step="adagrad"),
         DSOOptions(grid=4, step="adagrad", visit_order="random", svrg_every=2),
         DSOOptions(grid=2, step="sqrt", visit_order="storage"),
+        DSOOptions(grid=2, step="adagrad", visit_order="rows", interleave=1),
+        DSOOptions(grid=3, step="adagrad", block_bytes=128, interleave=3),
     ],
-    ids=["adagrad-rows", "adagrad-random-svrg", "sqrt-storage"],
+    ids=[
+        "adagrad-blocked",
+        "adagrad-random-svrg",
+        "sqrt-storage",
+        "adagrad-rows",
+        "adagrad-blocked-small",
+    ],
 )
 def test_local_schedulers_equal_serial_replay(scheduler, options):
     X, y = _classification(empty=True)
@@ -303,3 +311,27 @@ def test_bad_option_values():
     with pytest.raises(ValueError, match="unknown option"):
         X, y = _classification()
         solve(MemoryDataset(X, y), "hinge", "l2", 1e-2, "dso", client=False, gird=2)
+
+
+def test_blocked_order_visits_every_segment_once_sub_block_by_sub_block():
+    from daskpd.solvers import dso
+
+    X, y = _classification(empty=True)
+    data = MemoryDataset(X, y)
+    data.partition(2)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2, block_bytes=128)  # 4 columns a sub-block
+    settings = dso._settings(problem, data, options, 2)
+    rows, cols, vals = data.tile(2, 0, 1)
+    tile = dso._load_tile((rows, cols, vals), settings, 0, 1)
+    segment_ptr, block_ptr = tile[3], tile[4]
+    assert block_ptr.shape[0] > 3  # several sub-blocks, or the check below says little
+    order = dso._visit_order(tile, settings, np.random.SeedSequence(5), 1, 0, 1)
+    assert np.array_equal(np.sort(order), np.arange(segment_ptr.shape[0] - 1))
+    block_of = np.searchsorted(block_ptr, order, side="right") - 1
+    # each sub-block's segments come together, and the sub-blocks are not in storage order
+    changes = np.flatnonzero(np.diff(block_of)) + 1
+    visited = block_of[np.r_[0, changes]]
+    assert np.array_equal(np.sort(visited), np.arange(block_ptr.shape[0] - 1))
+    other = dso._visit_order(tile, settings, np.random.SeedSequence(5), 2, 0, 1)
+    assert not np.array_equal(order, other)  # a new order every epoch

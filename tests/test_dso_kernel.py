@@ -262,3 +262,32 @@ def test_tile_products_and_read_only_loop():
     order = np.arange(rows.shape[0], dtype=np.int64)
     total = kernels.tile_read_only(rows, cols, vals, False, np.zeros(0, np.int64), order, w, z)
     assert total == pytest.approx(np.sum(w[cols] * vals + z[rows]))
+
+
+@pytest.mark.parametrize("binary", [False, True])
+@pytest.mark.parametrize("block_cols", [1, 3, 8, 100])
+def test_block_layout_matches_a_stable_sort_by_sub_block(binary, block_cols):
+    rng = np.random.default_rng(block_cols)
+    rows, cols, vals = _random_tile(rng, n_rows=9, n_cols=20, nnz=70)
+    vals = np.zeros(0) if binary else vals
+    out_rows, out_cols, out_vals, segment_ptr, block_ptr = kernels.block_layout(
+        rows, cols, vals, binary, block_cols
+    )
+    # reference: a stable sort on the sub-block, so each sub-block keeps the row-major order
+    perm = np.argsort(cols // block_cols, kind="stable")
+    assert np.array_equal(out_rows, rows[perm]) and np.array_equal(out_cols, cols[perm])
+    if not binary:
+        assert np.array_equal(out_vals, vals[perm])
+    n_blocks = -(-int(cols.max() + 1) // block_cols)
+    assert block_ptr.shape[0] == n_blocks + 1 and block_ptr[0] == 0
+    assert segment_ptr[0] == 0 and segment_ptr[-1] == rows.shape[0]
+    for b in range(n_blocks):
+        for s in range(block_ptr[b], block_ptr[b + 1]):
+            run = slice(segment_ptr[s], segment_ptr[s + 1])
+            # a segment is one row inside one sub-block ...
+            assert np.all(out_rows[run] == out_rows[run][0])
+            assert np.all(out_cols[run] // block_cols == b)
+            # ... and maximal: the next segment of the same sub-block is another row
+            if s + 1 < block_ptr[b + 1]:
+                assert out_rows[segment_ptr[s + 1]] != out_rows[run][0]
+    assert block_ptr[-1] == segment_ptr.shape[0] - 1

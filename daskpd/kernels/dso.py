@@ -302,6 +302,74 @@ def expand_order(segment_ptr, order, interleave):
     return out
 
 
+@njit
+def block_layout(rows, cols, vals, binary, block_cols):
+    """Regroup a tile's nonzeros by column sub-block, for the ``"blocked"`` visit order.
+
+    A stable counting sort on ``cols // block_cols``: inside a sub-block the nonzeros keep
+    their storage order, so a row-major tile stays row-major there, and each run of one row
+    inside one sub-block becomes a segment.
+
+    Parameters
+    ----------
+    rows, cols : ndarray of shape (tile_nnz,), int32
+    vals : ndarray of shape (tile_nnz,) or (0,)
+    binary : bool
+    block_cols : int
+        Columns per sub-block (> 0).
+
+    Returns
+    -------
+    rows, cols, vals : ndarray
+        The nonzeros regrouped (``vals`` stays empty when ``binary``).
+    segment_ptr : ndarray of shape (n_segments + 1,), int64
+        Runs of one row inside one sub-block.
+    block_ptr : ndarray of shape (n_blocks + 1,), int64
+        Segments ``block_ptr[b]:block_ptr[b + 1]`` make up sub-block ``b``.
+    """
+    nnz = rows.shape[0]
+    n_cols = 0
+    for e in range(nnz):
+        if cols[e] + 1 > n_cols:
+            n_cols = cols[e] + 1
+    n_blocks = max(1, (n_cols + block_cols - 1) // block_cols)
+    start = np.zeros(n_blocks + 1, dtype=np.int64)
+    for e in range(nnz):
+        start[cols[e] // block_cols + 1] += 1
+    for b in range(n_blocks):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    out_rows = np.empty_like(rows)
+    out_cols = np.empty_like(cols)
+    out_vals = np.empty_like(vals)
+    for e in range(nnz):
+        b = cols[e] // block_cols
+        k = fill[b]
+        fill[b] = k + 1
+        out_rows[k] = rows[e]
+        out_cols[k] = cols[e]
+        if not binary:
+            out_vals[k] = vals[e]
+    # segments: a new one wherever the row or the sub-block changes
+    n_segments = 0
+    for b in range(n_blocks):
+        for k in range(start[b], start[b + 1]):
+            if k == start[b] or out_rows[k] != out_rows[k - 1]:
+                n_segments += 1
+    segment_ptr = np.empty(n_segments + 1, dtype=np.int64)
+    block_ptr = np.empty(n_blocks + 1, dtype=np.int64)
+    s = 0
+    for b in range(n_blocks):
+        block_ptr[b] = s
+        for k in range(start[b], start[b + 1]):
+            if k == start[b] or out_rows[k] != out_rows[k - 1]:
+                segment_ptr[s] = k
+                s += 1
+    block_ptr[n_blocks] = s
+    segment_ptr[n_segments] = nnz
+    return out_rows, out_cols, out_vals, segment_ptr, block_ptr
+
+
 def pack_columns(w, w_acc, inv_col_nnz, w_snap=None, u_snap=None):
     """Interleave the per-column arrays of a ``w`` block for :func:`dso_tile`.
 

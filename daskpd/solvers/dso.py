@@ -37,7 +37,7 @@ from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_so
 __all__ = ["DSO", "DSOOptions", "serial_replay"]
 
 _STEPS = ("adagrad", "sqrt")
-_ORDERS = ("random", "rows", "storage")
+_ORDERS = ("random", "rows", "blocked", "storage")
 _INITS = ("zero", "dcd")
 _REG_STEPS = ("auto", "gradient", "prox")
 _REPORTS = ("last", "average")
@@ -64,14 +64,23 @@ class DSOOptions:
         Dual step; ``None``: 0.5 for AdaGrad, ``eta0`` for ``"sqrt"`` (the paper's single step).
     adagrad_eps : float, default=1e-12
         Added to the AdaGrad accumulators.
-    visit_order : {"rows", "random", "storage"}, default="rows"
-        Order of the nonzeros inside a tile, drawn per (epoch, row group, column block): a
-        random permutation of the tile's rows, each row's nonzeros in storage order (cheap
-        to draw, cache-friendly); a random permutation of the nonzeros; or storage order.
+    visit_order : {"blocked", "rows", "random", "storage"}, default="blocked"
+        Order of the nonzeros inside a tile, drawn per (epoch, row group, column block).
+        ``"blocked"``: the tile's columns are cut into sub-blocks whose slice of ``w`` fits
+        in a core's cache (``block_bytes``); the sub-blocks come in a random order and,
+        inside each, the rows in a random permutation, each row's nonzeros of the sub-block
+        in storage order. ``"rows"``: a random permutation of the tile's rows, each row's
+        nonzeros in storage order. ``"random"``: a random permutation of the nonzeros.
+        ``"storage"``: storage order. Every order is a serial order of DSO's updates
+        (Lemma 2 holds for each); they differ in how often consecutive updates miss the
+        cache on ``w``.
     interleave : int, default=4
-        With ``visit_order="rows"``: visit this many rows of the permutation round-robin
-        (one nonzero of each in turn), so consecutive updates touch different rows and the
-        CPU overlaps their dependency chains. 1 visits one row after the other.
+        With ``"blocked"`` and ``"rows"``: visit this many segments of the order
+        round-robin (one nonzero of each in turn), so consecutive updates touch different
+        rows and the CPU overlaps their dependency chains. 1 visits one after the other.
+    block_bytes : int, default=524288
+        With ``"blocked"``: bytes of the packed ``w`` columns of one sub-block (32 bytes a
+        column, 64 with SVRG). The default, half a MiB, stays inside a 1 MiB L2 cache.
     init : {"zero", "dcd"}, default="zero"
         ``"zero"``: ``w = 0`` and ``z_i = c_i loss'(0, y_i)`` projected on the dual box;
         ``"dcd"``: ``dcd_passes`` passes of local dual coordinate ascent on every row group,
@@ -102,8 +111,9 @@ class DSOOptions:
     eta0: float | None = None
     dual_eta0: float | None = None
     adagrad_eps: float = 1e-12
-    visit_order: str = "rows"
+    visit_order: str = "blocked"
     interleave: int = 4
+    block_bytes: int = 1 << 19
     init: str = "zero"
     dcd_passes: int = 20
     svrg_every: int = 0
@@ -134,6 +144,8 @@ class DSOOptions:
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
         if not float(self.adagrad_eps) >= 0:
             raise ValueError(f"adagrad_eps must be >= 0, got {self.adagrad_eps!r}")
+        if int(self.block_bytes) < 64:
+            raise ValueError(f"block_bytes must be >= 64, got {self.block_bytes!r}")
         if int(self.interleave) < 1:
             raise ValueError(f"interleave must be >= 1, got {self.interleave!r}")
         if int(self.dcd_passes) < 1:
@@ -169,6 +181,7 @@ class _Settings:
     reg_step: int
     visit_order: str
     interleave: int
+    block_cols: int
     svrg_every: int
     cache_bytes: int | None
     report_average: bool
@@ -216,6 +229,8 @@ def _settings(problem, data, options, grid):
         reg_step=kernels.REG_GRADIENT if reg_step == "gradient" else kernels.REG_PROX,
         visit_order=options.visit_order,
         interleave=int(options.interleave),
+        # one packed column is 4 float64 (8 with the SVRG snapshot terms)
+        block_cols=max(1, int(options.block_bytes) // (64 if options.svrg_every > 0 else 32)),
         svrg_every=int(options.svrg_every),
         cache_bytes=None if options.tile_cache_bytes is None else int(options.tile_cache_bytes),
         report_average=options.report == "average",
@@ -310,16 +325,24 @@ def _segments(rows):
     return np.concatenate(([0], starts, [rows.shape[0]])).astype(np.int64)
 
 
-def _load_tile(source, settings, q, r):
-    """Return ``(rows, cols, vals, segment_ptr)`` of tile ``(q, r)``.
+def _layout_cols(settings):
+    """Columns per sub-block of the cached tile layout (0: one block, row-major)."""
+    return settings.block_cols if settings.visit_order == "blocked" else 0
 
-    ``source`` is a dataset (``tile(P, q, r)``) or the tile's ``(rows, cols, vals)``. Tiles of
-    on-disk datasets are memoized per process within ``settings.cache_bytes``.
+
+def _load_tile(source, settings, q, r):
+    """Return ``(rows, cols, vals, segment_ptr, block_ptr)`` of tile ``(q, r)``.
+
+    ``source`` is a dataset (``tile(P, q, r)``) or the tile's ``(rows, cols, vals)``. With
+    ``visit_order="blocked"`` the nonzeros are regrouped by column sub-block
+    (:func:`daskpd.kernels.dso.block_layout`); otherwise they stay in storage order as one
+    block. Tiles of on-disk datasets are memoized per process within ``settings.cache_bytes``.
     """
     path = getattr(source, "path", None)
+    block_cols = _layout_cols(settings)
     key = None
     if path is not None:
-        key = (str(path), int(getattr(source, "nnz", -1)), settings.grid, q, r)
+        key = (str(path), int(getattr(source, "nnz", -1)), settings.grid, q, r, block_cols)
         with _CACHE_LOCK:
             hit = _TILE_CACHE.get(key)
         if hit is not None:
@@ -334,10 +357,14 @@ def _load_tile(source, settings, q, r):
         vals = np.zeros(0, dtype=np.float64)
     else:
         vals = np.ascontiguousarray(vals)
-    # Segments are kept whatever the visit order, so a cached tile serves every run.
-    tile = (rows, cols, vals, _segments(rows))
+    if block_cols:
+        tile = kernels.block_layout(rows, cols, vals, settings.binary, block_cols)
+    else:
+        segment_ptr = _segments(rows)
+        block_ptr = np.array([0, segment_ptr.shape[0] - 1], dtype=np.int64)
+        tile = (rows, cols, vals, segment_ptr, block_ptr)
     if key is not None:
-        size = rows.nbytes + cols.nbytes + vals.nbytes + tile[3].nbytes
+        size = sum(part.nbytes for part in tile)
         with _CACHE_LOCK:
             # Keep, never evict: the access pattern is cyclic, where LRU eviction would
             # throw away exactly the tile needed next.
@@ -348,9 +375,12 @@ def _load_tile(source, settings, q, r):
 
 
 def _visit_order(tile, settings, seed, epoch, q, r):
-    """The visit order of tile ``(q, r)`` in ``epoch`` (a function of the seed only)."""
-    rows, _, _, segment_ptr = tile
-    if settings.visit_order == "rows":
+    """The visit order of tile ``(q, r)`` in ``epoch`` (a function of the seed only).
+
+    Indices of segments for ``"rows"`` and ``"blocked"``, of nonzeros otherwise.
+    """
+    rows, _, _, segment_ptr, block_ptr = tile
+    if settings.visit_order in ("rows", "blocked"):
         n_items = segment_ptr.shape[0] - 1
     else:
         n_items = rows.shape[0]
@@ -359,7 +389,22 @@ def _visit_order(tile, settings, seed, epoch, q, r):
     tile_seed = block_seeds(epoch_seed(seed, epoch), settings.grid * settings.grid)[
         q * settings.grid + r
     ]
-    return np.random.default_rng(tile_seed).permutation(n_items).astype(np.int64)
+    rng = np.random.default_rng(tile_seed)
+    if settings.visit_order != "blocked":
+        return rng.permutation(n_items).astype(np.int64)
+    # sub-blocks in a random order, the segments (rows) of each in a random order
+    parts = [
+        block_ptr[b] + rng.permutation(int(block_ptr[b + 1] - block_ptr[b]))
+        for b in rng.permutation(block_ptr.shape[0] - 1)
+    ]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _kernel_segments(tile, settings):
+    """``segment_ptr`` for :func:`daskpd.kernels.dso.dso_tile`: empty for nonzero orders."""
+    if settings.visit_order in ("rows", "blocked"):
+        return tile[3]
+    return np.zeros(0, np.int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,9 +436,8 @@ def _row_constants_task(source, class_pair, settings, start, stop):
 def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_col_nnz):
     """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states."""
     tile = _load_tile(source, settings, q, r)
-    rows, cols, vals, segment_ptr = tile
-    if settings.visit_order != "rows":
-        segment_ptr = np.zeros(0, np.int64)
+    rows, cols, vals = tile[:3]
+    segment_ptr = _kernel_segments(tile, settings)
     z, z_acc, z_snap, v_snap = zstate
     w, w_acc, w_snap, u_snap = wstate
     z, z_acc = z.copy(), z_acc.copy()
@@ -415,7 +459,7 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
 
 def _products_task(source, settings, q, r, z, w):
     """``(X_qr^T z_q, X_qr w_r)`` of tile ``(q, r)`` (an SVRG snapshot term)."""
-    rows, cols, vals, _ = _load_tile(source, settings, q, r)
+    rows, cols, vals = _load_tile(source, settings, q, r)[:3]
     xt_z = np.zeros(w.shape[0])
     x_w = np.zeros(z.shape[0])
     kernels.tile_products(rows, cols, vals, settings.binary, z, w, xt_z, x_w)
@@ -1164,7 +1208,7 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
             w_snap, z_snap = w.copy(), z.copy()
             u_snap = np.zeros_like(w)
             v_snap = np.zeros_like(z)
-            for (q, r), (rows, cols, vals, _) in tiles.items():
+            for (q, r), (rows, cols, vals, *_) in tiles.items():
                 xt_z = np.zeros(int(cb[r + 1] - cb[r]))
                 x_w = np.zeros(int(rb[q + 1] - rb[q]))
                 kernels.tile_products(
@@ -1179,10 +1223,10 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
             for q in range(p):
                 r = (q + rnd) % p
                 tile = tiles[q, r]
-                rows, cols, vals, segment_ptr = tile
+                rows, cols, vals = tile[:3]
                 order = _visit_order(tile, settings, seed, epoch, q, r)
-                if settings.visit_order == "rows":
-                    order = kernels.expand_order(segment_ptr, order, settings.interleave)
+                if settings.visit_order in ("rows", "blocked"):
+                    order = kernels.expand_order(tile[3], order, settings.interleave)
                 sequence_rows.append(rows[order].astype(np.int64) + rb[q])
                 sequence_cols.append(cols[order].astype(np.int64) + cb[r])
                 if not settings.binary:
