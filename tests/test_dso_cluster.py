@@ -59,8 +59,11 @@ def _check_equal(client, solver, state, reference):
     [
         DSOOptions(grid=4, step="adagrad"),
         DSOOptions(grid=2, step="adagrad", svrg_every=2, visit_order="random"),
+        # 256-byte sub-blocks: 8 columns each (4 with SVRG), many sub-blocks per tile
+        DSOOptions(grid=2, step="adagrad", svrg_every=2, block_bytes=256),
+        DSOOptions(grid=4, step="adagrad", visit_order="rows"),
     ],
-    ids=["adagrad-grid4", "adagrad-svrg-grid2"],
+    ids=["adagrad-grid4", "adagrad-svrg-grid2", "blocked-svrg-grid2", "rows-grid4"],
 )
 def test_two_workers_equal_serial_replay(local_cluster, disk_data, options):
     problem = Problem("logistic", "l2", 1e-2)
@@ -122,3 +125,48 @@ def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
     assert len(gaps) == 3
     assert gaps[-1] < gaps[0] / 5
     assert gaps[-1] < 5e-3
+
+
+def _worker_peak_mib():
+    # VmHWM is this address space's high-water mark; getrusage's ru_maxrss would also count
+    # the parent's peak, which survives the exec that starts a worker process.
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def test_out_of_core_training_under_worker_memory_limit(tmp_path):
+    """Train on a dataset larger than each worker's memory limit: tiles stream from zarr."""
+    from distributed import Client, LocalCluster
+
+    from daskpd.datasets import make_splice_like
+
+    path = tmp_path / "splice.zarr"
+    make_splice_like(path, 130_000, degree=8, hash_bits=18, binary=True, random_state=3)
+    data = partition_dataset(path, grid=4)
+    limit_mib = 400
+    # The tiled copy alone (int32 row and column ids of every nonzero), not counting the
+    # row-blocked copy, is larger than the memory a worker may use.
+    tiled_mib = data.nnz * 8 / 2**20
+    assert tiled_mib > 1.1 * limit_mib
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True,
+            memory_limit=f"{limit_mib}MiB", dashboard_address=":0",
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):  # fmt: skip
+        workers_before = set(client.scheduler_info()["workers"])
+        result = solve(
+            data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
+            tile_cache_bytes=0,
+        )  # fmt: skip
+        # no worker was restarted (a restarted worker comes back under a new address)
+        assert set(client.scheduler_info()["workers"]) == workers_before
+        peaks = client.run(_worker_peak_mib)
+    assert max(peaks.values()) < limit_mib, peaks
+    assert result.n_epochs == 2
+    gaps = [row["gap"] for row in result.history]
+    assert np.all(np.isfinite(gaps)) and gaps[-1] < gaps[0]
