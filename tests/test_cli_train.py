@@ -129,6 +129,8 @@ def test_regression_metrics(stores, capsys, tmp_path):
         (("train", "{train}", "--loss", "nosuchloss", "--in-process"), "nosuchloss"),
         (("train", "{train}", "--out", "/nonexistent/dir/m.zarr"), "does not exist"),
         (("train", "{train}", "--in-process", "--workers", "2"), "--in-process cannot"),
+        (("train", "{train}", "--workers", "0"), "--workers must be >= 1"),
+        (("ingest", "{root}/a.svm", "{root}/i.zarr", "--workers", "0"), "--workers must be >= 1"),
         (("evaluate", "/nonexistent/model.zarr", "{train}"), "no model at"),
         (("evaluate", "{train}", "{train}"), "is not a daskpd model"),
         (("predict", "/nonexistent/model.zarr", "{train}", "{root}/s.zarr"), "no model at"),

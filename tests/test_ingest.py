@@ -7,8 +7,10 @@ import glob
 import gzip
 import lzma
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -294,6 +296,24 @@ def test_cli_ingest_and_bad_input(tmp_path, capsys):
     assert _leftovers(tmp_path / "bad_out") == []
 
 
+@pytest.mark.parametrize(
+    "zero_based_file,options,zero_based",
+    [(False, [], "auto"), (True, [], "auto"), (False, ["--zero-based", "yes"], True),
+     (False, ["--zero-based", "no", "--dtype", "float32"], False)],
+)  # fmt: skip
+def test_cli_ingest_equals_sklearn(tmp_path, rng, capsys, zero_based_file, options, zero_based):
+    # ``daskpd ingest`` itself (not only the Python function), over a plain and a gzip file
+    plain = _sklearn_file(tmp_path, "a.svm", rng, zero_based=zero_based_file)
+    second = _sklearn_file(tmp_path, "b.svm", rng, zero_based=zero_based_file, n_rows=170)
+    packed = _write(tmp_path / "b.svm.gz", second.read_bytes(), "gz")
+    dest = tmp_path / "out"
+    argv = ["ingest", str(plain), packed, str(dest), "--chunk-bytes", "2048", "--range-bytes",
+            "5000", *options]  # fmt: skip
+    assert cli_main(argv) == 0, capsys.readouterr().err
+    dtype = np.float32 if "float32" in options else np.float64
+    _assert_same_as_sklearn(open_dataset(dest), [plain, packed], dtype=dtype, zero_based=zero_based)
+
+
 # --------------------------------------------------------------------------------------------
 # bounded memory
 
@@ -339,21 +359,31 @@ print(json.dumps({"before": before, "peak": peak(), "exact": exact,
 """
 
 
-def test_ingestion_memory_is_bounded(tmp_path, rng):
-    """A file several times larger than the cap ingests with peak RSS growth under the cap."""
-    import json
+MEMORY_CAP = 16 * 2**20  # bytes of peak RSS growth allowed to an ingesting process
 
-    cap = 16 * 2**20
+
+@pytest.fixture(scope="module")
+def big_svmlight(tmp_path_factory):
+    """A one-based svmlight file (~55 MiB) several times larger than :data:`MEMORY_CAP`."""
+    rng = np.random.default_rng(2024)
     n_rows, per_row = 150_000, 25
     indptr = np.arange(n_rows + 1, dtype=np.int64) * per_row
     indices = np.sort(rng.integers(0, 4_000, size=(n_rows, per_row)), axis=1).ravel()
     indices = indices + np.tile(np.arange(per_row) * 4_000, n_rows)  # unique within rows
     X = sp.csr_matrix((rng.standard_normal(len(indices)), indices, indptr))
     y = rng.choice([-1.0, 1.0], n_rows)
-    source = tmp_path / "big.svm"
+    source = tmp_path_factory.mktemp("big") / "big.svm"
     dump_svmlight(X, y, source, decimals=6)
+    assert os.path.getsize(source) > 3 * MEMORY_CAP
+    return source, n_rows, X.nnz
+
+
+def test_ingestion_memory_is_bounded(tmp_path, big_svmlight):
+    """A file several times larger than the cap ingests with peak RSS growth under the cap."""
+    import json
+
+    source, n_rows, nnz = big_svmlight
     size = os.path.getsize(source)
-    assert size > 3 * cap
     small = _write(tmp_path / "small.svm", b"1 1:0.5\n-1 2:1\n")
     result = subprocess.run(
         [sys.executable, "-c", _MEMORY_SCRIPT, str(source), small, str(tmp_path / "out"),
@@ -361,12 +391,133 @@ def test_ingestion_memory_is_bounded(tmp_path, rng):
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["n_samples"] == n_rows and report["nnz"] == X.nnz
+    assert report["n_samples"] == n_rows and report["nnz"] == nnz
     growth = report["peak"] - report["before"]
     print(f"peak RSS growth {growth / 2**20:.1f} MiB, file {size / 2**20:.0f} MiB")
-    assert growth < cap, (
+    assert growth < MEMORY_CAP, (
         f"peak RSS grew by {growth / 2**20:.1f} MiB for a {size / 2**20:.0f} MiB file"
     )
+
+
+def _reset_peak_rss():
+    """Reset this process's peak RSS (VmHWM) to its current RSS; return the current RSS."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+    return _status_bytes("VmRSS:")
+
+
+def _status_bytes(field):
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _peak_rss():
+    return _status_bytes("VmHWM:")
+
+
+def _warm_up_worker(small, dest):
+    # numba kernels loaded, zarr and the writer imported, zarr's IO thread started
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        ingest_svmlight(small, f"{dest}-{os.getpid()}")
+    return os.getpid()
+
+
+def _cap_worker_memory(dask_worker, cap):
+    """Run on a nanny: terminate its worker when its RSS grows more than ``cap`` from now."""
+    import psutil
+
+    manager = dask_worker.memory_manager
+    rss = psutil.Process(dask_worker.process.process.pid).memory_info().rss
+    manager.memory_limit = int((rss + cap) / manager.memory_terminate_fraction)
+    return manager.memory_limit
+
+
+@pytest.mark.cluster
+def test_ingestion_memory_is_bounded_on_capped_workers(tmp_path, big_svmlight):
+    """Ingestion on a 2-worker LocalCluster whose nannies kill a worker growing more than the
+    cap: no worker is killed, each worker's peak RSS growth stays under the cap, and the client
+    (which only gathers small task descriptions) stays under it too."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    source, n_rows, nnz = big_svmlight
+    small = _write(tmp_path / "small.svm", b"1 1:0.5\n-1 2:1\n")
+    # Only the nanny's terminate threshold applies: no pausing or spilling at fractions of a
+    # limit that is set relative to the warmed-up RSS.
+    config = {"distributed.worker.memory." + key: False for key in ("target", "spill", "pause")}
+    with dask.config.set(config):
+        cluster = LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GiB",
+            dashboard_address=":0",
+        )  # fmt: skip
+    with cluster, Client(cluster, set_as_default=False) as client:
+        pids = client.run(_warm_up_worker, small, str(tmp_path / "warm"))
+        limits = client.run(_cap_worker_memory, cap=MEMORY_CAP, nanny=True)
+        assert len(pids) == len(limits) == 2
+        before = client.run(_reset_peak_rss)
+        client_before = _reset_peak_rss()
+        dataset = ingest_svmlight(
+            source, tmp_path / "out", chunk_bytes=2**18, range_bytes=4 * 2**20, client=client,
+            writer_options={"block_nnz": 2**16, "chunk_bytes": 2**18},
+        )  # fmt: skip
+        client_growth = _peak_rss() - client_before
+        peaks = client.run(_peak_rss)
+        assert client.run(os.getpid) == pids, "a worker was killed (memory cap exceeded?)"
+    assert dataset.n_samples == n_rows and dataset.nnz == nnz
+    growth = {address: peaks[address] - before[address] for address in pids}
+    print({a: f"{g / 2**20:.1f} MiB" for a, g in growth.items()},
+          f"client {client_growth / 2**20:.1f} MiB")  # fmt: skip
+    for address, grown in growth.items():
+        assert grown < MEMORY_CAP, f"worker {address} grew by {grown / 2**20:.1f} MiB"
+    assert client_growth < MEMORY_CAP, f"client grew by {client_growth / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("stage", ["parse", "write"])
+def test_killed_ingestion_leaves_no_dataset(tmp_path, big_svmlight, stage):
+    """``daskpd ingest`` killed (SIGKILL) while parsing or while writing the dataset leaves
+    nothing at the destination; the debris does not block the next ingestion."""
+    source = big_svmlight[0]
+    dest = tmp_path / "out"
+    command = [sys.executable, "-m", "daskpd.cli", "ingest", str(source), str(dest),
+               "--chunk-bytes", str(2**18), "--range-bytes", str(2**21)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def started():
+        if stage == "write":  # the writer's temporary dataset exists: a partial dataset
+            return bool(glob.glob(f"{dest}.tmp-*"))
+        parts = glob.glob(f"{dest}.parts-*/*")  # some byte ranges parsed, none written
+        return bool(parts) and not glob.glob(f"{dest}.tmp-*")
+
+    try:
+        deadline = time.monotonic() + 300
+        while not started():
+            if process.poll() is not None:
+                pytest.fail(f"ingestion ended first: {process.stderr.read().decode()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"ingestion did not reach the {stage} stage in 5 minutes")
+            time.sleep(0.01)
+        if stage == "write":
+            time.sleep(0.3)  # let it write some chunks
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+    assert not dest.exists()
+    with pytest.raises(FileNotFoundError):
+        open_dataset(dest)
+    debris = [os.path.basename(p) for p in _leftovers(dest)]
+    assert debris and all(name.startswith(("out.tmp-", "out.parts-")) for name in debris), debris
+    small = _write(tmp_path / "small.svm", b"1 1:0.5\n-1 2:1\n")
+    assert ingest_svmlight(small, dest).shape == (2, 2)
 
 
 def test_random_number_formats_parse_like_python_float(tmp_path, rng):
