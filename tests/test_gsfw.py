@@ -392,3 +392,44 @@ def test_squared_loss_runs_and_certifies(rng):
     )  # fmt: skip
     assert result.gap >= -1e-12
     assert result.history[-1]["gap"] < result.history[0]["gap"]
+
+
+def _signature_counts(module):
+    from numba.core.dispatcher import Dispatcher
+
+    return {
+        name: len(value.overloads)
+        for name, value in vars(module).items()
+        if isinstance(value, Dispatcher)
+    }
+
+
+def test_gsfw_kernels_compile_once():
+    # The solver-level compile-once test runs GSFW on one configuration only; this covers the
+    # L1-ball and strongly convex solver paths, the generalized-LMO path, Algorithm 2 and the
+    # FW / SFW baselines. A second workload on other data must add no signature.
+    def workload(seed):
+        rng = np.random.default_rng(seed)
+        X, y = _problem(rng, n=40 + 5 * seed, p=8)
+        data = MemoryDataset(X, y, rows_per_block=20)
+        common = dict(solver="gsfw", tol=0.0, batch_size=2, max_epochs=2, client=False)
+        with dask.config.set(scheduler="sync"):
+            solve(data, loss="logistic", regularizer=L1Ball(radius=RADIUS), alpha=1.0, **common)
+            solve(data, loss="squared", regularizer=L1Ball(radius=RADIUS), alpha=1.0, **common)
+            solve(data, loss="logistic", regularizer="l2", alpha=0.05, **common)
+
+            class Wrapped(L1Ball):
+                name = "wrapped_l1_ball"
+
+            solve(data, loss="logistic", regularizer=Wrapped(radius=RADIUS), alpha=1.0, **common)
+        gsfw_dual_mirror_descent(X, y, Logistic(), RADIUS, _batches(rng, X.shape[0], 2, 5))
+        frank_wolfe(X, y, Logistic(), RADIUS, max_iterations=5)
+        stochastic_frank_wolfe(X, y, Logistic(), RADIUS, max_iterations=5)
+
+    workload(0)
+    first = _signature_counts(kernels)
+    for name in ("gsfw_iterations", "gsfw_apply_direction", "dual_mirror_descent_iterations",
+                 "full_gradient", "rows_gradient", "flush_dual_average", "weight_sum"):  # fmt: skip
+        assert first[name] >= 1, name
+    workload(1)
+    assert _signature_counts(kernels) == first

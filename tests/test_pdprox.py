@@ -367,3 +367,53 @@ def test_baselines_decrease_the_objective(rng):
     for method in (subgradient_descent, fobos):
         w = method(X, y, Hinge(), reg, 0.01, n_iterations=200, step=1.0)
         assert pdprox_objective(X, y, Hinge(), reg, 0.01, w) < 0.9 * start
+
+
+def _signature_counts(module):
+    from numba.core.dispatcher import Dispatcher
+
+    return {
+        name: len(value.overloads)
+        for name, value in vars(module).items()
+        if isinstance(value, Dispatcher)
+    }
+
+
+def test_pdprox_kernels_compile_once():
+    # The solver-level compile-once test runs Pdprox on one configuration only; this covers
+    # every loss, the three algorithms and both forms, the dual budget, power iteration, the
+    # objective and the gd / FOBOS baselines. A second workload on other data adds no signature.
+    import dask
+
+    def workload(seed):
+        rng = np.random.default_rng(seed)
+        X, _ = _classification(rng, n=30 + 5 * seed, d=12)
+        for loss, kind in LOSSES:
+            y = _labels(rng, X, kind)
+            for algorithm, form in (("dual", None), ("primal", "double-primal"),
+                                    ("primal", "double-dual"),
+                                    ("dual-simplified", "double-primal"),
+                                    ("dual-simplified", "double-dual")):  # fmt: skip
+                result = pdprox(X, y, loss, L1(), 0.01, n_iterations=3, algorithm=algorithm,
+                                form=form, rows_per_block=15)  # fmt: skip
+                pdprox_objective(X, y, loss, L1(), 0.01, result.w)
+        y = _labels(rng, X, "classification")
+        pdprox(X, y, Hinge(), L2(), 0.01, n_iterations=3, budget=4.0, rows_per_block=15)
+        pdprox(X, y, Hinge(), L2(), 0.01, n_iterations=3, budget=4.0, algorithm="primal")
+        sparse = sp.csr_matrix(np.where(np.abs(X) > 0.2, X, 0.0))
+        with dask.config.set(scheduler="sync"):
+            estimate_spectral_norm(MemoryDataset(sparse, y, rows_per_block=15), n_iterations=5)
+            solve(MemoryDataset(sparse, y, rows_per_block=15), loss="hinge",
+                  regularizer=GroupLasso(groups=GROUPS), alpha=0.01, solver="pdprox",
+                  max_epochs=2, tol=0.0, iterations_per_epoch=3, client=False)  # fmt: skip
+        for method in (subgradient_descent, fobos):
+            method(X, y, Hinge(), GroupLasso(groups=GROUPS), 0.01, n_iterations=3, step=1.0)
+
+    workload(0)
+    first = _signature_counts(kernels)
+    for name in ("dual_step", "dual_correction", "rmatvec_coef", "matvec", "block_coef",
+                 "budget_threshold", "budget_clip", "block_gram", "block_loss_sum",
+                 "subgradient_coef"):  # fmt: skip
+        assert first[name] >= 1, name
+    workload(1)
+    assert _signature_counts(kernels) == first

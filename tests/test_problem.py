@@ -466,6 +466,24 @@ def test_bad_data_raises_before_any_dask_work(counting_scheduler):
     assert counting_scheduler.calls == 0
 
 
+def test_bad_labels_on_a_zarr_dataset_raise_before_any_dask_work(tmp_path, counting_scheduler):
+    # The on-disk path: labels come from the dataset's metadata (or its y array), not from a
+    # Dask compute, so bad labels fail before any block is read by Dask.
+    X, y = make_data(16)
+    regression = write_dataset(X, X[:, 0].copy(), tmp_path / "regression", rows_per_block=9)
+    one_class = write_dataset(X, np.ones(N), tmp_path / "one_class", rows_per_block=9)
+    problem = Problem("logistic", "l2", 0.1)
+    with pytest.raises(ValueError, match=r"loss='logistic' needs labels in \{-1, \+1\}, got"):
+        problem.evaluate(np.zeros(D), regression)
+    with pytest.raises(ValueError, match=r"both classes -1 and \+1, got label counts"):
+        problem.evaluate(np.zeros(D), one_class)
+    with pytest.raises(ValueError, match=r"w must have shape \(6,\)"):
+        Problem("squared", "l2", 0.1).evaluate(np.zeros(D - 1), regression)
+    with pytest.raises(ValueError, match="n_features=6"):
+        Problem("squared", TraceNorm((2, 2)), 0.1).evaluate(np.zeros(D), regression)
+    assert counting_scheduler.calls == 0
+
+
 def test_primal_dual_gap_shortcuts(counting_scheduler):
     X, y = make_data(15)
     problem = Problem(Logistic(), L2(), 0.1)

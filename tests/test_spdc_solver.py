@@ -390,3 +390,48 @@ def test_row_weights_match_sklearn(rng, solver):
                    max_epochs=300, tol=1e-13, eval_every=10, client=False)  # fmt: skip
     assert result.gap <= 1e-13
     np.testing.assert_allclose(result.w, ref.coef_.ravel(), rtol=1e-6)
+
+
+def _signature_counts(module):
+    from numba.core.dispatcher import Dispatcher
+
+    return {
+        name: len(value.overloads)
+        for name, value in vars(module).items()
+        if isinstance(value, Dispatcher)
+    }
+
+
+def test_spdc_kernels_compile_once():
+    # The solver-level compile-once test runs SPDC on one configuration only; this covers the
+    # dual steps of every supported loss, L1 + L2, mini-batches, weighted sampling, row
+    # weights and binary / float32 / dense data. A second workload adds no signature.
+    import scipy.sparse as sp
+
+    from daskpd.kernels import spdc as spdc_kernels
+
+    def workload(seed):
+        rng = np.random.default_rng(seed)
+        n = 40 + 5 * seed
+        X = sp.random(n, 8, density=0.4, random_state=seed, format="csr")
+        y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        binary = X.copy()
+        binary.data[:] = 1.0
+        weight = rng.uniform(0.5, 2.0, n)
+        common = dict(solver="spdc", max_epochs=2, tol=0.0, client=False)
+        for matrix in (X, X.astype(np.float32), binary, X.toarray()):
+            data = as_dataset(matrix, y, rows_per_block=15)
+            solve(data, "smooth_hinge", "l2", 0.1, **common)
+            solve(data, "logistic", "elasticnet", 0.1, batch_size=3, **common)
+            solve(data, "hinge", "l2", 0.1, delta=0.01, sampling="weighted", **common)
+            solve(data, "squared", "l1", 0.1, delta=0.01, **common)
+        data = as_dataset(X, y, sample_weight=weight, rows_per_block=15)
+        solve(data, "logistic", "l2", 0.1, **common)
+        solve(data, "squared", "l2", 0.1, sampling="weighted", **common)
+
+    workload(0)
+    first = _signature_counts(spdc_kernels)
+    for name in ("spdc_rows", "flush"):
+        assert first[name] >= 1, name
+    workload(1)
+    assert _signature_counts(spdc_kernels) == first
