@@ -140,8 +140,8 @@ class SolveResult:
     w_avg : ndarray of shape (n_features,) or None
         Averaged primal iterate, when the method keeps one.
     history : tuple of dict
-        One row per evaluation: ``epoch``, ``seconds`` (training time so far, evaluation
-        excluded), ``primal``, ``dual``, ``gap`` and test metrics (``test_auprc``, ...).
+        One row per evaluation: ``epoch``, ``seconds`` (training time so far: the
+        solver's initialization and its epochs, evaluation excluded), ``primal``, ``dual``, ``gap`` and test metrics (``test_auprc``, ...).
     n_epochs : int
         Epochs run in total (including those before a resume).
     gap : float
@@ -936,9 +936,13 @@ def _loop(
                 reference_primal=saved.meta.get("reference_primal"),
             )
     if state is None:
+        tick = time.perf_counter()
         state = method.init(
             problem, data, seed=seed, client=client, options=options, warm_start=start
         )
+        # Initialization is training work (DSO's local DCD start can be several passes), so
+        # it counts in the seconds of the history, as it would in a peer's fit time.
+        progress.seconds += time.perf_counter() - tick
 
     def recover():
         # The replay point: the latest checkpoint, else the initial state rebuilt from the

@@ -32,6 +32,7 @@ import numpy as np
 
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
+from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
 
 __all__ = ["DSO", "DSOOptions", "serial_replay"]
@@ -503,10 +504,12 @@ def _dcd_task(source, settings, rowc, start, stop, n_passes, seed, q):
     import scipy.sparse as sp
 
     X, _ = source.read_rows(start, stop)
-    X = sp.csr_matrix(X)
-    indptr = X.indptr.astype(np.int64)
-    indices = X.indices.astype(np.int32)
-    vals = np.asarray(X.data, dtype=np.float64)
+    if not sp.issparse(X) or X.format != "csr":
+        X = sp.csr_matrix(X)
+    # the stored arrays as they are (float32 data stays float32: no 8-byte copy per nonzero)
+    indptr = np.asarray(X.indptr, dtype=np.int64)
+    indices = np.asarray(X.indices, dtype=np.int32)
+    vals = np.ascontiguousarray(X.data)
     y = rowc["y"]
     m_q = y.shape[0]
     rng = np.random.default_rng(block_seeds(seed, settings.grid)[q])
@@ -516,10 +519,9 @@ def _dcd_task(source, settings, rowc, start, stop, n_passes, seed, q):
     a = np.zeros(m_q)
     if settings.loss_code == scalar.LOGISTIC:
         a = rowc["weight"] * 0.5
-    w = np.zeros(settings.n_features)
     scale = 1.0 / (settings.alpha * m_q)
-    # w must start consistent with a: w = sum_i a_i y_i x_i / (alpha m_q)
-    w += np.asarray(X.T @ (a * y), dtype=np.float64).ravel() * scale
+    # w must start consistent with a: w = sum_i a_i y_i x_i / (alpha m_q) (0 for hinge)
+    w = spdc_kernels.transpose_dot(indptr, indices, vals, False, a * y * scale, settings.n_features)
     kernels.dcd_local(
         indptr, indices, vals, False, y, rowc["weight"], settings.loss_code,
         settings.alpha, n_passes, orders, a, w,
