@@ -141,7 +141,8 @@ class SolveResult:
         Averaged primal iterate, when the method keeps one.
     history : tuple of dict
         One row per evaluation: ``epoch``, ``seconds`` (training time so far: the
-        solver's initialization and its epochs, evaluation excluded), ``primal``, ``dual``, ``gap`` and test metrics (``test_auprc``, ...).
+        solver's initialization and its epochs, evaluation excluded), ``primal``, ``dual``,
+        ``gap`` and test metrics (``test_auprc``, ...).
     n_epochs : int
         Epochs run in total (including those before a resume).
     gap : float
