@@ -280,6 +280,8 @@ def _run_ingest(args) -> int:
     if len(args.paths) < 2:
         raise UsageError("need at least one SOURCE and a DEST")
     *sources, dest = args.paths
+    # Before any parsing: a mistyped DEST must not become a tree of new directories.
+    _check_out(dest, args.overwrite, "DEST")
     kind = args.format
     if kind == "auto":
         kind = "sequences" if all(_looks_like_sequences(p) for p in sources) else "svmlight"
@@ -465,6 +467,7 @@ def _run_generate(args) -> int:
     if unused:
         flags = ", ".join("--" + name.replace("_", "-") for name in unused)
         raise UsageError(f"{flags} do(es) not apply to {args.kind}")
+    _check_out(args.dest, args.overwrite, "DEST")
     common = {"random_state": args.seed, "overwrite": args.overwrite, "chunk_rows": args.chunk_rows}
     if args.dtype:
         common["dtype"] = args.dtype
@@ -540,6 +543,44 @@ def _solver_options(args) -> dict:
             raise UsageError(f"--grid does not apply to solver {args.solver!r}")
         options["grid"] = args.grid
     return options
+
+
+def _check_solver_options(args) -> None:
+    """Build the solver's options once, so that a bad value fails before any work."""
+    import dataclasses
+
+    from daskpd.solvers import get_solver, make_options
+
+    method = get_solver(args.solver)
+    options = _solver_options(args)
+    try:
+        make_options(method, options)
+    except ValueError as exc:
+        if args.option:
+            raise UsageError(f"--option {' '.join(args.option)}: {_one_line(exc)}") from None
+        raise
+    # Some solvers convert numeric options only when they check them, with Python's own
+    # message ("invalid literal for int()"), which names neither the option nor the value.
+    declared = {field.name: str(field.type) for field in dataclasses.fields(method.Options)}
+    for name, value in options.items():
+        kind = declared.get(name, "")
+        numeric = ("int" in kind or "float" in kind) and "str" not in kind
+        if numeric and isinstance(value, str):
+            raise UsageError(f"--option {name}={value}: {name} must be a number ({kind})")
+
+
+def _check_problem(args, data) -> None:
+    """Run the checks ``solve`` starts with (labels, loss / solver pairs, the DSO grid); they
+    read metadata and per-row statistics only, no Dask work."""
+    from daskpd.problem import Problem
+    from daskpd.solvers import get_solver, make_options
+
+    method = get_solver(args.solver)
+    problem = Problem(
+        args.loss, args.reg, args.alpha, class_weight=_class_weight_arg(args.class_weight)
+    )
+    problem.check(data)
+    method.check(problem, data, make_options(method, _solver_options(args)))
 
 
 def _class_weight_arg(text):
@@ -782,7 +823,6 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
 
 def _run_train(args) -> int:
     from daskpd.checkpoint import save_model
-    from daskpd.solvers import get_solver, make_options
 
     if args.resume and not args.checkpoint_dir:
         raise UsageError("--resume needs --checkpoint-dir")
@@ -791,9 +831,10 @@ def _run_train(args) -> int:
     if test is not None and test.n_features != data.n_features:
         raise UsageError(f"--test has {test.n_features} features but DATA has {data.n_features}")
     _check_out(args.out, args.overwrite)
-    # Catch bad names and options before a cluster starts.
-    make_options(get_solver(args.solver), _solver_options(args))
-    _class_weight_arg(args.class_weight)
+    # Catch bad names, options and solver / problem mismatches before a cluster starts (its
+    # dashboard line would come first and the error would no longer be one line).
+    _check_solver_options(args)
+    _check_problem(args, data)
     with _run_client(args, start=True) as client:
         try:
             result = _train(
@@ -917,7 +958,7 @@ def _run_demo(args) -> int:
             grid = args.grid or max(2, workers)
             if "grid" in _solver_fields(args.solver) and args.grid is None:
                 args.grid = grid
-            _solver_options(args)
+            _check_solver_options(args)
             tick = time.perf_counter()
             # Degree-4 weighted-degree features keep the demo at about a minute on a laptop.
             train = make_splice_like(
@@ -1080,6 +1121,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """The message of a user-facing error, on one line.
+
+    An ``OSError`` raised by the operating system carries ``(errno, strerror)`` as its
+    arguments, so its first argument is a bare number; its text and file name are used
+    instead.
+    """
+    if isinstance(exc, OSError) and exc.strerror:
+        message = exc.strerror
+        if exc.filename is not None:
+            message = f"{exc.filename}: {message}"
+    else:
+        message = exc.args[0] if exc.args else str(exc)
+    return " ".join(str(message).split())
+
+
 def main(argv=None) -> int:
     """Run the ``daskpd`` command; return the process exit code."""
     parser = build_parser()
@@ -1090,8 +1147,7 @@ def main(argv=None) -> int:
         print("daskpd: interrupted", file=sys.stderr)
         return 130
     except (UsageError, ValueError, OSError, KeyError) as exc:
-        message = exc.args[0] if exc.args else str(exc)
-        print(f"daskpd {args.command}: error: {message}", file=sys.stderr)
+        print(f"daskpd {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     return int(result or 0)
 

@@ -134,6 +134,16 @@ def test_regression_metrics(stores, capsys, tmp_path):
         (("evaluate", "/nonexistent/model.zarr", "{train}"), "no model at"),
         (("evaluate", "{train}", "{train}"), "is not a daskpd model"),
         (("predict", "/nonexistent/model.zarr", "{train}", "{root}/s.zarr"), "no model at"),
+        (("train", "{train}", "--solver", "spdc", "--option", "batch_size=x"), "batch_size=x: "),
+        # checked before the cluster starts (whose dashboard line would come first)
+        (("train", "{train}", "--solver", "gsfw", "--loss", "hinge"), "needs a smooth loss"),
+        (("ingest", "{root}/a.svm", "{root}/no/such/dir/i.zarr"), "no/such/dir' does not exist"),
+        (("ingest", "{root}/a.svm", "{train}"), "already exists (pass --overwrite"),
+        (
+            ("generate", "classification", "{root}/no/such/dir/g.zarr", "--n-samples", "20"),
+            "no/such/dir' does not exist",
+        ),
+        (("generate", "regression", "{train}", "--n-samples", "20"), "already exists"),
     ],
 )
 def test_user_mistakes_are_one_line_exit_2(stores, capsys, argv, message):
@@ -154,11 +164,41 @@ def test_feature_mismatch_at_evaluate(stores, capsys, tmp_path):
 
 
 def test_help_of_each_subcommand(capsys):
-    for name in ("train", "evaluate", "predict", "demo"):
+    from daskpd.cli import SUBCOMMANDS
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    top = capsys.readouterr().out
+    assert set(SUBCOMMANDS) >= {"ingest", "generate", "partition", "train", "evaluate"}
+    for name in SUBCOMMANDS:
+        assert name in top
         with pytest.raises(SystemExit) as exit_info:
             main([name, "--help"])
         assert exit_info.value.code == 0
         assert "usage: daskpd " + name in capsys.readouterr().out
+
+
+def test_mistyped_destination_creates_no_directories(capsys, tmp_path):
+    source = tmp_path / "a.svm"
+    source.write_text("1 1:0.5\n-1 2:1\n")
+    for argv in (
+        ("ingest", source, tmp_path / "typo" / "deeper" / "i.zarr"),
+        ("generate", "classification", tmp_path / "typo" / "g.zarr", "--n-samples", "20"),
+    ):
+        code, _, err = _run(capsys, *argv)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "typo").exists()
+
+
+def test_operating_system_errors_print_their_text_not_errno():
+    from daskpd.cli import _one_line
+
+    error = NotADirectoryError(20, "Not a directory", "data/file.txt/out.zarr")
+    assert _one_line(error) == "data/file.txt/out.zarr: Not a directory"
+    assert _one_line(PermissionError(13, "Permission denied")) == "Permission denied"
+    assert _one_line(FileNotFoundError("no dataset at x")) == "no dataset at x"
+    assert _one_line(ValueError("first line\n  second line")) == "first line second line"
 
 
 @pytest.mark.cluster
