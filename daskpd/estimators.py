@@ -113,6 +113,11 @@ def _is_dataset(obj) -> bool:
 # table against the solvers' own checks.
 WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch"})
 
+# Solvers that start from a given model (solve(warm_start=...)); GSFW and Pdprox start from
+# zero whatever they are given, so warm_start=True with them is refused rather than ignored.
+# tests/test_estimators.py checks this table against what the solvers do with a start.
+WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch"})
+
 
 def auto_solver(loss, regularizer, *, weighted=False) -> str:
     """The solver ``solver="auto"`` picks for a (loss, regularizer) pair.
@@ -504,6 +509,12 @@ class _SaddlePointBase(BaseEstimator):
             getattr(data, "has_sample_weight", False) or self._dataset_class_weight is not None
         )
         solver = self._solver_name(loss, regularizer, weighted=weighted)
+        if self.warm_start and solver not in WARM_START_SOLVERS:
+            raise ValueError(
+                f"warm_start=True needs a solver that starts from the previous model "
+                f"({', '.join(sorted(WARM_START_SOLVERS))}); solver {solver!r} always starts "
+                "from zero: choose another solver or warm_start=False"
+            )
         if self.fit_intercept:
             data = data.with_bias(float(self.intercept_scaling))
         warm = None
@@ -776,9 +787,12 @@ _COMMON_PARAMS_DOC = """
     max_iter : int, default=100
         Maximum number of epochs (passes over the data).
     warm_start : bool, default=False
-        Start from the previous ``coef_`` / ``intercept_`` when refitting.
+        Start from the previous ``coef_`` / ``intercept_`` when refitting. Solvers
+        ``"dso"``, ``"spdc"``, ``"dspdc"`` and ``"batch"``; ValueError with ``"gsfw"`` and
+        ``"pdprox"``, which always start from zero.
     random_state : int, RandomState instance or None, default=None
-        Seed of the solver's sampling orders. The same seed and data give the same model.
+        Seed of the solver's sampling orders (Pdprox is deterministic and does not use it).
+        The same seed and data give the same model.
     callback : callable, daskpd.callbacks.Callback, or a list of them, default=None
         Called after every epoch with an ``EpochInfo`` (epoch, seconds, history row);
         returning True stops training (see :mod:`daskpd.callbacks`).

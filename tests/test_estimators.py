@@ -107,7 +107,11 @@ def _check_name(check):
 
 
 @parametrize_with_checks(CHECKED, expected_failed_checks=_expected_failed_checks)
-def test_sklearn_contract(estimator, check):
+def test_sklearn_contract(estimator, check, monkeypatch):
+    if _check_name(check) == "check_array_api_input":
+        # scikit-learn skips this check unless the variable is set (it is in its own CI);
+        # with NumPy inputs it needs nothing else from SciPy, so it runs here, not skipped.
+        monkeypatch.setenv("SCIPY_ARRAY_API", "1")
     params = PER_CHECK_PARAMS.get(type(estimator).__name__, {}).get(_check_name(check))
     if params:
         estimator = clone(estimator).set_params(**params)
@@ -142,11 +146,45 @@ def _sparse(X, rng, density=0.5):
 # inputs: NumPy, scipy.sparse, Dask, on-disk
 
 
+_SAME_SEED = dict(alpha=1e-2, max_iter=15, tol=0, random_state=3)
+
+
+# Every estimator with its default solver, and every other solver through
+# SaddlePointEstimator.
 @pytest.mark.parametrize(
     "make_estimator, kind",
     [
-        (lambda: LinearSVC(alpha=1e-2, max_iter=15, tol=0, random_state=3), "classification"),
-        (lambda: Ridge(alpha=1e-2, max_iter=15, tol=0, random_state=3), "regression"),
+        (lambda: LinearSVC(**_SAME_SEED), "classification"),
+        (lambda: LogisticRegression(**_SAME_SEED), "classification"),
+        (lambda: Ridge(**_SAME_SEED), "regression"),
+        (lambda: Lasso(**_SAME_SEED), "regression"),
+        (lambda: ElasticNet(**_SAME_SEED), "regression"),
+        (lambda: LinearSVR(**_SAME_SEED), "regression"),
+        (lambda: LADRegression(**_SAME_SEED), "regression"),
+        (
+            lambda: SaddlePointEstimator(loss="logistic", solver="dspdc", **_SAME_SEED),
+            "classification",
+        ),
+        (
+            lambda: SaddlePointEstimator(loss="logistic", solver="gsfw", **_SAME_SEED),
+            "classification",
+        ),
+        (
+            lambda: SaddlePointEstimator(loss="hinge", solver="pdprox", **_SAME_SEED),
+            "classification",
+        ),
+    ],
+    ids=[
+        "LinearSVC-dso",
+        "LogisticRegression-spdc",
+        "Ridge-spdc",
+        "Lasso-batch",
+        "ElasticNet-spdc",
+        "LinearSVR-pdprox",
+        "LADRegression-pdprox",
+        "logistic-dspdc",
+        "logistic-gsfw",
+        "hinge-pdprox",
     ],
 )
 def test_same_coef_for_numpy_sparse_dask_and_disk(make_estimator, kind, rng, tmp_path):
@@ -154,7 +192,7 @@ def test_same_coef_for_numpy_sparse_dask_and_disk(make_estimator, kind, rng, tmp
     X = _sparse(X, rng)
     reference = make_estimator().fit(X, y)
     on_disk = write_dataset(sp.csr_matrix(X), y, tmp_path / "train.zarr")
-    partition_dataset(on_disk.path, grid=1)  # DSO's in-process grid; Ridge ignores it
+    partition_dataset(on_disk.path, grid=1)  # DSO's in-process grid; the others ignore it
     on_disk = open_dataset(on_disk.path)
     fits = {
         "sparse": make_estimator().fit(sp.csr_matrix(X), y),
@@ -330,6 +368,40 @@ def test_warm_start_continues_from_previous_model(rng):
     warm.fit(X, y)
     assert warm.n_iter_ < first == cold.n_iter_
     np.testing.assert_allclose(warm.coef_, cold.coef_, rtol=1e-3)
+
+
+def test_warm_start_solvers_match_what_the_solvers_do(rng, builtin_solvers):
+    """WARM_START_SOLVERS lists exactly the solvers whose first epoch depends on the start;
+    warm_start=True with the others is a clear error, not a silently cold start."""
+    from daskpd.dataset import as_dataset
+    from daskpd.estimators import WARM_START_SOLVERS
+    from daskpd.solvers import solve
+
+    X, y = _classification(rng, n=60, d=5)
+    far = np.full(X.shape[1], 3.0)
+    for solver in builtin_solvers:
+        loss = "hinge" if solver in ("dso", "pdprox") else "logistic"
+        data = as_dataset(sp.csr_matrix(X), y, layout="csr")
+        if solver == "dso":
+            data.partition(1)
+        runs = [
+            solve(data, loss=loss, alpha=1e-2, solver=solver, max_epochs=1, random_state=0,
+                  client=False, warm_start=start)
+            for start in (None, far)
+        ]  # fmt: skip
+        uses_start = not np.array_equal(runs[0].w, runs[1].w)
+        assert uses_start == (solver in WARM_START_SOLVERS), solver
+        model = SaddlePointEstimator(
+            loss=loss, alpha=1e-2, max_iter=2, solver=solver, warm_start=True
+        )
+        if uses_start:
+            model.fit(X, y)
+        else:
+            with pytest.raises(ValueError, match="warm_start"):
+                model.fit(X, y)
+    # LinearSVR's only solver (Pdprox) starts from zero: warm_start is refused
+    with pytest.raises(ValueError, match="warm_start=True.*pdprox"):
+        LinearSVR(max_iter=2, warm_start=True).fit(X, y)
 
 
 def test_callback_sees_every_epoch_and_can_stop(rng):
