@@ -1054,6 +1054,15 @@ def _add_bench(parser):
         help="LocalCluster worker processes",
     )
     parser.add_argument("--memory-limit", default="4GiB", help="memory limit per worker")
+    parser.add_argument(
+        "--dso-init",
+        choices=("dcd", "zero"),
+        default="dcd",
+        help="DSO's start: local dual coordinate ascent averaged over row groups, or zero",
+    )
+    parser.add_argument(
+        "--dcd-passes", type=_positive_int("--dcd-passes"), default=3, help="passes of that start"
+    )
     parser.set_defaults(run=_run_bench)
 
 
@@ -1080,6 +1089,8 @@ def _run_bench(args) -> int:
         peer_memory_bytes=int(args.peer_memory * 2**30),
         positive_rate=args.positive_rate,
         peers=tuple(name for name in args.peers.split(",") if name),
+        dso_init=args.dso_init,
+        dcd_passes=args.dcd_passes,
     )
     results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
     command = "daskpd bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
