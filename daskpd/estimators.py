@@ -113,10 +113,11 @@ def _is_dataset(obj) -> bool:
 # table against the solvers' own checks.
 WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch"})
 
-# Solvers that start from a given model (solve(warm_start=...)); GSFW and Pdprox start from
-# zero whatever they are given, so warm_start=True with them is refused rather than ignored.
-# tests/test_estimators.py checks this table against what the solvers do with a start.
-WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch"})
+# Solvers that start from a given model (solve(warm_start=...)); all built-in ones do. A
+# solver missing here gets warm_start=True refused rather than silently ignored (GSFW refuses
+# a start outside its constraint set itself). tests/test_estimators.py checks this table
+# against what the solvers do with a start.
+WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "gsfw", "pdprox"})
 
 
 def auto_solver(loss, regularizer, *, weighted=False) -> str:
@@ -787,9 +788,10 @@ _COMMON_PARAMS_DOC = """
     max_iter : int, default=100
         Maximum number of epochs (passes over the data).
     warm_start : bool, default=False
-        Start from the previous ``coef_`` / ``intercept_`` when refitting. Solvers
-        ``"dso"``, ``"spdc"``, ``"dspdc"`` and ``"batch"``; ValueError with ``"gsfw"`` and
-        ``"pdprox"``, which always start from zero.
+        Start from the previous ``coef_`` / ``intercept_`` when refitting (every built-in
+        solver). ``"gsfw"`` raises ValueError when the previous model lies outside its
+        constraint set (e.g. an L1 ball made smaller since). ``"pdprox"`` restarts its dual
+        from zero: only the model's weights carry over.
     random_state : int, RandomState instance or None, default=None
         Seed of the solver's sampling orders (Pdprox is deterministic and does not use it).
         The same seed and data give the same model.

@@ -17,7 +17,7 @@ from daskpd.kernels import gsfw as kernels
 from daskpd.kernels.scalar import LOGISTIC, SQUARED
 from daskpd.losses import Hinge, Logistic, Squared
 from daskpd.regularizers import GroupLasso, L1Ball
-from daskpd.solvers._driver import block_seeds, epoch_seed, solve
+from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, solve
 from daskpd.solvers.gsfw import (
     GSFW,
     GSFWOptions,
@@ -330,6 +330,89 @@ def test_driver_run_checkpoint_resume(rng, tmp_path):
     np.testing.assert_array_equal(full.w, resumed.w)
     assert full.history[-1]["gap"] >= 0
     assert resumed.gap == full.gap
+
+
+def test_warm_start_from_a_solution_starts_near_it(rng):
+    # The start counts as one epoch of iterations: from a converged w the first evaluation is
+    # far better than a cold one, and a run split in two beats the cold run of the same
+    # length. On the L1 ball (O(1/k)) two halves can at best match one run of twice the
+    # length; the strongly convex l2 variant (linear rate) shows the split run far ahead.
+    X, y = _problem(rng, n=200, p=20)
+    data = MemoryDataset(X, y, rows_per_block=70)
+    common = dict(loss="logistic", solver="gsfw", tol=0.0, batch_size=4, client=False)
+    ball = dict(regularizer=L1Ball(radius=RADIUS), alpha=1.0, **common)
+    solution = solve(data, max_epochs=60, random_state=0, **ball)
+    cold = solve(data, max_epochs=5, random_state=1, **ball)
+    warm = solve(data, max_epochs=5, random_state=1, warm_start=solution.w, **ball)
+    assert warm.history[0]["gap"] < 0.3 * cold.history[0]["gap"]
+    split = solve(data, max_epochs=5, random_state=2, warm_start=cold.w, **ball)
+    assert split.gap < 0.8 * cold.gap
+    assert split.gap >= -1e-12
+    ridge = dict(regularizer="l2", alpha=0.05, **common)
+    cold = solve(data, max_epochs=4, random_state=1, **ridge)
+    split = solve(data, max_epochs=4, random_state=2, warm_start=cold.w, **ridge)
+    assert 0 <= split.gap < 0.1 * cold.gap
+
+
+def test_warm_start_outside_the_set_is_refused_and_penalty_balls_project(rng):
+    X, y = _problem(rng, n=60, p=8)
+    data = MemoryDataset(X, y)
+    outside = np.full(8, RADIUS)  # ||w||_1 = 8 RADIUS
+    with pytest.raises(ValueError, match=r"warm_start.*exceeds the L1-ball radius"):
+        solve(data, loss="logistic", regularizer=L1Ball(radius=RADIUS), alpha=1.0,
+              solver="gsfw", warm_start=outside, client=False)  # fmt: skip
+    # The balls added to the l1 / l2 penalties are the method's own (they hold every w
+    # better than 0): a start outside them is projected onto them.
+    from daskpd.problem import Problem
+    from daskpd.regularizers import L1, L2
+
+    seed = np.random.SeedSequence(0)
+    for regularizer, norm in ((L1(), 1), (L2(), 2)):
+        problem = Problem(Logistic(), regularizer, 0.1)
+        options = GSFWOptions(batch_size=3)
+        state = GSFW().init(problem, data, seed=seed, client=None, options=options,
+                            warm_start=Iterate(w=1e3 * np.ones(8)))  # fmt: skip
+        radius = state.spec.lmo_params[1]
+        start = GSFW().averaged_w(state)
+        assert np.linalg.norm(start, norm) == pytest.approx(radius, rel=1e-9)
+        assert np.allclose(start, start[0])  # projected, still along the given direction
+
+
+def test_warm_start_is_one_compute_and_consistent(rng, tmp_path, counting_scheduler):
+    # s = X w^0 and d = (1/n) X^T loss'(s) in one compute; the averages hold w^0 and the
+    # credited iterations are not counted as work; a checkpoint resume is exact.
+    X, y = _problem(rng, n=150, p=12)
+    data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=50)
+    from daskpd.problem import Problem
+
+    w0 = np.zeros(12)
+    w0[[1, 4]] = [2.0, -1.5]
+    problem = Problem(Logistic(), L1Ball(radius=RADIUS), 1.0)
+    options = GSFWOptions(batch_size=5)
+    method = GSFW()
+    state = method.init(problem, data, seed=np.random.SeedSequence(0), client=None,
+                        options=options, warm_start=Iterate(w=w0))  # fmt: skip
+    assert counting_scheduler.calls == 1
+    assert state.start_iteration == 30  # one epoch: 3 blocks x 50 rows / 5
+    np.testing.assert_allclose(np.concatenate([b["s"] for b in state.blocks]), X @ w0, atol=1e-14)
+    np.testing.assert_allclose(state.carry["d"], X.T @ _logistic_grad(X @ w0, y) / 150, atol=1e-14)
+    np.testing.assert_allclose(method.averaged_w(state), w0, atol=1e-14)
+    np.testing.assert_allclose(
+        np.concatenate(method.dual_blocks(state)), _logistic_grad(X @ w0, y), atol=1e-14
+    )
+    state = method.run_epoch(state, 1)
+    assert counting_scheduler.calls == 2
+    assert method.counters(state) == {
+        "iterations": 30,
+        "lmo_calls": 30,
+        "sample_gradients": 150 + 5 * 30,
+    }
+    kwargs = dict(loss="logistic", regularizer=L1Ball(radius=RADIUS), alpha=1.0, solver="gsfw",
+                  tol=0.0, batch_size=5, client=False, warm_start=w0)  # fmt: skip
+    full = solve(data, max_epochs=3, **kwargs)
+    solve(data, max_epochs=1, checkpoint_dir=tmp_path / "ck", **kwargs)
+    resumed = solve(data, max_epochs=3, checkpoint_dir=tmp_path / "ck", resume=True, **kwargs)
+    np.testing.assert_array_equal(full.w, resumed.w)
 
 
 def test_generalized_lmo_path(rng):

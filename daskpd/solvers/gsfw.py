@@ -264,6 +264,18 @@ def _refresh_task(data, block, block_state, spec):
     )  # fmt: skip
 
 
+def _start_task(data, block, w, spec):
+    """Warm start of one block: ``s = X_b w`` and its partial ``(1/n) X_b^T loss'(s)``."""
+    indptr, indices, values, has_values, y = block_csr(data, block)
+    s = kernels.block_matvec(indptr, indices, values, has_values, w)
+    state = {"s": s, "z_acc": np.zeros(s.shape[0]), "t_last": np.zeros(s.shape[0], np.int64)}
+    partial = kernels.block_xt_derivative(
+        indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params, s,
+        spec.n_features, 1.0 / spec.n,
+    )  # fmt: skip
+    return state, partial
+
+
 def _with_d(carry, d, n):
     return {**carry, "d": d, "grads": int(carry["grads"]) + n}
 
@@ -329,6 +341,7 @@ class _State:
     epoch: int
     lmo_fn: Any
     options: GSFWOptions
+    start_iteration: int = 0  # iterations credited to a warm start (not counted as work)
 
 
 @register_solver
@@ -425,37 +438,103 @@ class GSFW:
         total = int(options.iterations_per_epoch)
         return tuple(max(1, int(round(total * s / spec.n))) if s else 0 for s in sizes)
 
+    def _feasible_start(self, problem, spec, w):
+        """The warm start as a point of ``dom R`` the kernels can start from.
+
+        Constraint sets of the problem (the L1 ball, any regularizer with an LMO) are the
+        user's: a start outside them is an error. The balls added to the ``l1`` / ``l2``
+        penalties (Example 1.1) are the method's own and hold every point better than
+        ``w = 0``, so a start outside them is projected onto them.
+        """
+        w = np.array(w, dtype=np.float64, copy=True)
+        kind, _ = _regularizer_kind(problem)
+        if kind == "l1":
+            from daskpd.regularizers import project_l1_ball
+
+            return np.asarray(project_l1_ball(w, float(spec.lmo_params[1])), dtype=np.float64)
+        if kind == "l2":
+            norm, radius = float(np.linalg.norm(w)), float(spec.lmo_params[1])
+            return w * (radius / norm) if norm > radius else w
+        if not math.isfinite(float(problem.regularizer.value(w))):
+            name = getattr(problem.regularizer, "name", type(problem.regularizer).__name__)
+            if kind == "l1_ball":
+                where = (
+                    f"||warm_start||_1 = {np.abs(w).sum():.6g} exceeds the L1-ball radius "
+                    f"{float(spec.lmo_params[0]):.6g}"
+                )
+            else:
+                where = f"it lies outside the set of the regularizer {name!r}"
+            raise ValueError(
+                f"solver 'gsfw' needs a feasible warm_start: {where} (Frank-Wolfe iterates "
+                "stay in the constraint set; project the start onto it or start from zero)"
+            )
+        return w
+
     def init(self, problem, data, *, seed, client, options, warm_start=None):
-        """``s = 0``, ``d = (1/n) X^T loss'(0)`` (one compute: n sample gradients)."""
+        """``s = X w^0``, ``d = (1/n) X^T loss'(s)`` (one compute: n sample gradients).
+
+        ``w^0 = 0`` (the paper's start), or the warm start's ``w`` (checked or projected by
+        :meth:`_feasible_start`). A warm start counts as the average of one epoch of
+        iterations: the step sizes start at ``i0`` = the iterations of one epoch and the
+        averages (``w_bar`` and the dual ``z_bar``) hold ``w^0`` and ``loss'(X w^0)`` with
+        the weight of iterations ``0 .. i0 - 1``. Restarting at ``i = 0`` instead gives
+        ``w^0`` weight 0 (``alpha_0 = 1``) and overwrites ``s`` (``eta_0 ~ 1``), which throws
+        the start away within an epoch. The dual of the start is not used: ``s = X w^0`` is
+        GSFW's dual state.
+        """
         spec = self._spec(problem, data, options)
-        bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
-        blocks = [
-            {
-                "s": np.zeros(int(bounds[q + 1] - bounds[q])),
-                "z_acc": np.zeros(int(bounds[q + 1] - bounds[q])),
-                "t_last": np.zeros(int(bounds[q + 1] - bounds[q]), dtype=np.int64),
-            }
-            for q in range(len(bounds) - 1)
-        ]
-        parts = [
-            dask.delayed(_refresh_task, pure=False)(data, q, blocks[q], spec)
-            for q in range(len(blocks))
-        ]
-        (d,) = compute(client, tree_sum(parts))
+        block_iterations = self._block_iterations(data, spec, options)
+        n_blocks = int(data.n_row_blocks)
+        w0 = None
+        if warm_start is not None:
+            w0 = self._feasible_start(problem, spec, warm_start.w)
+        if w0 is None:
+            bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+            blocks = [
+                {
+                    "s": np.zeros(int(bounds[q + 1] - bounds[q])),
+                    "z_acc": np.zeros(int(bounds[q + 1] - bounds[q])),
+                    "t_last": np.zeros(int(bounds[q + 1] - bounds[q]), dtype=np.int64),
+                }
+                for q in range(n_blocks)
+            ]
+            parts = [
+                dask.delayed(_refresh_task, pure=False)(data, q, blocks[q], spec)
+                for q in range(n_blocks)
+            ]
+            (d,) = compute(client, tree_sum(parts))
+            if client is not None:
+                blocks = client.scatter(blocks)
+            start_iteration = 0
+        else:
+            tasks = [
+                dask.delayed(_start_task, nout=2, pure=False)(data, q, w0, spec)
+                for q in range(n_blocks)
+            ]
+            lazy_d = tree_sum([task[1] for task in tasks])
+            lazy_blocks = [task[0] for task in tasks]
+            if client is not None:
+                # The block states stay on the workers, as after an epoch.
+                futures = client.compute([lazy_d, *lazy_blocks])
+                d, blocks = futures[0].result(), futures[1:]
+            else:
+                d, *blocks = dask.compute(lazy_d, *lazy_blocks, scheduler=_in_process_scheduler())
+            start_iteration = max(1, sum(block_iterations))
         carry = {
-            "d": np.asarray(d, dtype=np.float64),
+            "d": np.array(d, dtype=np.float64),
             "w_acc": np.zeros(spec.n_features),
             "w_bar": np.zeros(spec.n_features),
-            "it": 0,
+            "it": start_iteration,
             "grads": spec.n,
         }
+        if w0 is not None:
+            carry["w_acc"] = kernels.weight_sum(spec.m, 0, start_iteration - 1) * w0
+            carry["w_bar"] = w0.copy()
         lmo_fn = (
             _DenseLMO(problem.regularizer, float(problem.alpha))
             if spec.lmo_code == kernels.LMO_DENSE
             else None
         )
-        if client is not None:
-            blocks = client.scatter(blocks)
         return _State(
             spec=spec,
             data=data,
@@ -463,10 +542,11 @@ class GSFW:
             seed=seed,
             carry=carry,
             blocks=tuple(blocks),
-            block_iterations=self._block_iterations(data, spec, options),
+            block_iterations=block_iterations,
             epoch=0,
             lmo_fn=lmo_fn,
             options=options,
+            start_iteration=start_iteration,
         )
 
     def run_epoch(self, state, epoch):
@@ -556,9 +636,10 @@ class GSFW:
         -------
         dict
             ``iterations`` (= LMO calls) and ``sample_gradients`` (``n`` for ``d^0``, ``b``
-            per iteration, ``n`` per exact refresh of ``d``).
+            per iteration, ``n`` per exact refresh of ``d``). The iterations credited to a
+            warm start are not counted.
         """
-        k = int(state.carry["it"])
+        k = int(state.carry["it"]) - state.start_iteration
         return {"iterations": k, "lmo_calls": k, "sample_gradients": int(state.carry["grads"])}
 
     def state_arrays(self, state):
@@ -571,6 +652,7 @@ class GSFW:
             "it": np.asarray(int(state.carry["it"]), dtype=np.int64),
             "grads": np.asarray(int(state.carry["grads"]), dtype=np.int64),
             "epoch": np.asarray(state.epoch, dtype=np.int64),
+            "start_iteration": np.asarray(state.start_iteration, dtype=np.int64),
             "s": np.concatenate([b["s"] for b in blocks]),
             "z_acc": np.concatenate([b["z_acc"] for b in blocks]),
             "t_last": np.concatenate([b["t_last"] for b in blocks]),
@@ -613,6 +695,7 @@ class GSFW:
             epoch=int(arrays["epoch"]),
             lmo_fn=lmo_fn,
             options=options,
+            start_iteration=int(arrays.get("start_iteration", 0)),
         )
 
 

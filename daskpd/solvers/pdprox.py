@@ -162,16 +162,22 @@ def estimate_spectral_norm(data, *, n_iterations=50, random_state=0, client=None
     -------
     float
     """
+    graph = _Graph(data)
+    estimate = _spectral_norm_tasks(graph, data, n_iterations, random_state)
+    (value,) = graph.run(client, [estimate])
+    return float(value)
+
+
+def _spectral_norm_tasks(graph, data, n_iterations, random_state):
+    """Add the power iteration of :func:`estimate_spectral_norm` to ``graph``; its key."""
     n_features = int(data.n_features)
     v = _normalize(np.random.default_rng(random_state).standard_normal(n_features))
-    graph = _Graph(data)
     estimate = None
     for _ in range(n_iterations):
         xtxv = graph.reduce([graph.call(_gram_task, data, q, v) for q in range(data.n_row_blocks)])
         estimate = graph.call(_rayleigh, v, xtxv)
         v = graph.call(_normalize, xtxv)
-    (value,) = graph.run(client, [estimate])
-    return float(value)
+    return estimate
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,20 +320,50 @@ class _State:
     blocks: tuple  # per block dict(dual, dual_sum, aux, pred)
 
 
-def _initial_blocks(data):
+def _initial_blocks(data, dual=None):
+    """Block states at ``t = 0``: both dual copies at ``dual`` (default 0), shape (n, 2)."""
     bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
     out = []
     for q in range(len(bounds) - 1):
         rows = int(bounds[q + 1] - bounds[q])
+        start = np.zeros((rows, 2)) if dual is None else dual[bounds[q] : bounds[q + 1]]
         out.append(
             {
-                "dual": np.zeros((rows, 2)),
+                "dual": np.array(start, dtype=np.float64),
                 "dual_sum": np.zeros((rows, 2)),
-                "aux": np.zeros((rows, 2)),
+                "aux": np.array(start, dtype=np.float64),
                 "pred": np.zeros(rows),
             }
         )
     return out
+
+
+def _dual_from_contract(spec, y, z, tol=1e-9):
+    """The Pdprox dual (shape (n, 2)) whose ``coef`` is the contract dual ``z``, or None.
+
+    None when some ``z_i`` lies outside its loss's domain (beyond ``tol``: e.g. the dual of
+    another loss) or the duals break the budget. Hinge: ``a = -y z``; absolute: ``a = z``;
+    epsilon-insensitive: ``(max(z, 0), max(-z, 0))`` (the complementary pair, as at a saddle
+    point when ``epsilon > 0``).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    dual = np.zeros((z.shape[0], 2))
+    if spec.loss_code == kernels.PD_HINGE:
+        if not np.all(np.abs(y) == 1.0):
+            return None
+        dual[:, 0], lo = -y * z, 0.0
+    elif spec.loss_code == kernels.PD_ABSOLUTE:
+        dual[:, 0], lo = z, -1.0
+    elif spec.loss_code == kernels.PD_EPSILON_INSENSITIVE:
+        dual[:, 0], dual[:, 1], lo = np.maximum(z, 0.0), np.maximum(-z, 0.0), 0.0
+    else:
+        return None
+    if not (np.all(dual >= lo - tol) and np.all(dual <= 1.0 + tol)):
+        return None
+    np.clip(dual, lo, 1.0, out=dual)
+    if spec.budget and dual[:, 0].sum() > spec.budget * (1.0 + tol):
+        return None
+    return dual
 
 
 class _Graph:
@@ -629,16 +665,46 @@ class Pdprox:
                 f"the data has {data.n_features}"
             )
 
-    def _spec(self, problem, data, client, options):
-        norm = options.spectral_norm
-        if norm is None:
-            norm = 1.01 * estimate_spectral_norm(data, client=client)
-        return _make_spec(problem.loss, data, options, float(norm))
-
     def init(self, problem, data, *, seed, client, options, warm_start=None):
-        """Zero iterates (the paper's initialization); ``||X||`` by power iteration."""
-        spec = self._spec(problem, data, client, options)
-        state = _new_state(spec, data, client, problem.regularizer, problem.alpha)
+        """Zero iterates (the paper's initialization) or the warm start; ``||X||`` by power
+        iteration.
+
+        A warm start sets ``w_0`` (and the second primal copy) to its ``w``, and both dual
+        copies to its ``z`` when that is a full-length contract dual in the loss's domain
+        (else to 0, the usual start). Algorithm 2 then also needs ``X^T coef(a_0)``. The
+        power iteration and that reduction are one Dask compute (none when both are
+        unneeded).
+        """
+        cold = _make_spec(problem.loss, data, options, 1.0)
+        w0 = dual0 = None
+        if warm_start is not None:
+            w0 = np.array(warm_start.w, dtype=np.float64, copy=True)
+            z0 = getattr(warm_start, "z", None)
+            if isinstance(z0, np.ndarray) and z0.shape == (cold.n,):
+                dual0 = _dual_from_contract(cold, np.asarray(data.y, dtype=np.float64), z0)
+        blocks = _initial_blocks(data, dual0)
+        graph = _Graph(data)
+        outputs = [options.spectral_norm, np.zeros(cold.n_features)]
+        if options.spectral_norm is None:
+            outputs[0] = _spectral_norm_tasks(graph, data, 50, 0)
+        if dual0 is not None and cold.algorithm == "primal":
+            parts = [
+                graph.call(_partial, data, q, cold, blocks[q]["dual"]) for q in range(len(blocks))
+            ]
+            outputs[1] = graph.reduce(parts)
+        if graph.dsk:
+            outputs = graph.run(client, outputs)
+        norm, gw = outputs
+        if options.spectral_norm is None:
+            norm = 1.01 * float(norm)
+        spec = _make_spec(problem.loss, data, options, float(norm))
+        vectors = {}
+        if w0 is not None:
+            vectors = {"w": w0, "w_prev": w0.copy(), "w_aux": w0.copy()}
+        state = _new_state(
+            spec, data, client, problem.regularizer, problem.alpha, blocks=blocks,
+            gw=np.asarray(gw, dtype=np.float64), **vectors,
+        )  # fmt: skip
         return {"state": state, "options": options}
 
     def run_epoch(self, state, epoch):
