@@ -1,0 +1,57 @@
+"""The peers benchmark suite (``daskpd bench``) end to end on a tiny scale."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from daskpd.bench import BenchConfig, markdown, plot, run_benchmarks
+
+pytestmark = pytest.mark.cluster
+
+
+def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
+    config = BenchConfig(
+        scales=(2 * 10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=2, grid=2,
+        peers=("liblinear", "sgd"), memory_limit="2GiB",
+    )  # fmt: skip
+    results = run_benchmarks(config)
+    # the raw results are saved beside the datasets
+    saved = json.loads((tmp_path / "work" / "results.json").read_text())
+    assert saved["config"]["scales"] == [2 * 10**5]
+    (scale,) = results["scales"]
+    methods = {m["method"]: m for m in scale["methods"]}
+    assert set(methods) == {"daskpd DSO", "liblinear", "sgd"}
+    dso = methods["daskpd DSO"]
+    # the DCD start heads the curve, then one point per epoch
+    assert len(dso["curve"]) == 1 + config.epochs
+    seconds = [point[0] for point in dso["curve"]]
+    assert all(s > 0 for s in seconds) and seconds[1:] == sorted(seconds[1:])
+    assert math.isfinite(dso["final_gap"]) and dso["final_gap"] >= -1e-9
+    assert 0.0 <= dso["final_auprc"] <= 1.0
+    assert math.isfinite(scale["p_star"]) and scale["p_star"] > 0
+    assert methods["liblinear"]["status"] == "ok" and methods["sgd"]["status"] == "ok"
+    assert scale["dso_epoch_seconds_1_worker"] > 0 and scale["dso_epoch_seconds_2_workers"] > 0
+    text = markdown(results, "daskpd bench --scales 2e5")
+    assert "| daskpd DSO | ok |" in text and "| liblinear | ok |" in text
+    figures = plot(results, str(tmp_path))
+    assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
+
+
+def test_scale_beyond_the_peer_memory_is_reported_not_dropped(tmp_path):
+    config = BenchConfig(
+        scales=(2 * 10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=1, grid=2,
+        peers=("liblinear",), peer_memory_bytes=1,
+    )  # fmt: skip
+    (scale,) = run_benchmarks(config)["scales"]
+    peer = next(m for m in scale["methods"] if m["method"] == "liblinear")
+    assert peer["status"] == "not run" and "GiB" in peer["reason"]
+
+
+def test_bad_config_is_refused():
+    with pytest.raises(ValueError, match="dso_init"):
+        BenchConfig(dso_init="warm")
+    with pytest.raises(ValueError, match="grid"):
+        BenchConfig(grid=3, workers=2)
