@@ -335,3 +335,23 @@ def test_blocked_order_visits_every_segment_once_sub_block_by_sub_block():
     assert np.array_equal(np.sort(visited), np.arange(block_ptr.shape[0] - 1))
     other = dso._visit_order(tile, settings, np.random.SeedSequence(5), 2, 0, 1)
     assert not np.array_equal(order, other)  # a new order every epoch
+
+
+def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
+    from daskpd.datasets import make_splice_like
+
+    path = tmp_path / "splice.zarr"
+    make_splice_like(path, 3000, degree=6, hash_bits=16, random_state=0)
+    data = partition_dataset(path, grid=2)
+    problem = Problem("hinge", "l2", 1e-4)
+    solver = DSO()
+    options = DSOOptions(grid=2, init="dcd", dcd_passes=3)
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    start = problem.evaluate(solver.iterate(state).w, data)
+    common = dict(max_epochs=3, tol=0.0, client=False, grid=2, init="dcd", dcd_passes=3)
+    kept = solve(data, "hinge", "l2", 1e-4, "dso", **common)
+    assert all(row["primal"] <= start.primal for row in kept.history)
+    assert kept.history[-1]["gap"] < start.gap / 10
+    # the zero-start step throws the start away: why a start gets its own default step
+    thrown = solve(data, "hinge", "l2", 1e-4, "dso", eta0=0.5, dual_eta0=0.5, **common)
+    assert thrown.history[0]["primal"] > 2 * start.primal

@@ -60,9 +60,12 @@ class DSOOptions:
         coordinate ``eta0 / sqrt(sum of squared partial gradients + adagrad_eps)`` (the
         accumulators of ``w`` travel with the ``w`` blocks, those of ``z`` stay).
     eta0 : float or None, default=None
-        Primal step. ``None``: 0.5 for AdaGrad; ``min(1 / alpha, n_samples)`` for ``"sqrt"``.
+        Primal step. ``None``: for AdaGrad 0.5 from zero and 0.005 from a start
+        (``init="dcd"`` or a warm start), see :data:`START_ETA`; ``min(1 / alpha, n_samples)``
+        for ``"sqrt"``.
     dual_eta0 : float or None, default=None
-        Dual step; ``None``: 0.5 for AdaGrad, ``eta0`` for ``"sqrt"`` (the paper's single step).
+        Dual step; ``None``: as ``eta0`` for AdaGrad, ``eta0`` for ``"sqrt"`` (the paper's
+        single step).
     adagrad_eps : float, default=1e-12
         Added to the AdaGrad accumulators.
     visit_order : {"blocked", "rows", "random", "storage"}, default="blocked"
@@ -157,6 +160,15 @@ class DSOOptions:
             raise ValueError(f"tile_cache_bytes must be >= 0, got {self.tile_cache_bytes!r}")
 
 
+#: Default AdaGrad step from zero.
+ZERO_ETA = 0.5
+#: Default AdaGrad step from a start (``init="dcd"`` or a warm start). AdaGrad's first step
+#: on a coordinate has size ``eta0`` whatever the gradient's scale, so from a point near the
+#: optimum a zero-start step throws the start away: on splice-like data (1e7 and 5.2e7
+#: nonzeros, alpha 1e-5) 0.5 raised the primal of the DCD start 50-fold, 0.005 kept its test
+#: AUPRC and made the duality gap fall (BENCHMARKS.md, "Against peers").
+START_ETA = 0.005
+
 # --------------------------------------------------------------------------------------------
 # settings shared by every task of a run
 
@@ -199,13 +211,14 @@ class _Settings:
         return self.svrg_every > 0 and (epoch - 1) % self.svrg_every == 0
 
 
-def _settings(problem, data, options, grid):
+def _settings(problem, data, options, grid, started=False):
     loss, reg = problem.loss, problem.regularizer
     alpha = float(problem.alpha)
     n = int(data.n_samples)
     if options.step == "adagrad":
-        eta0 = 0.5 if options.eta0 is None else float(options.eta0)
-        dual_eta0 = 0.5 if options.dual_eta0 is None else float(options.dual_eta0)
+        default = START_ETA if started else ZERO_ETA
+        eta0 = default if options.eta0 is None else float(options.eta0)
+        dual_eta0 = default if options.dual_eta0 is None else float(options.dual_eta0)
     else:
         eta0 = min(1.0 / alpha, float(n)) if options.eta0 is None else float(options.eta0)
         dual_eta0 = eta0 if options.dual_eta0 is None else float(options.dual_eta0)
@@ -856,7 +869,8 @@ class DSO:
                 f"grid={grid} must be a multiple of the number of Dask workers ({len(workers)})"
             )
         data = _ensure_grid(data, grid)
-        settings = _settings(problem, data, options, grid)
+        started = warm_start is not None or options.init == "dcd"
+        settings = _settings(problem, data, options, grid, started=started)
         row_bounds, col_bounds = _grid_info(data, grid)
         token = _token()
         p = grid
@@ -1053,6 +1067,8 @@ class DSO:
             "z_acc": np.concatenate([zs[1] for zs in zstates]),
             "w_avg": np.concatenate(w_avg),
             "z_avg": np.concatenate(z_avg),
+            # the steps as resolved at init (they depend on how the run started)
+            "steps": np.array([state.settings.eta0, state.settings.dual_eta0]),
         }
         if state.settings.svrg_every > 0:
             arrays["w_snap"] = np.concatenate([ws[2] for ws in wstates])
@@ -1079,6 +1095,10 @@ class DSO:
             raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
         options = dataclasses.replace(options, grid=grid, init="zero")
         state = self.init(problem, data, seed=seed, client=client, options=options)
+        if "steps" in arrays:
+            eta0, dual_eta0 = (float(v) for v in arrays["steps"])
+            settings = dataclasses.replace(state.settings, eta0=eta0, dual_eta0=dual_eta0)
+            state = dataclasses.replace(state, settings=settings)
         rb, cb = state.row_bounds, state.col_bounds
         p = grid
         svrg = state.settings.svrg_every > 0
