@@ -338,38 +338,3 @@ def test_driver_checkpoint_resume_is_exact(rng, tmp_path):
                     checkpoint_dir=tmp_path / "ck", resume=True, **common)  # fmt: skip
     straight = solve((X, y), "squared", "l2", 0.1, solver="dspdc", max_epochs=6, **common)
     np.testing.assert_array_equal(resumed.w, straight.w)
-
-
-def _signature_counts(module):
-    from numba.core.dispatcher import Dispatcher
-
-    return {
-        name: len(value.overloads)
-        for name, value in vars(module).items()
-        if isinstance(value, Dispatcher)
-    }
-
-
-def test_factorized_and_matrix_kernels_compile_once():
-    # The solver-level compile-once test only reaches dspdc_rows; the factorized (Algorithm 2)
-    # and PSD-block (Section 5.2) paths are exercised here: a second workload, on other data
-    # with the same kinds of arguments, must add no signature to any DSPDC kernel.
-    def workload(seed):
-        rng = np.random.default_rng(seed)
-        U, V, labels = small_factorized(rng, n=40 + 7 * seed, p=10, rank=3)
-        for n_coords in (4, None):  # q < p (drawn subsets) and q = p (no subsets)
-            solve_factorized(U, V, labels, "smooth_hinge", "l2", 0.05, n_coords=n_coords,
-                             max_epochs=2, tol=0.0, lipschitz="heuristic")  # fmt: skip
-        solve_factorized(U, V, U @ V[:, 0], "squared", "elasticnet", 0.05, batch_size=2,
-                         n_coords=3, max_epochs=2, tol=0.0)  # fmt: skip
-        D = rng.normal(size=(30 + seed, 3, 2, 2))
-        y = np.where(rng.normal(size=D.shape[0]) > 0, 1.0, -1.0)
-        solve_matrix_risk(D, y, "smooth_hinge", 0.05, batch_size=2, n_coords=2, max_epochs=2,
-                          tol=0.0)  # fmt: skip
-
-    workload(0)
-    first = _signature_counts(K)
-    for name in ("dspdc_factorized", "dspdc_matrix", "draw_subsets"):
-        assert first[name] >= 1, name
-    workload(1)
-    assert _signature_counts(K) == first
