@@ -201,6 +201,33 @@ def _ensure_grid(dataset, grid):
     return dataset
 
 
+def peer_feasibility(nnz, n_samples, peer_memory_bytes):
+    """Whether the in-memory peers can run a scale, and if not, why.
+
+    Parameters
+    ----------
+    nnz, n_samples : int
+        Size of the training set.
+    peer_memory_bytes : int
+        Memory one peer process may use.
+
+    Returns
+    -------
+    ok : bool
+    reason : str
+        Why not (empty when ``ok``).
+    """
+    if nnz >= 2**31:
+        return False, f"{nnz} nonzeros overflow scipy/liblinear int32 indices"
+    csr_bytes = nnz * (8 + 4) + (n_samples + 1) * 8
+    if 2 * csr_bytes > peer_memory_bytes:
+        return False, (
+            f"in-memory CSR copy needs {2 * csr_bytes / 2**30:.1f} GiB (data + the peer's own "
+            f"copy) > {peer_memory_bytes / 2**30:.1f} GiB given to one process"
+        )
+    return True, ""
+
+
 def _primal(problem, w, data):
     return float(problem.evaluate(w, data).primal)
 
@@ -429,14 +456,7 @@ def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
         say(f"scale {nnz:.0e}: data")
         train = _ensure_grid(_dataset(config, nnz, "train"), config.grid)
         test = _dataset(config, nnz, "test")
-        csr_bytes = train.nnz * (8 + 4) + (train.n_samples + 1) * 8
-        memory_ok = csr_bytes * 2 <= config.peer_memory_bytes and train.nnz < 2**31
-        reason = (
-            f"in-memory CSR copy needs {2 * csr_bytes / 2**30:.1f} GiB (data + the peer's own "
-            f"copy) > {config.peer_memory_bytes / 2**30:.1f} GiB given to one process"
-            if train.nnz < 2**31
-            else f"{train.nnz} nonzeros overflow scipy/liblinear int32 indices"
-        )
+        memory_ok, reason = peer_feasibility(train.nnz, train.n_samples, config.peer_memory_bytes)
         with (
             LocalCluster(
                 n_workers=config.workers,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from daskpd.bench import BenchConfig, markdown, plot, run_benchmarks
+from daskpd.bench import BenchConfig, markdown, peer_feasibility, plot, run_benchmarks
 
 pytestmark = pytest.mark.cluster
 
@@ -40,14 +40,13 @@ def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
 
 
-def test_scale_beyond_the_peer_memory_is_reported_not_dropped(tmp_path):
-    config = BenchConfig(
-        scales=(2 * 10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=1, grid=2,
-        peers=("liblinear",), peer_memory_bytes=1,
-    )  # fmt: skip
-    (scale,) = run_benchmarks(config)["scales"]
-    peer = next(m for m in scale["methods"] if m["method"] == "liblinear")
-    assert peer["status"] == "not run" and "GiB" in peer["reason"]
+def test_peer_feasibility_says_why_a_scale_is_not_run():
+    # 5e8 nonzeros: 6 GB of CSR, twice that with the peer's copy
+    ok, reason = peer_feasibility(5 * 10**8, 10**6, 8 * 2**30)
+    assert not ok and "11.2 GiB" in reason and "8.0 GiB" in reason
+    assert peer_feasibility(5 * 10**8, 10**6, 16 * 2**30) == (True, "")
+    ok, reason = peer_feasibility(3 * 10**9, 10**7, 2**50)
+    assert not ok and "int32" in reason
 
 
 def test_bad_config_is_refused():
