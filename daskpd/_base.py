@@ -25,12 +25,35 @@ class GridInfo(NamedTuple):
     ----------
     row_bounds : ndarray of shape (P + 1,), int64
     col_bounds : ndarray of shape (P + 1,), int64
+        Bounds of the column blocks in the grid's column order.
     tile_ptr : ndarray of shape (P, P + 1), int64
+    col_order : ndarray of shape (n_features,), int64, or None
+        The grid's column order: position ``k`` holds column ``col_order[k]``, so column
+        block ``r`` is ``col_order[col_bounds[r]:col_bounds[r + 1]]`` and a tile's local
+        column id ``c`` is column ``col_order[col_bounds[r] + c]``. None: the identity
+        (grids written before the column order was stored).
     """
 
     row_bounds: np.ndarray
     col_bounds: np.ndarray
     tile_ptr: np.ndarray
+    col_order: np.ndarray | None = None
+
+    def block_columns(self, r) -> np.ndarray:
+        """Column ids of column block ``r``, in local-id order (int64)."""
+        lo, hi = int(self.col_bounds[r]), int(self.col_bounds[r + 1])
+        if self.col_order is None:
+            return np.arange(lo, hi, dtype=np.int64)
+        return np.asarray(self.col_order[lo:hi], dtype=np.int64)
+
+    def column_position(self) -> np.ndarray:
+        """Inverse of ``col_order``: the position of every column in the grid order (int64)."""
+        n_features = int(self.col_bounds[-1])
+        if self.col_order is None:
+            return np.arange(n_features, dtype=np.int64)
+        position = np.empty(n_features, dtype=np.int64)
+        position[self.col_order] = np.arange(n_features, dtype=np.int64)
+        return position
 
     @property
     def n_blocks(self) -> int:

@@ -342,7 +342,14 @@ class BiasDataset(BaseDataset):
         # add theirs inside its last tile.
         tile_ptr = info.tile_ptr + info.row_bounds[:-1, None]
         tile_ptr[:, -1] += group_rows
-        return GridInfo(row_bounds=info.row_bounds, col_bounds=col_bounds, tile_ptr=tile_ptr)
+        # the bias column is the last position of the grid's order (inside the last block)
+        col_order = None
+        if info.col_order is not None:
+            col_order = np.append(info.col_order, np.int64(info.col_bounds[-1]))
+        return GridInfo(
+            row_bounds=info.row_bounds, col_bounds=col_bounds, tile_ptr=tile_ptr,
+            col_order=col_order,
+        )  # fmt: skip
 
     def _tile(self, n_blocks, info, q, r):
         base_info = self.base._grid_info(n_blocks)

@@ -1045,7 +1045,21 @@ def _add_bench(parser):
     parser.add_argument(
         "--markdown",
         default=None,
-        help="BENCHMARKS.md to update (its 'peers' section); default: print the tables",
+        help="BENCHMARKS.md to update (its --section); default: print the tables",
+    )
+    parser.add_argument(
+        "--section",
+        default="peers",
+        help="name of the BENCHMARKS.md section to replace (between <!-- section: NAME --> "
+        "and <!-- end: NAME -->; default: peers)",
+    )
+    parser.add_argument(
+        "--title", default="Against peers", help="heading of that section (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--dask-ml-iters",
+        default="5,20,50",
+        help="dask-ml's ladder of L-BFGS iteration counts, one fit each (default: %(default)s)",
     )
     parser.add_argument(
         "--workers",
@@ -1066,6 +1080,17 @@ def _add_bench(parser):
     parser.set_defaults(run=_run_bench)
 
 
+def _check_section(path, section):
+    try:
+        with open(path) as handle:
+            content = handle.read()
+    except OSError as exc:
+        raise UsageError(f"--markdown {path}: {exc.strerror}") from None
+    for marker in (f"<!-- section: {section} -->", f"<!-- end: {section} -->"):
+        if marker not in content:
+            raise UsageError(f"--markdown {path} has no {marker!r} marker (--section {section})")
+
+
 def _run_bench(args) -> int:
     import os
     import shlex
@@ -1076,6 +1101,12 @@ def _run_bench(args) -> int:
         scales = tuple(int(float(text)) for text in args.scales.split(","))
     except ValueError:
         raise UsageError(f"--scales must be numbers like 1e7,1e8, got {args.scales!r}") from None
+    try:
+        dask_ml_iters = tuple(int(text) for text in args.dask_ml_iters.split(","))
+    except ValueError:
+        raise UsageError(
+            f"--dask-ml-iters must be integers like 5,20, got {args.dask_ml_iters!r}"
+        ) from None
     config = BenchConfig(
         scales=scales,
         workdir=args.workdir,
@@ -1091,15 +1122,19 @@ def _run_bench(args) -> int:
         peers=tuple(name for name in args.peers.split(",") if name),
         dso_init=args.dso_init,
         dcd_passes=args.dcd_passes,
+        dask_ml_iters=dask_ml_iters,
     )
+    if args.markdown:
+        # fail now, not after an hour of measurements
+        _check_section(args.markdown, args.section)
     results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
     command = "daskpd bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    text = markdown(results, command)
+    text = markdown(results, command, args.title)
     directory = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
     figures = plot(results, directory)
     text += "\n" + "\n".join(f"![{os.path.basename(f)}]({os.path.basename(f)})" for f in figures)
     if args.markdown:
-        replace_section(args.markdown, "peers", text)
+        replace_section(args.markdown, args.section, text)
         print(f"updated {args.markdown}", file=sys.stderr)
     else:
         print(text)

@@ -34,16 +34,21 @@ CRC32 of its logical little-endian bytes.
 Tiled layout for a P x P grid (derived by :func:`partition_dataset`), subgroup ``grids/<P>/``::
 
     row_bounds  int64 (P + 1,)     row group q = rows [row_bounds[q], row_bounds[q+1])
-    col_bounds  int64 (P + 1,)     column block r = columns [col_bounds[r], col_bounds[r+1])
+    col_order   int64 (d,)         the grid's column order: position k holds column
+                                   col_order[k]; columns ranked by nonzeros are dealt to the
+                                   P blocks in turn (absent in older grids: the identity)
+    col_bounds  int64 (P + 1,)     column block r = positions [col_bounds[r], col_bounds[r+1]),
+                                   i.e. columns col_order[col_bounds[r]:col_bounds[r+1]]
     tile_ptr    int64 (P, P + 1)   tile (q, r) = [tile_ptr[q, r], tile_ptr[q, r+1]); rows of
                                    the grid are consecutive: tile_ptr[q, P] = tile_ptr[q+1, 0]
     rows        int32 (nnz,)       row id local to the row group
-    cols        int32 (nnz,)       column id local to the column block
+    cols        int32 (nnz,)       column id local to the column block (position - col_bounds[r])
     vals        float (nnz,)       values; ABSENT when binary
     tile_crc32  int64 (P * P, 3)   CRC32 of each tile's slice of rows, cols, vals (0 if absent)
 
 Entries of a tile are sorted by (row, col). Row and column bounds balance nonzeros: bound k is
-the first row (column) whose cumulative count reaches ceil(k * nnz / P). Subgroup attributes:
+the first row (position) whose cumulative count, rows in order and columns in the grid's
+order, reaches ceil(k * nnz / P). Subgroup attributes:
 ``format_version``, ``grid`` (P), ``nnz``, ``binary``, ``dataset_write_id`` (the ``write_id``
 of the dataset it was derived from), ``write_id`` and ``manifest`` (as above; ``rows``,
 ``cols`` and ``vals`` have ``crc32`` null: they are checked tile by tile with ``tile_crc32``).
@@ -398,11 +403,18 @@ class Dataset(BaseDataset):
                 row_bounds=self._read("row_bounds", group=group, where=directory),
                 col_bounds=self._read("col_bounds", group=group, where=directory),
                 tile_ptr=self._read("tile_ptr", group=group, where=directory),
+                # absent from grids written before the column order was stored: the identity
+                col_order=(
+                    self._read("col_order", group=group, where=directory)
+                    if "col_order" in attrs["manifest"]
+                    else None
+                ),
             )
             shapes_ok = (
                 info.row_bounds.shape == (n_blocks + 1,)
                 and info.col_bounds.shape == (n_blocks + 1,)
                 and info.tile_ptr.shape == (n_blocks, n_blocks + 1)
+                and (info.col_order is None or info.col_order.shape == (self.n_features,))
                 and int(info.tile_ptr[-1, -1]) == self.nnz
                 and int(attrs["nnz"]) == self.nnz
             )
@@ -1000,7 +1012,7 @@ def partition_dataset(
         else:
             info = _partition_on_client(client, dataset, n_blocks, temporary, sink)
         manifest = sink.finish(temporary)
-        for name in ("row_bounds", "col_bounds", "tile_ptr"):
+        for name in ("row_bounds", "col_bounds", "tile_ptr", "col_order"):
             array, crc = _format.write_small(group, name, getattr(info, name))
             manifest[name] = _format.manifest_entry(array, os.path.join(temporary, name), crc)
         group.attrs.update(
@@ -1028,12 +1040,16 @@ def partition_dataset(
 
 def _partition_on_client(client, dataset, n_blocks, temporary, sink):
     """Both partition passes as one task per row group; fills ``sink``'s CRC table."""
-    row_bounds, col_bounds, pieces = grid_bounds(dataset, n_blocks)
+    row_bounds, col_bounds, col_order, pieces = grid_bounds(dataset, n_blocks)
     groups = pieces_by_group(pieces, n_blocks)
+    [order] = client.scatter([col_order], broadcast=True)
     counts = client.gather(
-        [client.submit(count_group, dataset, group, col_bounds, pure=False) for group in groups]
+        [
+            client.submit(count_group, dataset, group, col_bounds, order, pure=False)
+            for group in groups
+        ]
     )
-    info = grid_info(row_bounds, col_bounds, np.stack(counts), int(dataset.nnz), dataset)
+    info = grid_info(row_bounds, col_bounds, col_order, np.stack(counts), int(dataset.nnz), dataset)
     lock_prefix = f"daskpd-partition-{uuid.uuid4().hex}"
     crcs = client.gather(
         [

@@ -35,8 +35,9 @@ def check_grid(dataset, n_blocks, X, balanced=True):
     dense = np.asarray(X.toarray() if sp.issparse(X) else X)
     n, d = dense.shape
     info = dataset.grid(n_blocks)
-    rb, cb, tp = info
-    assert rb.dtype == cb.dtype == tp.dtype == np.int64
+    rb, cb, tp, order = info
+    assert rb.dtype == cb.dtype == tp.dtype == order.dtype == np.int64
+    assert np.array_equal(np.sort(order), np.arange(d)), "the column order is a permutation"
     assert rb[0] == 0 and rb[-1] == n and np.all(np.diff(rb) >= 0)
     assert cb[0] == 0 and cb[-1] == d and np.all(np.diff(cb) >= 0)
     assert tp.shape == (n_blocks, n_blocks + 1) and tp[0, 0] == 0
@@ -56,14 +57,15 @@ def check_grid(dataset, n_blocks, X, balanced=True):
                 key = rows.astype(np.int64) * (d + 1) + cols
                 assert np.all(np.diff(key) > 0), "tile not sorted by (row, col)"
             global_rows = rows + rb[q]
-            global_cols = cols + cb[r]
+            global_cols = info.block_columns(r)[cols]
             seen[global_rows, global_cols] += 1
             rebuilt[global_rows, global_cols] = 1.0 if vals is None else vals
     stored = (dense != 0) if not sp.issparse(X) else (X != 0).toarray() | _explicit(X)
     assert np.array_equal(seen, stored.astype(np.int64)), "every nonzero in exactly one tile"
     assert np.array_equal(rebuilt, dense)
-    # balance: bound k is the first row / column whose cumulative count reaches ceil(k nnz/P)
-    for bounds, counts in ((rb, dataset.row_nnz), (cb, dataset.col_nnz)):
+    # balance: bound k is the first row / position whose cumulative count (columns in the
+    # grid's order) reaches ceil(k nnz / P)
+    for bounds, counts in ((rb, dataset.row_nnz), (cb, np.asarray(dataset.col_nnz)[order])):
         cumulative = np.concatenate([[0], np.cumsum(counts)])
         if dataset.nnz and balanced:
             for k in range(1, n_blocks):
@@ -334,8 +336,9 @@ def test_offset_arithmetic_of_kernels_is_int64():
     # per-tile counts accumulate in int64
     counts = np.full(2, 2**31 - 1, dtype=np.int64)
     kernels.count_tile_nnz(
-        np.array([0, 3], np.int64), np.array([0, 1, 5], np.int32), np.array([0, 2, 6]), counts
-    )
+        np.array([0, 3], np.int64), np.array([0, 1, 5], np.int32), np.array([0, 2, 6]),
+        np.arange(6), counts,
+    )  # fmt: skip
     assert counts.tolist() == [2**31 + 1, 2**31]
 
 
@@ -359,3 +362,31 @@ def test_partition_on_a_cluster_equals_the_streamed_one(tmp_path, local_cluster)
     parallel.verify()
     chunk = parallel._arrays[(os.path.join(parallel.path, "grids", "4"), "rows")].chunks[0]
     assert np.any(parallel.grid(4).tile_ptr[1:, 0] % chunk), "no chunk shared by two groups"
+
+
+def test_column_order_deals_dense_and_sparse_columns_to_every_block():
+    from daskpd._base import GridInfo
+    from daskpd._partition import column_order
+
+    # columns grouped by kind, as splice-site k-mers are: 6 dense columns, then 594 sparse
+    rng = np.random.default_rng(0)
+    col_nnz = np.concatenate([np.full(6, 1000), rng.integers(0, 5, size=594)])
+    for n_blocks in (1, 2, 3):
+        order = column_order(col_nnz, n_blocks)
+        assert np.array_equal(np.sort(order), np.arange(600))
+        bounds = balanced_bounds(cumulative_chunks([col_nnz[order]]), col_nnz.sum(), n_blocks, 600)
+        info = GridInfo(np.zeros(2, np.int64), bounds, np.zeros((1, 2), np.int64), order)
+        position = info.column_position()
+        assert np.array_equal(order[position], np.arange(600))
+        for r in range(n_blocks):
+            columns = info.block_columns(r)
+            # the same share of the dense columns in every block, next to each other
+            dense = np.flatnonzero(columns < 6)
+            assert dense.shape[0] == 6 // n_blocks
+            assert np.all(np.diff(dense) == 1)
+            # and nonzeros within one column's worth of an even split
+            assert abs(col_nnz[columns].sum() - col_nnz.sum() / n_blocks) <= 1000
+    # grids stored without an order read as the identity
+    legacy = GridInfo(np.zeros(2, np.int64), np.array([0, 4, 9]), np.zeros((1, 3), np.int64))
+    assert legacy.block_columns(1).tolist() == [4, 5, 6, 7, 8]
+    assert np.array_equal(legacy.column_position(), np.arange(9))

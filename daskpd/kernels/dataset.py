@@ -144,7 +144,7 @@ def _column_block(col_bounds, column):
 
 
 @njit
-def count_tile_nnz(indptr, indices, col_bounds, counts):
+def count_tile_nnz(indptr, indices, col_bounds, position, counts):
     """Add the nonzeros of a CSR chunk to per-column-block counts.
 
     Parameters
@@ -152,18 +152,22 @@ def count_tile_nnz(indptr, indices, col_bounds, counts):
     indptr : ndarray of shape (n_rows + 1,), int64
     indices : ndarray of shape (nnz,), int32
     col_bounds : ndarray of shape (n_col_blocks + 1,), int64
+        Bounds in the grid's column order.
+    position : ndarray of shape (n_features,), int64
+        Position of every column in the grid's column order.
     counts : ndarray of shape (n_col_blocks,), int64
         Updated in place.
     """
     for k in range(indptr[0], indptr[indptr.shape[0] - 1]):
-        counts[_column_block(col_bounds, indices[k])] += 1
+        counts[_column_block(col_bounds, position[indices[k]])] += 1
 
 
 @njit
-def split_by_column_block(indptr, indices, data, has_data, col_bounds, row_offset):
-    """Split a CSR chunk into per-column-block COO pieces, stably.
+def split_by_column_block(indptr, indices, data, has_data, col_bounds, position, row_offset):
+    """Split a CSR chunk into per-column-block COO pieces sorted by (row, local column).
 
-    Entries keep their (row, column) order inside each column block, so appending the pieces
+    Columns are placed by their position in the grid's column order; inside a row, the
+    entries of a block are sorted by position (the local column id), so appending the pieces
     of successive chunks to a tile keeps the tile sorted by (row, column).
 
     Parameters
@@ -176,6 +180,9 @@ def split_by_column_block(indptr, indices, data, has_data, col_bounds, row_offse
         Values (ignored when ``has_data`` is False; pass any 1-element array).
     has_data : bool
     col_bounds : ndarray of shape (n_col_blocks + 1,), int64
+        Bounds in the grid's column order.
+    position : ndarray of shape (n_features,), int64
+        Position of every column in the grid's column order.
     row_offset : int
         Local row id (within the row group) of the first row of the chunk.
 
@@ -194,12 +201,9 @@ def split_by_column_block(indptr, indices, data, has_data, col_bounds, row_offse
     n_rows = indptr.shape[0] - 1
     first = indptr[0]
     nnz = indptr[n_rows] - first
-    block_of = np.empty(nnz, dtype=np.int32)
     block_ptr = np.zeros(n_blocks + 1, dtype=np.int64)
-    for k in range(nnz):
-        r = _column_block(col_bounds, indices[first + k])
-        block_of[k] = r
-        block_ptr[r + 1] += 1
+    for k in range(first, first + nnz):
+        block_ptr[_column_block(col_bounds, position[indices[k]]) + 1] += 1
     for r in range(n_blocks):
         block_ptr[r + 1] += block_ptr[r]
     fill = block_ptr[:n_blocks].copy()
@@ -207,14 +211,20 @@ def split_by_column_block(indptr, indices, data, has_data, col_bounds, row_offse
     cols = np.empty(nnz, dtype=np.int32)
     vals = np.empty(nnz if has_data else 0, dtype=data.dtype)
     for i in range(n_rows):
-        for k in range(indptr[i], indptr[i + 1]):
-            r = block_of[k - first]
-            position = fill[r]
+        lo, hi = indptr[i], indptr[i + 1]
+        places = np.empty(hi - lo, dtype=np.int64)
+        for k in range(lo, hi):
+            places[k - lo] = position[indices[k]]
+        # ascending positions visit the blocks in order and each block's columns sorted
+        for t in np.argsort(places, kind="mergesort"):
+            place = places[t]
+            r = _column_block(col_bounds, place)
+            slot = fill[r]
             fill[r] += 1
-            rows[position] = row_offset + i
-            cols[position] = indices[k] - col_bounds[r]
+            rows[slot] = row_offset + i
+            cols[slot] = place - col_bounds[r]
             if has_data:
-                vals[position] = data[k]
+                vals[slot] = data[lo + t]
     return block_ptr, rows, cols, vals
 
 

@@ -613,6 +613,7 @@ class _State:
     token: str
     row_bounds: np.ndarray
     col_bounds: np.ndarray
+    block_cols: tuple  # column ids of each column block (the grid's column order)
     row_consts: tuple
     col_consts: tuple
     tile_sources: tuple
@@ -735,7 +736,16 @@ def _grid_info(data, grid):
     return (
         np.asarray(info.row_bounds, dtype=np.int64),
         np.asarray(info.col_bounds, dtype=np.int64),
+        tuple(info.block_columns(r) for r in range(info.n_blocks)),
     )
+
+
+def _assemble(blocks, block_cols, n_features):
+    """The full vector of per-column-block parts (inverse of ``v[block_cols[r]]``)."""
+    full = np.zeros(n_features)
+    for part, columns in zip(blocks, block_cols, strict=True):
+        full[columns] = part
+    return full
 
 
 def _has_grid(data, grid):
@@ -871,7 +881,7 @@ class DSO:
         data = _ensure_grid(data, grid)
         started = warm_start is not None or options.init == "dcd"
         settings = _settings(problem, data, options, grid, started=started)
-        row_bounds, col_bounds = _grid_info(data, grid)
+        row_bounds, col_bounds, block_cols = _grid_info(data, grid)
         token = _token()
         p = grid
         on_disk = _is_on_disk(data)
@@ -934,14 +944,12 @@ class DSO:
         w = np.clip(w, -settings.w_bound, settings.w_bound)
         empty = np.zeros(0)
         wstates = [
-            (w[col_bounds[r] : col_bounds[r + 1]].copy(),
-             np.zeros(int(col_bounds[r + 1] - col_bounds[r])), empty, empty)
-            for r in range(p)
-        ]  # fmt: skip
+            (w[block_cols[r]], np.zeros(block_cols[r].shape[0]), empty, empty) for r in range(p)
+        ]
         w_avg = [np.zeros_like(ws[0]) for ws in wstates]
         col_nnz = np.asarray(data.col_nnz, dtype=np.float64)
         inv_col = np.divide(1.0, col_nnz, out=np.zeros_like(col_nnz), where=col_nnz > 0)
-        col_consts = [inv_col[col_bounds[r] : col_bounds[r + 1]] for r in range(p)]
+        col_consts = [inv_col[block_cols[r]] for r in range(p)]
         if on_disk:
             sources = [[data] * p for _ in range(p)]
         else:
@@ -969,6 +977,7 @@ class DSO:
             token=token,
             row_bounds=row_bounds,
             col_bounds=col_bounds,
+            block_cols=block_cols,
             row_consts=tuple(row_consts),
             col_consts=tuple(col_consts),
             tile_sources=tuple(tuple(row) for row in sources),
@@ -1021,13 +1030,14 @@ class DSO:
         """
         client, p = state.client, state.settings.grid
         owner = [_owner(state.settings, state.workers, q) for q in range(p)]
+        d, cols = state.settings.n_features, state.block_cols
         if client is None:
-            w = np.concatenate([ws[0] for ws in state.wstates])
-            w_avg = np.concatenate(state.w_avg)
+            w = _assemble([ws[0] for ws in state.wstates], cols, d)
+            w_avg = _assemble(state.w_avg, cols, d)
             z = [zs[0] for zs in state.zstates]
         else:
-            w = np.concatenate([ws[0] for ws in client.gather(list(state.wstates))])
-            w_avg = np.concatenate(client.gather(list(state.w_avg)))
+            w = _assemble([ws[0] for ws in client.gather(list(state.wstates))], cols, d)
+            w_avg = _assemble(client.gather(list(state.w_avg)), cols, d)
             # z never leaves its worker: pick it out of the block state where it lives.
             z = [
                 client.submit(
@@ -1058,21 +1068,29 @@ class DSO:
         dict of str to ndarray
         """
         zstates, wstates, z_avg, w_avg = _local_blocks(state)
+
+        def columns(parts):
+            # w-sized arrays in the data's column order, whatever the grid's; SVRG snapshots
+            # stay empty before the first one is taken
+            if not any(part.shape[0] for part in parts):
+                return np.zeros(0)
+            return _assemble(parts, state.block_cols, state.settings.n_features)
+
         arrays = {
             "epoch": np.asarray(state.epoch, dtype=np.int64),
             "grid": np.asarray(state.settings.grid, dtype=np.int64),
-            "w": np.concatenate([ws[0] for ws in wstates]),
-            "w_acc": np.concatenate([ws[1] for ws in wstates]),
+            "w": columns([ws[0] for ws in wstates]),
+            "w_acc": columns([ws[1] for ws in wstates]),
             "z": np.concatenate([zs[0] for zs in zstates]),
             "z_acc": np.concatenate([zs[1] for zs in zstates]),
-            "w_avg": np.concatenate(w_avg),
+            "w_avg": columns(w_avg),
             "z_avg": np.concatenate(z_avg),
             # the steps as resolved at init (they depend on how the run started)
             "steps": np.array([state.settings.eta0, state.settings.dual_eta0]),
         }
         if state.settings.svrg_every > 0:
-            arrays["w_snap"] = np.concatenate([ws[2] for ws in wstates])
-            arrays["u_snap"] = np.concatenate([ws[3] for ws in wstates])
+            arrays["w_snap"] = columns([ws[2] for ws in wstates])
+            arrays["u_snap"] = columns([ws[3] for ws in wstates])
             arrays["z_snap"] = np.concatenate([zs[2] for zs in zstates])
             arrays["v_snap"] = np.concatenate([zs[3] for zs in zstates])
         return arrays
@@ -1099,7 +1117,7 @@ class DSO:
             eta0, dual_eta0 = (float(v) for v in arrays["steps"])
             settings = dataclasses.replace(state.settings, eta0=eta0, dual_eta0=dual_eta0)
             state = dataclasses.replace(state, settings=settings)
-        rb, cb = state.row_bounds, state.col_bounds
+        rb, cols = state.row_bounds, state.block_cols
         p = grid
         svrg = state.settings.svrg_every > 0
         empty = np.zeros(0)
@@ -1108,7 +1126,7 @@ class DSO:
             return arrays[name][rb[q] : rb[q + 1]].copy() if svrg else empty
 
         def wpart(name, r):
-            return arrays[name][cb[r] : cb[r + 1]].copy() if svrg else empty
+            return arrays[name][cols[r]] if svrg and arrays[name].shape[0] else empty
 
         zstates = [
             (arrays["z"][rb[q] : rb[q + 1]].copy(), arrays["z_acc"][rb[q] : rb[q + 1]].copy(),
@@ -1116,12 +1134,11 @@ class DSO:
             for q in range(p)
         ]  # fmt: skip
         wstates = [
-            (arrays["w"][cb[r] : cb[r + 1]].copy(), arrays["w_acc"][cb[r] : cb[r + 1]].copy(),
-             wpart("w_snap", r), wpart("u_snap", r))
+            (arrays["w"][cols[r]], arrays["w_acc"][cols[r]], wpart("w_snap", r), wpart("u_snap", r))
             for r in range(p)
-        ]  # fmt: skip
+        ]
         z_avg = [arrays["z_avg"][rb[q] : rb[q + 1]].copy() for q in range(p)]
-        w_avg = [arrays["w_avg"][cb[r] : cb[r + 1]].copy() for r in range(p)]
+        w_avg = [arrays["w_avg"][cols[r]] for r in range(p)]
         if client is not None:
             owner = [_owner(state.settings, state.workers, q) for q in range(p)]
             zstates = _scatter_each(client, zstates, owner)
@@ -1208,7 +1225,7 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
     state = solver.init(problem, data, seed=seed, client=None, options=options)
     settings = state.settings
     p = settings.grid
-    rb, cb = state.row_bounds, state.col_bounds
+    rb, block_cols = state.row_bounds, state.block_cols
     data = _ensure_grid(data, p)
     arrays = solver.state_arrays(state)
     w, w_acc, z, z_acc = arrays["w"], arrays["w_acc"], arrays["z"], arrays["z_acc"]
@@ -1217,7 +1234,7 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
         key: np.concatenate([c[key] for c in state.row_consts])
         for key in ("z_lo", "z_hi", "y", "inv_weight", "inv_row_nnz")
     }
-    inv_col_nnz = np.concatenate(state.col_consts)
+    inv_col_nnz = _assemble(state.col_consts, block_cols, settings.n_features)
     tiles = {}
     for q in range(p):
         for r in range(p):
@@ -1231,14 +1248,14 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
             u_snap = np.zeros_like(w)
             v_snap = np.zeros_like(z)
             for (q, r), (rows, cols, vals, *_) in tiles.items():
-                xt_z = np.zeros(int(cb[r + 1] - cb[r]))
+                block = block_cols[r]
+                xt_z = np.zeros(block.shape[0])
                 x_w = np.zeros(int(rb[q + 1] - rb[q]))
                 kernels.tile_products(
-                    rows, cols, vals, settings.binary, z[rb[q] : rb[q + 1]],
-                    w[cb[r] : cb[r + 1]], xt_z, x_w,
-                )  # fmt: skip
+                    rows, cols, vals, settings.binary, z[rb[q] : rb[q + 1]], w[block], xt_z, x_w
+                )
                 # Same summation order as the distributed snapshot tasks: over q, then r.
-                u_snap[cb[r] : cb[r + 1]] = _ordered_add(u_snap[cb[r] : cb[r + 1]], xt_z, q)
+                u_snap[block] = _ordered_add(u_snap[block], xt_z, q)
                 v_snap[rb[q] : rb[q + 1]] = _ordered_add(v_snap[rb[q] : rb[q + 1]], x_w, r)
         sequence_rows, sequence_cols, sequence_vals = [], [], []
         for rnd in range(p):
@@ -1250,7 +1267,7 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
                 if settings.visit_order in ("rows", "blocked"):
                     order = kernels.expand_order(tile[3], order, settings.interleave)
                 sequence_rows.append(rows[order].astype(np.int64) + rb[q])
-                sequence_cols.append(cols[order].astype(np.int64) + cb[r])
+                sequence_cols.append(block_cols[r][cols[order]])
                 if not settings.binary:
                     sequence_vals.append(vals[order])
         rows = np.concatenate(sequence_rows)
