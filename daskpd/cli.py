@@ -1057,6 +1057,11 @@ def _add_bench(parser):
         "--title", default="Against peers", help="heading of that section (default: %(default)s)"
     )
     parser.add_argument(
+        "--figures",
+        default=None,
+        help="directory of the PNG plots (default: next to --markdown, or --workdir)",
+    )
+    parser.add_argument(
         "--dask-ml-iters",
         default="5,20,50",
         help="dask-ml's ladder of L-BFGS iteration counts, one fit each (default: %(default)s)",
@@ -1130,9 +1135,13 @@ def _run_bench(args) -> int:
     results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
     command = "daskpd bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     text = markdown(results, command, args.title)
-    directory = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
+    base = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
+    directory = args.figures or base
+    os.makedirs(directory, exist_ok=True)
     figures = plot(results, directory)
-    text += "\n" + "\n".join(f"![{os.path.basename(f)}]({os.path.basename(f)})" for f in figures)
+    text += "\n" + "\n".join(
+        f"![{os.path.basename(f)}]({os.path.relpath(f, base)})" for f in figures
+    )
     if args.markdown:
         replace_section(args.markdown, args.section, text)
         print(f"updated {args.markdown}", file=sys.stderr)
