@@ -54,3 +54,19 @@ def test_bad_config_is_refused():
         BenchConfig(dso_init="warm")
     with pytest.raises(ValueError, match="grid"):
         BenchConfig(grid=3, workers=2)
+    with pytest.raises(ValueError, match="dask_ml_iters"):
+        BenchConfig(dask_ml_iters=(5, 0))
+
+
+def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys):
+    from daskpd.cli import main
+
+    target = tmp_path / "BENCHMARKS.md"
+    target.write_text("<!-- section: peers -->\n<!-- end: peers -->\n")
+    work = tmp_path / "work"
+    argv = ["bench", "--workdir", str(work), "--markdown", str(target)]
+    assert main([*argv, "--section", "ooc"]) == 2
+    assert "no '<!-- section: ooc -->' marker" in capsys.readouterr().err
+    assert main([*argv, "--dask-ml-iters", "5,x"]) == 2
+    assert "--dask-ml-iters" in capsys.readouterr().err
+    assert not work.exists(), "nothing measured or written"
