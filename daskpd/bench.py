@@ -25,6 +25,7 @@ with the reason, not silently dropped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -371,6 +372,43 @@ def _peer_ladder(name, fit_at, steps, X_test, y_test, auprc):
     return curve
 
 
+#: Nonzeros per chunk of dask-ml's sparse input: a chunk's COO copy and the temporaries
+#: of its products stay a small part of a worker's memory limit.
+DASK_ML_CHUNK_NNZ = 4 * 10**6
+
+
+def _dask_ml_rows(X):
+    """Rows per chunk of dask-ml's input: about DASK_ML_CHUNK_NNZ nonzeros, >= 4 chunks."""
+    n = X.shape[0]
+    by_nnz = -(-n * DASK_ML_CHUNK_NNZ // max(1, X.nnz))
+    return max(1, min(-(-n // 4), by_nnz))
+
+
+@contextlib.contextmanager
+def _peer_cluster(config, name):
+    """dask-ml's cluster: fresh workers of the same count and memory limit as DSO's.
+
+    DSO's workers keep its tiles cached (up to a quarter of their memory limit); a peer
+    sharing them would be measured against memory that DSO holds.
+    """
+    if name != "dask-ml":
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=config.workers,
+            threads_per_worker=1,
+            memory_limit=config.memory_limit,
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+        client.as_current(),
+    ):
+        yield client
+
+
 def _run_peers(config, train, test, client, problem, memory_ok, reason):
     from daskpd import peers
     from daskpd.metrics import auprc
@@ -397,9 +435,11 @@ def _run_peers(config, train, test, client, problem, memory_ok, reason):
             ),
             [1, 2, 5, 10],
         ),
-        # dask-ml runs on the active client (the LocalCluster of this scale)
+        # dask-ml runs on the active client (a fresh LocalCluster: see _peer_cluster)
         "dask-ml": (
-            lambda k: peers.fit_dask_ml(X, y, alpha, solver="lbfgs", max_iter=k, tol=1e-8),
+            lambda k: peers.fit_dask_ml(
+                X, y, alpha, solver="lbfgs", max_iter=k, tol=1e-8, chunks=_dask_ml_rows(X)
+            ),
             [int(k) for k in config.dask_ml_iters],
         ),
     }
@@ -407,13 +447,17 @@ def _run_peers(config, train, test, client, problem, memory_ok, reason):
         fit_at, steps = ladders[name]
         result = MethodResult(name)
         try:
-            with PeakMemory() as memory:
+            with PeakMemory() as memory, _peer_cluster(config, name):
                 runs = [
                     _peer_ladder(name, fit_at, steps, X_test, y_test, auprc)
                     for _ in range(config.repeats)
                 ]
         except MemoryError as exc:
             results.append(MethodResult(name, status="not run", reason=f"out of memory: {exc}"))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a peer's failure is a result, not a crash
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            results.append(MethodResult(name, status="failed", reason=reason))
             continue
         curve = []
         for index in range(len(steps)):
@@ -509,10 +553,17 @@ def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
                 "methods": [asdict(m) for m in methods],
             }
         )
-    results = {"config": asdict(config), "machine": _machine(), "scales": scales}
-    with open(os.path.join(config.workdir, "results.json"), "w") as handle:
-        json.dump(results, handle, indent=1, default=float)
+        # saved after every scale: a later scale's failure keeps the earlier ones
+        results = {"config": asdict(config), "machine": _machine(), "scales": scales}
+        _save(results, os.path.join(config.workdir, "results.json"))
     return results
+
+
+def _save(results, path):
+    temporary = path + ".tmp"
+    with open(temporary, "w") as handle:
+        json.dump(results, handle, indent=1, default=float)
+    os.replace(temporary, path)
 
 
 def _reference_primal(config, train, problem):

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cluster
 def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     config = BenchConfig(
         scales=(2 * 10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=2, grid=2,
-        peers=("liblinear", "sgd"), memory_limit="2GiB",
+        peers=("liblinear", "sgd", "dask-ml"), memory_limit="2GiB", dask_ml_iters=(2,),
     )  # fmt: skip
     results = run_benchmarks(config)
     # the raw results are saved beside the datasets
@@ -23,7 +23,9 @@ def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     assert saved["config"]["scales"] == [2 * 10**5]
     (scale,) = results["scales"]
     methods = {m["method"]: m for m in scale["methods"]}
-    assert set(methods) == {"daskpd DSO", "liblinear", "sgd"}
+    assert set(methods) == {"daskpd DSO", "liblinear", "sgd", "dask-ml"}
+    # dask-ml ran (on a cluster of its own) and its ladder has the one rung asked for
+    assert methods["dask-ml"]["status"] == "ok" and methods["dask-ml"]["epochs"] == 2
     dso = methods["daskpd DSO"]
     # the DCD start heads the curve, then one point per epoch
     assert len(dso["curve"]) == 1 + config.epochs
@@ -70,3 +72,23 @@ def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys
     assert main([*argv, "--dask-ml-iters", "5,x"]) == 2
     assert "--dask-ml-iters" in capsys.readouterr().err
     assert not work.exists(), "nothing measured or written"
+
+
+def test_a_failing_peer_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
+    from daskpd import peers
+
+    def out_of_luck(*args, **kwargs):
+        raise RuntimeError("worker exceeded 95% memory budget")
+
+    monkeypatch.setattr(peers, "fit_sgd", out_of_luck)
+    config = BenchConfig(
+        scales=(10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=1, grid=2,
+        peers=("sgd", "liblinear"), memory_limit="2GiB",
+    )  # fmt: skip
+    results = run_benchmarks(config)
+    (scale,) = results["scales"]
+    methods = {m["method"]: m for m in scale["methods"]}
+    assert methods["sgd"]["status"] == "failed"
+    assert "RuntimeError: worker exceeded 95% memory budget" in methods["sgd"]["reason"]
+    assert methods["liblinear"]["status"] == "ok"
+    assert "| sgd | failed: RuntimeError" in markdown(results, "daskpd bench")
