@@ -331,19 +331,10 @@ def _run_dso(config, train, test, client, workers, repeats, problem):
 
 def _epoch_seconds(config, train, n_workers):
     """Median DSO epoch time on a fresh LocalCluster of ``n_workers`` processes."""
-    from distributed import Client, LocalCluster
 
     from daskpd.solvers import solve
 
-    with (
-        LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            memory_limit=config.memory_limit,
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with _cluster(config, n_workers) as client:
         fit = solve(
             train,
             loss=config.loss,
@@ -394,17 +385,23 @@ def _peer_cluster(config, name):
     if name != "dask-ml":
         yield None
         return
+    with _cluster(config, config.workers) as client, client.as_current():
+        yield client
+
+
+@contextlib.contextmanager
+def _cluster(config, n_workers):
+    """A client of a fresh LocalCluster: single-threaded workers, ``config.memory_limit``."""
     from distributed import Client, LocalCluster
 
     with (
         LocalCluster(
-            n_workers=config.workers,
+            n_workers=n_workers,
             threads_per_worker=1,
             memory_limit=config.memory_limit,
             dashboard_address=":0",
         ) as cluster,
         Client(cluster) as client,
-        client.as_current(),
     ):
         yield client
 
@@ -494,7 +491,6 @@ def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
     results : dict
         ``{"config": ..., "machine": ..., "scales": [...]}``.
     """
-    from distributed import Client, LocalCluster
 
     from daskpd.problem import Problem
 
@@ -507,15 +503,7 @@ def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
         train = _ensure_grid(_dataset(config, nnz, "train"), config.grid)
         test = _dataset(config, nnz, "test")
         memory_ok, reason = peer_feasibility(train.nnz, train.n_samples, config.peer_memory_bytes)
-        with (
-            LocalCluster(
-                n_workers=config.workers,
-                threads_per_worker=1,
-                memory_limit=config.memory_limit,
-                dashboard_address=":0",
-            ) as cluster,
-            Client(cluster) as client,
-        ):
+        with _cluster(config, config.workers) as client:
             say(f"scale {nnz:.0e}: daskpd DSO")
             methods = [
                 _run_dso(config, train, test, client, config.workers, config.repeats, problem)
