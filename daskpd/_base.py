@@ -18,6 +18,13 @@ LAYOUTS = ("csr", "dense")
 TASKS = ("binary", "regression")
 
 
+def inverse_order(order):
+    """The inverse permutation: ``inverse[order[k]] = k`` (int64)."""
+    inverse = np.empty(order.shape[0], dtype=np.int64)
+    inverse[order] = np.arange(order.shape[0], dtype=np.int64)
+    return inverse
+
+
 class GridInfo(NamedTuple):
     """Bounds and tile offsets of a P x P grid.
 
@@ -48,12 +55,9 @@ class GridInfo(NamedTuple):
 
     def column_position(self) -> np.ndarray:
         """Inverse of ``col_order``: the position of every column in the grid order (int64)."""
-        n_features = int(self.col_bounds[-1])
         if self.col_order is None:
-            return np.arange(n_features, dtype=np.int64)
-        position = np.empty(n_features, dtype=np.int64)
-        position[self.col_order] = np.arange(n_features, dtype=np.int64)
-        return position
+            return np.arange(int(self.col_bounds[-1]), dtype=np.int64)
+        return inverse_order(self.col_order)
 
     @property
     def n_blocks(self) -> int:

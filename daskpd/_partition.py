@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 
 from daskpd import _format
-from daskpd._base import GridInfo
+from daskpd._base import GridInfo, inverse_order
 from daskpd.kernels import dataset as kernels
 
 #: Names of the per-tile checksum columns, in the order of the last axis of ``tile_crc32``.
@@ -134,20 +134,16 @@ def grid_bounds(dataset, n_blocks):
     return row_bounds, col_bounds, col_order, pieces
 
 
-def count_group(dataset, group_pieces, col_bounds, col_order):
-    """Nonzeros of each tile of one row group (first pass), int64 (P,)."""
+def count_group(dataset, group_pieces, col_bounds, position):
+    """Nonzeros of each tile of one row group (first pass), int64 (P,).
+
+    ``position`` is the inverse of the grid's column order (:func:`inverse_order`).
+    """
     counts = np.zeros(col_bounds.shape[0] - 1, dtype=np.int64)
-    position = _position(col_order)
     for _, start, stop in group_pieces:
         indptr, indices = dataset._csr_indices_rows(start, stop)
         kernels.count_tile_nnz(indptr, indices, col_bounds, position, counts)
     return counts
-
-
-def _position(col_order):
-    position = np.empty(col_order.shape[0], dtype=np.int64)
-    position[col_order] = np.arange(col_order.shape[0], dtype=np.int64)
-    return position
 
 
 def grid_info(row_bounds, col_bounds, col_order, counts, nnz, where):
@@ -218,7 +214,8 @@ def build_grid(dataset, n_blocks, sink):
     """
     row_bounds, col_bounds, col_order, pieces = grid_bounds(dataset, n_blocks)
     groups = pieces_by_group(pieces, n_blocks)
-    counts = np.stack([count_group(dataset, group, col_bounds, col_order) for group in groups])
+    position = inverse_order(col_order)
+    counts = np.stack([count_group(dataset, group, col_bounds, position) for group in groups])
     info = grid_info(row_bounds, col_bounds, col_order, counts, int(dataset.nnz), dataset)
     sink.start(info)
     for q, group in enumerate(groups):

@@ -95,6 +95,7 @@ from daskpd._base import (
     dense_chunk,
     dense_stats,
     dense_to_csr,
+    inverse_order,
     task_and_counts,
 )
 from daskpd._format import FORMAT_VERSION, DatasetIntegrityError
@@ -1042,10 +1043,10 @@ def _partition_on_client(client, dataset, n_blocks, temporary, sink):
     """Both partition passes as one task per row group; fills ``sink``'s CRC table."""
     row_bounds, col_bounds, col_order, pieces = grid_bounds(dataset, n_blocks)
     groups = pieces_by_group(pieces, n_blocks)
-    [order] = client.scatter([col_order], broadcast=True)
+    [position] = client.scatter([inverse_order(col_order)], broadcast=True)
     counts = client.gather(
         [
-            client.submit(count_group, dataset, group, col_bounds, order, pure=False)
+            client.submit(count_group, dataset, group, col_bounds, position, pure=False)
             for group in groups
         ]
     )

@@ -612,7 +612,6 @@ class _State:
     workers: tuple
     token: str
     row_bounds: np.ndarray
-    col_bounds: np.ndarray
     block_cols: tuple  # column ids of each column block (the grid's column order)
     row_consts: tuple
     col_consts: tuple
@@ -735,7 +734,6 @@ def _grid_info(data, grid):
     info = data.grid(grid)
     return (
         np.asarray(info.row_bounds, dtype=np.int64),
-        np.asarray(info.col_bounds, dtype=np.int64),
         tuple(info.block_columns(r) for r in range(info.n_blocks)),
     )
 
@@ -881,7 +879,7 @@ class DSO:
         data = _ensure_grid(data, grid)
         started = warm_start is not None or options.init == "dcd"
         settings = _settings(problem, data, options, grid, started=started)
-        row_bounds, col_bounds, block_cols = _grid_info(data, grid)
+        row_bounds, block_cols = _grid_info(data, grid)
         token = _token()
         p = grid
         on_disk = _is_on_disk(data)
@@ -976,7 +974,6 @@ class DSO:
             workers=workers,
             token=token,
             row_bounds=row_bounds,
-            col_bounds=col_bounds,
             block_cols=block_cols,
             row_consts=tuple(row_consts),
             col_consts=tuple(col_consts),
