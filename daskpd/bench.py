@@ -685,14 +685,26 @@ def plot(results: dict, directory: str) -> list[str]:
     return paths
 
 
+def section_span(content: str, section: str, where: str) -> tuple[int, int]:
+    """Where the text of section ``section`` starts and ends in ``content``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the missing marker.
+    """
+    markers = (f"<!-- section: {section} -->", f"<!-- end: {section} -->")
+    for marker in markers:
+        if marker not in content:
+            raise ValueError(f"{where} has no {marker!r} marker (section {section!r})")
+    return content.index(markers[0]) + len(markers[0]), content.index(markers[1])
+
+
 def replace_section(markdown_path: str, section: str, text: str) -> None:
     """Replace the text between ``<!-- section: NAME -->`` and ``<!-- end: NAME -->``."""
     with open(markdown_path) as handle:
         content = handle.read()
-    start_marker = f"<!-- section: {section} -->"
-    end_marker = f"<!-- end: {section} -->"
-    start = content.index(start_marker) + len(start_marker)
-    end = content.index(end_marker)
+    start, end = section_span(content, section, markdown_path)
     content = content[:start] + "\n" + text.rstrip() + "\n" + content[end:]
     temporary = markdown_path + ".tmp"
     with open(temporary, "w") as handle:

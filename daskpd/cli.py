@@ -1086,14 +1086,15 @@ def _add_bench(parser):
 
 
 def _check_section(path, section):
+    from daskpd.bench import section_span
+
     try:
         with open(path) as handle:
-            content = handle.read()
+            section_span(handle.read(), section, f"--markdown {path}")
     except OSError as exc:
         raise UsageError(f"--markdown {path}: {exc.strerror}") from None
-    for marker in (f"<!-- section: {section} -->", f"<!-- end: {section} -->"):
-        if marker not in content:
-            raise UsageError(f"--markdown {path} has no {marker!r} marker (--section {section})")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_bench(args) -> int:
