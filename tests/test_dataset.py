@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from daskpd.dataset import (
     BaseDataset,
     Dataset,
+    DatasetIntegrityError,
     DatasetWriter,
     MemoryDataset,
     as_dataset,
@@ -303,6 +304,22 @@ def test_dataset_pickles_as_its_path_and_reads_on_workers(tmp_path, local_cluste
     blocks = local_cluster.gather(futures)
     assert np.array_equal(sp.vstack([b[0] for b in blocks]).toarray(), X.toarray())
     assert np.array_equal(np.concatenate([b[1] for b in blocks]), y)
+
+
+def test_unpickled_handles_are_shared_until_the_dataset_is_rewritten(tmp_path):
+    X, y = random_problem(12, 40, 8, 0.3, False, False, np.float64)
+    ds = write_dataset(X, y, tmp_path / "d", rows_per_block=16)
+    payload = pickle.dumps(ds)
+    first = pickle.loads(payload)
+    assert pickle.loads(payload) is first and first is not ds
+    assert np.array_equal(concat_blocks(first)[0].toarray(), X.toarray())
+    replaced = write_dataset(X[:20], y[:20], tmp_path / "d", overwrite=True)
+    # a task built for the old write must not read the new one
+    with pytest.raises(DatasetIntegrityError, match="rewritten after this task was created"):
+        pickle.loads(payload)
+    again = pickle.loads(pickle.dumps(replaced))
+    assert again is not first and again.shape == (20, 8)
+    assert pickle.loads(pickle.dumps(replaced)) is again
 
 
 def test_concurrent_readers_in_threads(tmp_path):

@@ -142,8 +142,13 @@ def test_partition_refuses_to_overwrite_and_rebuilds_when_asked(tmp_path):
     partition_dataset(ds.path, 2)
     with pytest.raises(FileExistsError, match=str(tmp_path / "d" / "grids" / "2")):
         partition_dataset(ds.path, 2)
+    before = ds.grid(2)
+    assert ds.grid(2) is before
     again = partition_dataset(ds.path, 2, overwrite=True)
     check_grid(again, 2, X)
+    # a handle opened before re-reads the grid written again instead of its old tables
+    assert ds.grid(2) is not before
+    check_grid(ds, 2, X)
     assert sorted(os.listdir(tmp_path / "d" / "grids")) == ["2", "zarr.json"]
     with pytest.raises(ValueError, match="grid must be >= 1"):
         partition_dataset(ds.path, 0)

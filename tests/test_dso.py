@@ -106,6 +106,29 @@ def test_on_disk_dataset_equals_serial_replay(tmp_path):
     _assert_equal_to_replay(solver, state, reference)
 
 
+def test_tile_cache_stays_under_half_the_worker_limit(tmp_path, monkeypatch):
+    import psutil
+
+    from daskpd.solvers import dso
+
+    X, y = _classification(n=200, d=40)
+    data = partition_dataset(write_dataset(X, y, tmp_path / "d.zarr").path, grid=2)
+    problem = Problem("hinge", "l2", 1e-2)
+    settings = dso._settings(problem, data, DSOOptions(grid=2), 2)
+    monkeypatch.setattr(dso, "_TILE_CACHE", {})
+    monkeypatch.setattr(dso, "_CACHE_USED", [0])
+    rss = psutil.Process().memory_info().rss
+    # a worker already at 60% of its limit: no tile is kept, however large the budget
+    monkeypatch.setattr(dso, "_worker_memory_limit", lambda: int(rss / 0.6))
+    dso._load_tile(data, settings, 0, 0)
+    assert dso._TILE_CACHE == {} and dso._CACHE_USED == [0]
+    # far below half of it: the tile is kept, and a second load is the same object
+    monkeypatch.setattr(dso, "_worker_memory_limit", lambda: 8 * rss)
+    tile = dso._load_tile(data, settings, 0, 0)
+    assert len(dso._TILE_CACHE) == 1 and dso._CACHE_USED[0] == sum(a.nbytes for a in tile)
+    assert dso._load_tile(data, settings, 0, 0) is tile
+
+
 def test_same_seed_same_bits_other_seed_other_bits():
     X, y = _classification()
     data = MemoryDataset(X, y)

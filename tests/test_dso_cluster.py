@@ -125,6 +125,20 @@ def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
     assert len(gaps) == 3
     assert gaps[-1] < gaps[0] / 5
     assert gaps[-1] < 5e-3
+    # Every tile task of the 30 epochs unpickled the dataset; the workers share one handle
+    # (a handle per task, kept while the worker remembers the task, grew each worker by a
+    # column order per tile read).
+    handles = local_cluster.run(_live_handles, disk_data.path)
+    assert all(count == 1 for count in handles.values()), handles
+
+
+def _live_handles(path):
+    import gc
+
+    from daskpd.dataset import Dataset
+
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, Dataset) and obj.path == path)
 
 
 def _worker_peak_mib():

@@ -107,7 +107,9 @@ class DSOOptions:
     tile_cache_bytes : int or None, default=None
         Bytes of tiles each worker process keeps in memory between epochs (tiles that fit
         are kept, the rest re-read from zarr every epoch). ``None``: a quarter of the
-        worker's memory limit (of the machine's memory without a worker).
+        worker's memory limit (of the machine's memory without a worker). On a worker with
+        a memory limit, a tile is also only kept while the process stays under half the
+        limit, below Dask's spill and pause thresholds.
     """
 
     grid: int | None = None
@@ -312,23 +314,45 @@ _TILE_CACHE: dict = {}
 _CACHE_USED = [0]
 
 
-def _cache_budget(requested):
-    if requested is not None:
-        return requested
+# The cache never takes a worker's memory above this fraction of its limit, below Dask's
+# spill target (0.6): the cache cannot be spilled, so a worker it pushed past the pause
+# threshold (0.8) would wait for memory that is never freed.
+CACHE_RSS_FRACTION = 0.5
+
+
+def _worker_memory_limit():
     try:
         from distributed import get_worker
 
-        limit = get_worker().memory_manager.memory_limit
-        if limit:
-            return int(limit) // 4
+        return int(get_worker().memory_manager.memory_limit or 0)
     except (ImportError, ValueError, AttributeError):
-        pass
+        return 0
+
+
+def _cache_budget(requested):
+    if requested is not None:
+        return requested
+    limit = _worker_memory_limit()
+    if limit:
+        return limit // 4
     try:
         import psutil
 
         return int(psutil.virtual_memory().total) // 4
     except ImportError:
         return 0
+
+
+def _cache_admits(size, requested):
+    """Whether a tile of ``size`` bytes may join the cache (lock held)."""
+    if _CACHE_USED[0] + size > _cache_budget(requested):
+        return False
+    limit = _worker_memory_limit()
+    if not limit:
+        return True
+    import psutil
+
+    return psutil.Process().memory_info().rss + size <= CACHE_RSS_FRACTION * limit
 
 
 def _segments(rows):
@@ -382,7 +406,7 @@ def _load_tile(source, settings, q, r):
         with _CACHE_LOCK:
             # Keep, never evict: the access pattern is cyclic, where LRU eviction would
             # throw away exactly the tile needed next.
-            if _CACHE_USED[0] + size <= _cache_budget(settings.cache_bytes):
+            if _cache_admits(size, settings.cache_bytes):
                 _TILE_CACHE[key] = tile
                 _CACHE_USED[0] += size
     return tile
