@@ -63,15 +63,21 @@ def check_grid(dataset, n_blocks, X, balanced=True):
     stored = (dense != 0) if not sp.issparse(X) else (X != 0).toarray() | _explicit(X)
     assert np.array_equal(seen, stored.astype(np.int64)), "every nonzero in exactly one tile"
     assert np.array_equal(rebuilt, dense)
-    # balance: bound k is the first row / position whose cumulative count (columns in the
-    # grid's order) reaches ceil(k nnz / P)
-    for bounds, counts in ((rb, dataset.row_nnz), (cb, np.asarray(dataset.col_nnz)[order])):
-        cumulative = np.concatenate([[0], np.cumsum(counts)])
-        if dataset.nnz and balanced:
-            for k in range(1, n_blocks):
-                target = -(-k * dataset.nnz // n_blocks)
-                assert cumulative[bounds[k]] >= target
-                assert bounds[k] == 0 or cumulative[bounds[k] - 1] < target
+    # balance: row bound k is the first row whose cumulative count reaches ceil(k nnz / P)
+    cumulative = np.concatenate([[0], np.cumsum(dataset.row_nnz)])
+    if dataset.nnz and balanced:
+        for k in range(1, n_blocks):
+            target = -(-k * dataset.nnz // n_blocks)
+            assert cumulative[rb[k]] >= target
+            assert rb[k] == 0 or cumulative[rb[k] - 1] < target
+    # columns are dealt: blocks differ by at most one column in size and, in nonzeros, by
+    # at most the densest column's count from an even split
+    if balanced:
+        col_nnz = np.asarray(dataset.col_nnz)
+        assert np.ptp(np.diff(cb)) <= 1
+        for r in range(n_blocks):
+            block_nnz = col_nnz[info.block_columns(r)].sum()
+            assert abs(block_nnz - dataset.nnz / n_blocks) <= col_nnz.max(initial=0)
     return info
 
 
@@ -371,26 +377,28 @@ def test_partition_on_a_cluster_equals_the_streamed_one(tmp_path, local_cluster)
 
 def test_column_order_deals_dense_and_sparse_columns_to_every_block():
     from daskpd._base import GridInfo
-    from daskpd._partition import column_order
+    from daskpd._partition import column_blocks
 
     # columns grouped by kind, as splice-site k-mers are: 6 dense columns, then 594 sparse
     rng = np.random.default_rng(0)
     col_nnz = np.concatenate([np.full(6, 1000), rng.integers(0, 5, size=594)])
     for n_blocks in (1, 2, 3):
-        order = column_order(col_nnz, n_blocks)
+        order, bounds = column_blocks(col_nnz, n_blocks)
         assert np.array_equal(np.sort(order), np.arange(600))
-        bounds = balanced_bounds(cumulative_chunks([col_nnz[order]]), col_nnz.sum(), n_blocks, 600)
         info = GridInfo(np.zeros(2, np.int64), bounds, np.zeros((1, 2), np.int64), order)
         position = info.column_position()
         assert np.array_equal(order[position], np.arange(600))
         for r in range(n_blocks):
             columns = info.block_columns(r)
-            # the same share of the dense columns in every block, next to each other
+            # the same share of the dense columns in every block, and the block's columns
+            # in their original relative order (here: its dense columns first)
             dense = np.flatnonzero(columns < 6)
             assert dense.shape[0] == 6 // n_blocks
-            assert np.all(np.diff(dense) == 1)
+            assert np.array_equal(dense, np.arange(6 // n_blocks))
+            assert np.all(np.diff(columns) > 0)
             # and nonzeros within one column's worth of an even split
             assert abs(col_nnz[columns].sum() - col_nnz.sum() / n_blocks) <= 1000
+            assert abs(columns.shape[0] - 600 / n_blocks) < 1
     # grids stored without an order read as the identity
     legacy = GridInfo(np.zeros(2, np.int64), np.array([0, 4, 9]), np.zeros((1, 3), np.int64))
     assert legacy.block_columns(1).tolist() == [4, 5, 6, 7, 8]
