@@ -479,8 +479,11 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
     z, z_acc, z_snap, v_snap = zstate
     w, w_acc, w_snap, u_snap = wstate
     z, z_acc = z.copy(), z_acc.copy()
-    # a fresh interleaved copy of the w block: the task mutates only its own arrays
-    columns = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap)
+    # an interleaved copy of the w block, in this thread's scratch: the task mutates only
+    # its own arrays
+    columns = kernels.pack_columns(
+        w, w_acc, inv_col_nnz, w_snap, u_snap, out=_scratch(w.shape[0] * 8)
+    )
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
     kernels.dso_tile(
@@ -493,6 +496,17 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
     )  # fmt: skip
     w, w_acc = columns[:, 0].copy(), columns[:, 1].copy()
     return (z, z_acc, z_snap, v_snap), (w, w_acc, w_snap, u_snap)
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(size):
+    """This thread's float64 scratch of at least ``size`` entries (grown, never shrunk)."""
+    buffer = getattr(_SCRATCH, "buffer", None)
+    if buffer is None or buffer.shape[0] < size:
+        buffer = _SCRATCH.buffer = np.empty(size)
+    return buffer
 
 
 def _products_task(source, settings, q, r, z, w):
