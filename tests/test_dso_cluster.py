@@ -173,9 +173,9 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
         Client(cluster, set_as_default=False) as client,
     ):  # fmt: skip
         workers_before = set(client.scheduler_info()["workers"])
+        # default tile cache: it keeps tiles only while a worker is under half its limit
         result = solve(
             data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
-            tile_cache_bytes=0,
         )  # fmt: skip
         # no worker was restarted (a restarted worker comes back under a new address)
         assert set(client.scheduler_info()["workers"]) == workers_before
