@@ -7,7 +7,15 @@ import math
 
 import pytest
 
-from daskpd.bench import BenchConfig, markdown, peer_feasibility, plot, run_benchmarks
+from daskpd.bench import (
+    BenchConfig,
+    MethodResult,
+    markdown,
+    peer_feasibility,
+    plot,
+    run_benchmarks,
+    score_methods,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -40,6 +48,24 @@ def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     assert "| daskpd DSO | ok |" in text and "| liblinear | ok |" in text
     figures = plot(results, str(tmp_path))
     assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
+
+
+def test_p_star_and_auprc_target_come_from_every_point_seen_and_the_peers_only():
+    nan = math.nan
+    # DSO's start (first point) is better than its end, as at 5e8 nonzeros
+    dso = MethodResult("daskpd DSO", curve=[(1.0, 0.50, 0.90), (3.0, 0.70, 0.80)])
+    peer = MethodResult("liblinear", curve=[(2.0, 0.60, 0.86)], final_auprc=0.86)
+    p_star, target = score_methods([dso, peer], reference=nan)
+    assert p_star == 0.50 and dso.seconds_to_primal == 1.0 and math.isnan(peer.seconds_to_primal)
+    assert target == pytest.approx(0.855) and dso.seconds_to_auprc == 1.0
+    assert peer.seconds_to_auprc == 2.0
+    # a reference run below every curve: nobody reaches P* within 1e-3
+    p_star, _ = score_methods([dso, peer], reference=0.40)
+    assert p_star == 0.40 and math.isnan(dso.seconds_to_primal)
+    # no peer ran: no AUPRC target, DSO is not timed against itself
+    skipped = MethodResult("vw", status="not run", reason="out of memory")
+    p_star, target = score_methods([dso, skipped], reference=nan)
+    assert p_star == 0.50 and math.isnan(target) and math.isnan(dso.seconds_to_auprc)
 
 
 def test_peer_feasibility_says_why_a_scale_is_not_run():
