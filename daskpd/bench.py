@@ -565,9 +565,7 @@ def score_methods(methods, reference):
         method.seconds_to_primal = _first_time(
             method.curve, lambda p, a, bound=(1 + 1e-3) * p_star: p <= bound
         )
-        method.seconds_to_auprc = _first_time(
-            method.curve, lambda p, a, target=target: a >= target
-        )
+        method.seconds_to_auprc = _first_time(method.curve, lambda p, a, target=target: a >= target)
     return p_star, target
 
 
