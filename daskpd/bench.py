@@ -36,6 +36,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 
+#: The peers ``daskpd bench`` knows.
+PEERS = ("liblinear", "sgd", "saga", "vw", "dask-ml")
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     """What :func:`run_benchmarks` measures.
@@ -66,7 +70,8 @@ class BenchConfig:
     positive_rate : float
         Positive fraction of the generated splice-site-like data.
     peers : tuple of str
-        Subset of ``("liblinear", "sgd", "vw", "dask-ml")``.
+        Subset of :data:`PEERS`. ``"saga"`` (scikit-learn's logistic regression) runs only
+        when ``loss="logistic"``; in a hinge run its row says so.
     seed : int
     dso_init : {"dcd", "zero"}
         DSO's start: the paper's local dual coordinate ascent on every row group, averaged
@@ -89,7 +94,7 @@ class BenchConfig:
     memory_limit: str = "4GiB"
     peer_memory_bytes: int = 8 * 2**30
     positive_rate: float = 0.01
-    peers: tuple = ("liblinear", "sgd", "vw", "dask-ml")
+    peers: tuple = ("liblinear", "sgd", "saga", "vw", "dask-ml")
     seed: int = 0
     dso_init: str = "dcd"
     dcd_passes: int = 3
@@ -115,7 +120,7 @@ class BenchConfig:
             raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
         if not self.dask_ml_iters or any(int(k) < 1 for k in self.dask_ml_iters):
             raise ValueError(f"dask_ml_iters must be counts >= 1, got {self.dask_ml_iters!r}")
-        unknown = set(self.peers) - {"liblinear", "sgd", "vw", "dask-ml"}
+        unknown = set(self.peers) - set(PEERS)
         if unknown:
             raise ValueError(f"unknown peers {sorted(unknown)}")
 
@@ -426,6 +431,8 @@ def _run_peers(config, train, test, client, problem, memory_ok, reason):
             lambda k: peers.fit_sgd(X, y, alpha, loss=config.loss, max_iter=k, tol=None),
             [1, 2, 5, 10],
         ),
+        # SAGA epochs: max_iter counts passes over the data
+        "saga": (lambda k: peers.fit_saga(X, y, alpha, tol=1e-8, max_iter=k), [1, 2, 5, 10]),
         "vw": (
             lambda k: peers.fit_vw(
                 X, y, alpha, loss=config.loss, passes=k, batch=False, X_test=X_test
@@ -441,6 +448,10 @@ def _run_peers(config, train, test, client, problem, memory_ok, reason):
         ),
     }
     for name in config.peers:
+        if name == "saga" and config.loss != "logistic":
+            reason = f"logistic loss only; this run's objective is {config.loss}"
+            results.append(MethodResult(name, status="not run", reason=reason))
+            continue
         fit_at, steps = ladders[name]
         result = MethodResult(name)
         try:

@@ -1033,8 +1033,8 @@ def _add_bench(parser):
     parser.add_argument("--positive-rate", type=_positive_float("--positive-rate"), default=0.01)
     parser.add_argument(
         "--peers",
-        default="liblinear,sgd,vw,dask-ml",
-        help="comma-separated subset of liblinear,sgd,vw,dask-ml",
+        default="liblinear,sgd,saga,vw,dask-ml",
+        help="comma-separated subset of liblinear,sgd,saga,vw,dask-ml (saga: logistic runs only)",
     )
     parser.add_argument(
         "--peer-memory",

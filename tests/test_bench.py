@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cluster
 def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     config = BenchConfig(
         scales=(2 * 10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=2, grid=2,
-        peers=("liblinear", "sgd", "dask-ml"), memory_limit="2GiB", dask_ml_iters=(2,),
+        peers=("liblinear", "sgd", "saga", "dask-ml"), memory_limit="2GiB", dask_ml_iters=(2,),
     )  # fmt: skip
     results = run_benchmarks(config)
     # the raw results are saved beside the datasets
@@ -31,7 +31,9 @@ def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     assert saved["config"]["scales"] == [2 * 10**5]
     (scale,) = results["scales"]
     methods = {m["method"]: m for m in scale["methods"]}
-    assert set(methods) == {"daskpd DSO", "liblinear", "sgd", "dask-ml"}
+    assert set(methods) == {"daskpd DSO", "liblinear", "sgd", "saga", "dask-ml"}
+    # SAGA solves logistic regression only: a hinge run says so instead of timing it
+    assert methods["saga"]["status"] == "not run" and "logistic" in methods["saga"]["reason"]
     # dask-ml ran (on a cluster of its own) and its ladder has the one rung asked for
     assert methods["dask-ml"]["status"] == "ok" and methods["dask-ml"]["epochs"] == 2
     dso = methods["daskpd DSO"]
@@ -48,6 +50,22 @@ def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     assert "| daskpd DSO | ok |" in text and "| liblinear | ok |" in text
     figures = plot(results, str(tmp_path))
     assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
+
+
+def test_logistic_run_times_saga_on_the_same_objective(tmp_path):
+    config = BenchConfig(
+        scales=(10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=2, grid=2,
+        loss="logistic", peers=("liblinear", "saga"), memory_limit="2GiB",
+    )  # fmt: skip
+    (scale,) = run_benchmarks(config)["scales"]
+    methods = {m["method"]: m for m in scale["methods"]}
+    saga = methods["saga"]
+    assert saga["status"] == "ok" and saga["epochs"] == 10
+    # its primal is our logistic objective, at or above the best primal seen
+    primals = [point[1] for point in saga["curve"]]
+    assert all(math.isfinite(p) and p >= scale["p_star"] * (1 - 1e-9) for p in primals)
+    # more SAGA epochs never end much worse than fewer
+    assert primals[-1] <= primals[0] * (1 + 1e-6)
 
 
 def test_p_star_and_auprc_target_come_from_every_point_seen_and_the_peers_only():
