@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-
 #: The peers ``daskpd bench`` knows.
 PEERS = ("liblinear", "sgd", "saga", "vw", "dask-ml")
 
