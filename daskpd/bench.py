@@ -653,8 +653,91 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
                 f"{_fmt(m['peak_rss_bytes'] / 2**30 if m['peak_rss_bytes'] else math.nan)} | "
                 f"{_fmt(m['updates_per_second_per_core'])} |"
             )
-        lines.append("")
+        lines += ["", "Targets:", ""] + [f"- {line}" for line in target_lines(scale)] + [""]
+    if len(results["scales"]) > 1:
+        lines += [f"Cost growth: {_growth_text(results['scales'])}", ""]
     return "\n".join(lines)
+
+
+def _met(ok):
+    return "**met**" if ok else "**not met**"
+
+
+def target_lines(scale: dict) -> list[str]:
+    """The targets on one scale, each against the peer measured in the same run.
+
+    DSO's seconds to liblinear's AUPRC - 0.005 against liblinear's training time;
+    dask-ml's seconds to the scale's AUPRC target over DSO's (>= 3x); DSO's seconds to
+    VW's best AUPRC against VW's own (faster at equal or better AUPRC); the 2-worker epoch
+    speed-up (>= 1.7x). A target whose peer did not run says why.
+    """
+    methods = {m["method"]: m for m in scale["methods"]}
+    dso = methods["daskpd DSO"]
+    dso_s = dso["seconds_to_auprc"]
+    lines = []
+
+    def why_not(name):
+        peer = methods.get(name)
+        if peer is None:
+            return f"not measured: {name} was not in this run"
+        if peer["status"] != "ok":
+            return f"not measured: {name} {peer['status']} ({peer['reason'][:80]})"
+        return None
+
+    reason = why_not("liblinear")
+    if reason is None:
+        seconds = methods["liblinear"]["train_seconds"]
+        goal = methods["liblinear"]["final_auprc"] - 0.005
+        dso_at = _first_time(dso["curve"], lambda p, a: a >= goal)
+        if math.isnan(dso_at):
+            reason = f"**not met**: DSO never reaches {goal:.4f}"
+        else:
+            reason = f"{_met(dso_at <= seconds)}: DSO {dso_at:.3g} s, liblinear {seconds:.3g} s"
+    lines.append(f"to liblinear's AUPRC - 0.005, no slower than liblinear: {reason}")
+    reason = why_not("dask-ml")
+    if reason is None:
+        seconds = methods["dask-ml"]["seconds_to_auprc"]
+        if math.isnan(seconds):
+            seconds = methods["dask-ml"]["train_seconds"]  # it never got there: its whole run
+        if math.isnan(dso_s):
+            reason = "**not met**: DSO never reaches the AUPRC target"
+        else:
+            ratio = seconds / dso_s
+            reason = (
+                f"{_met(ratio >= 3)}: {ratio:.3g}x (dask-ml {seconds:.3g} s, DSO {dso_s:.3g} s)"
+            )
+    lines.append(f"at least 3x faster than dask-ml: {reason}")
+    reason = why_not("vw")
+    if reason is None:
+        best_s, best_auprc = max(
+            ((t, a) for t, _, a in methods["vw"]["curve"]), key=lambda point: (point[1], -point[0])
+        )
+        dso_at = _first_time(dso["curve"], lambda p, a: a >= best_auprc)
+        if math.isnan(dso_at):
+            reason = f"**not met**: DSO never reaches VW's best AUPRC {best_auprc:.4f}"
+        else:
+            reason = (
+                f"{_met(dso_at <= best_s)}: DSO reaches VW's best AUPRC ({best_auprc:.4f}) in "
+                f"{dso_at:.3g} s, VW in {best_s:.3g} s"
+            )
+    lines.append(f"faster than VW at equal or better AUPRC: {reason}")
+    speedup = scale["dso_epoch_seconds_1_worker"] / scale["dso_epoch_seconds_2_workers"]
+    lines.append(f"2 workers >= 1.7x on DSO epochs: {_met(speedup >= 1.7)}: {speedup:.2f}x")
+    return lines
+
+
+def _growth_text(scales):
+    """Epoch time against nonzeros between consecutive scales (target: at most linear)."""
+    parts = []
+    for small, large in zip(scales[:-1], scales[1:], strict=True):
+        nnz_ratio = large["nnz"] / small["nnz"]
+        for workers, key in ((1, "dso_epoch_seconds_1_worker"), (2, "dso_epoch_seconds_2_workers")):
+            ratio = large[key] / small[key]
+            parts.append(
+                f"{small['nnz']:.0e} -> {large['nnz']:.0e} nonzeros ({nnz_ratio:.2g}x), "
+                f"{workers} worker(s): epoch {ratio:.2g}x, {_met(ratio <= nnz_ratio)}"
+            )
+    return "; ".join(parts) + " (target: no faster than linear)."
 
 
 def _p_star_source(scale):

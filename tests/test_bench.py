@@ -86,6 +86,35 @@ def test_p_star_and_auprc_target_come_from_every_point_seen_and_the_peers_only()
     assert p_star == 0.50 and math.isnan(target) and math.isnan(dso.seconds_to_auprc)
 
 
+def test_target_lines_say_met_not_met_or_why_not_measured():
+    from daskpd.bench import target_lines
+
+    def method(name, curve=(), status="ok", reason="", **values):
+        row = {"method": name, "status": status, "reason": reason, "curve": list(curve)}
+        row.update({"seconds_to_auprc": math.nan, "train_seconds": math.nan})
+        row.update(values)
+        return row
+
+    scale = {
+        "dso_epoch_seconds_1_worker": 3.4,
+        "dso_epoch_seconds_2_workers": 2.0,
+        "methods": [
+            method("daskpd DSO", [(2.0, 0.1, 0.88), (5.0, 0.1, 0.90)], seconds_to_auprc=2.0),
+            method("liblinear", [(4.0, 0.1, 0.87)], final_auprc=0.87, train_seconds=4.0),
+            method("dask-ml", status="failed", reason="KilledWorker: ..."),
+            method("vw", [(1.0, math.nan, 0.80), (9.0, math.nan, 0.89)]),
+        ],
+    }
+    liblinear, dask_ml, vw, workers = target_lines(scale)
+    assert "**met**: DSO 2 s, liblinear 4 s" in liblinear
+    assert dask_ml.endswith("not measured: dask-ml failed (KilledWorker: ...)")
+    # VW's best (0.89) is reached by DSO at 5 s, before VW's 9 s
+    assert "**met**" in vw and "0.8900" in vw and "in 5 s" in vw
+    assert workers.endswith("**met**: 1.70x")
+    scale["methods"][1]["train_seconds"] = 1.0
+    assert "**not met**: DSO 2 s, liblinear 1 s" in target_lines(scale)[0]
+
+
 def test_peer_feasibility_says_why_a_scale_is_not_run():
     # 5e8 nonzeros: 6 GB of CSR, twice that with the peer's copy
     ok, reason = peer_feasibility(5 * 10**8, 10**6, 8 * 2**30)
