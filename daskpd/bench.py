@@ -681,7 +681,7 @@ def target_lines(scale: dict) -> list[str]:
         if peer is None:
             return f"not measured: {name} was not in this run"
         if peer["status"] != "ok":
-            return f"not measured: {name} {peer['status']} ({peer['reason'][:80]})"
+            return f"not measured: {name} {peer['status']} ({peer['reason']})"
         return None
 
     reason = why_not("liblinear")
