@@ -448,8 +448,8 @@ def _run_peers(config, train, test, client, problem, memory_ok, reason):
     }
     for name in config.peers:
         if name == "saga" and config.loss != "logistic":
-            reason = f"logistic loss only; this run's objective is {config.loss}"
-            results.append(MethodResult(name, status="not run", reason=reason))
+            why = f"logistic loss only; this run's objective is {config.loss}"
+            results.append(MethodResult(name, status="not run", reason=why))
             continue
         fit_at, steps = ladders[name]
         result = MethodResult(name)

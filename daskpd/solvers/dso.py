@@ -329,10 +329,10 @@ def _worker_memory_limit():
         return 0
 
 
-def _cache_budget(requested):
+def _cache_budget(requested, limit):
+    """Bytes of tiles a process may cache: ``requested``, else a quarter of its memory."""
     if requested is not None:
         return requested
-    limit = _worker_memory_limit()
     if limit:
         return limit // 4
     try:
@@ -345,9 +345,9 @@ def _cache_budget(requested):
 
 def _cache_admits(size, requested):
     """Whether a tile of ``size`` bytes may join the cache (lock held)."""
-    if _CACHE_USED[0] + size > _cache_budget(requested):
-        return False
     limit = _worker_memory_limit()
+    if _CACHE_USED[0] + size > _cache_budget(requested, limit):
+        return False
     if not limit:
         return True
     import psutil
