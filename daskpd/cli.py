@@ -1074,6 +1074,11 @@ def _add_bench(parser):
     )
     parser.add_argument("--memory-limit", default="4GiB", help="memory limit per worker")
     parser.add_argument(
+        "--dask-ml-memory-limit",
+        default=None,
+        help="memory limit of each of dask-ml's workers (default: --memory-limit)",
+    )
+    parser.add_argument(
         "--dso-init",
         choices=("dcd", "zero"),
         default="dcd",
@@ -1129,6 +1134,7 @@ def _run_bench(args) -> int:
         dso_init=args.dso_init,
         dcd_passes=args.dcd_passes,
         dask_ml_iters=dask_ml_iters,
+        dask_ml_memory_limit=args.dask_ml_memory_limit,
     )
     if args.markdown:
         # fail now, not after an hour of measurements

@@ -131,6 +131,21 @@ def test_bad_config_is_refused():
         BenchConfig(grid=3, workers=2)
     with pytest.raises(ValueError, match="dask_ml_iters"):
         BenchConfig(dask_ml_iters=(5, 0))
+    with pytest.raises(ValueError, match="dask_ml_memory_limit must be a size"):
+        BenchConfig(dask_ml_memory_limit="lots")
+
+
+def test_dask_ml_gets_workers_of_its_own_memory_limit():
+    from dask.utils import parse_bytes
+
+    from daskpd.bench import _peer_cluster
+
+    config = BenchConfig(workers=2, memory_limit="1GiB", dask_ml_memory_limit="1536MiB")
+    with _peer_cluster(config, "dask-ml") as client:
+        limits = [w["memory_limit"] for w in client.scheduler_info()["workers"].values()]
+    assert limits == [parse_bytes("1536MiB")] * 2
+    with _peer_cluster(config, "liblinear") as client:
+        assert client is None
 
 
 def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys):
