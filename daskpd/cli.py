@@ -367,7 +367,7 @@ def _run_ingest(args) -> int:
 
 # options of `daskpd generate` and the kinds that accept each of them
 _GENERATE_OPTIONS = {
-    "n_features": ("classification", "regression", "factorized", "spdc-ridge"),
+    "n_features": ("classification", "regression", "factorized", "spdc-ridge", "text"),
     "density": ("classification", "regression"),
     "n_informative": ("classification", "regression", "factorized"),
     "noise": ("classification", "regression", "factorized", "spdc-ridge"),
@@ -375,7 +375,8 @@ _GENERATE_OPTIONS = {
     "binary_features": ("classification", "regression"),
     "rank": ("factorized",),
     "factorized_task": ("factorized",),
-    "positive_rate": ("splice",),
+    "positive_rate": ("splice", "text"),
+    "mean_tokens": ("text",),
     "site": ("splice",),
     "length": ("splice",),
     "degree": ("splice",),
@@ -385,13 +386,13 @@ _GENERATE_OPTIONS = {
 }
 
 
-@subcommand("generate", "write a synthetic dataset (splice, classification, regression, ...)")
+@subcommand("generate", "write a synthetic dataset (splice, text, classification, ...)")
 def _add_generate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "kind",
-        choices=("splice", "classification", "regression", "factorized", "spdc-ridge"),
+        choices=("splice", "text", "classification", "regression", "factorized", "spdc-ridge"),
         metavar="KIND",
-        help="splice | classification | regression | factorized | spdc-ridge",
+        help="splice | text | classification | regression | factorized | spdc-ridge",
     )
     parser.add_argument("dest", metavar="DEST", help="output dataset directory")
     parser.add_argument(
@@ -404,7 +405,7 @@ def _add_generate(parser: argparse.ArgumentParser) -> None:
         "--n-features",
         type=_positive_int("--n-features"),
         default=None,
-        help="columns (default 1000; spdc-ridge 500)",
+        help="columns (default 1000; spdc-ridge 500; text 2**20)",
     )
     parser.add_argument(
         "--density",
@@ -429,7 +430,13 @@ def _add_generate(parser: argparse.ArgumentParser) -> None:
         "--positive-rate",
         type=_positive_float("--positive-rate"),
         default=None,
-        help="splice: fraction of positives (default 0.01)",
+        help="splice, text: fraction of positives (default 0.01; text 0.05)",
+    )
+    parser.add_argument(
+        "--mean-tokens",
+        type=_positive_float("--mean-tokens"),
+        default=None,
+        help="text: mean tokens per document (default 150)",
     )
     parser.add_argument("--site", choices=("acceptor", "donor"), default=None)
     parser.add_argument(
@@ -479,6 +486,12 @@ def _run_generate(args) -> int:
             dataset = datasets.make_splice_like(
                 args.dest, args.n_samples or 10000, **given, **common
             )
+            planted = None
+        elif args.kind == "text":
+            dataset = datasets.make_text_like(
+                args.dest, args.n_samples or 10000, given.pop("n_features", 2**20), **given,
+                **common,
+            )  # fmt: skip
             planted = None
         elif args.kind in ("classification", "regression"):
             make = getattr(datasets, f"make_{args.kind}")
@@ -1017,8 +1030,15 @@ def _solver_fields(name) -> set:
 # bench: daskpd against its peers (issue 8)
 
 
-@subcommand("bench", "run DSO and the peers on splice-site-like data; write BENCHMARKS tables")
+@subcommand("bench", "run DSO and its peers on the same data; write BENCHMARKS tables")
 def _add_bench(parser):
+    parser.add_argument(
+        "--dataset",
+        choices=("splice", "text", "dna"),
+        default="splice",
+        help="generated splice-site-like windows (default), generated text-like documents, "
+        "or the real DNA windows of data/ (donor sites against the rest; --scales ignored)",
+    )
     parser.add_argument(
         "--scales",
         default="1e7",
@@ -1135,6 +1155,7 @@ def _run_bench(args) -> int:
         dcd_passes=args.dcd_passes,
         dask_ml_iters=dask_ml_iters,
         dask_ml_memory_limit=args.dask_ml_memory_limit,
+        dataset=args.dataset,
     )
     if args.markdown:
         # fail now, not after an hour of measurements

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from daskpd.bench import (
@@ -113,6 +114,16 @@ def test_target_lines_say_met_not_met_or_why_not_measured():
     assert workers.endswith("**met**: 1.70x")
     scale["methods"][1]["train_seconds"] = 1.0
     assert "**not met**: DSO 2 s, liblinear 1 s" in target_lines(scale)[0]
+    # dask-ml ran but never reached the target: its whole run bounds the ratio from below
+    scale["methods"][2] = method(
+        "dask-ml", [(250.0, math.nan, 0.85)], train_seconds=250.0, final_auprc=0.85
+    )
+    assert target_lines(scale)[1] == (
+        "at least 3x faster than dask-ml: **met**: more than 125x (dask-ml does not reach "
+        "the target in its 250 s, ending at AUPRC 0.8500; DSO 2 s)"
+    )
+    scale["methods"][2].update(seconds_to_auprc=5.0)
+    assert target_lines(scale)[1].endswith("**not met**: 2.5x (dask-ml 5 s, DSO 2 s)")
 
 
 def test_peer_feasibility_says_why_a_scale_is_not_run():
@@ -180,3 +191,41 @@ def test_a_failing_peer_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
     assert "RuntimeError: worker exceeded 95% memory budget" in methods["sgd"]["reason"]
     assert methods["liblinear"]["status"] == "ok"
     assert "| sgd | failed: RuntimeError" in markdown(results, "daskpd bench")
+
+
+def test_bench_on_the_real_dna_windows(tmp_path):
+    config = BenchConfig(
+        dataset="dna", workdir=str(tmp_path / "work"), repeats=1, epochs=3, grid=2,
+        peers=("liblinear", "vw"), memory_limit="2GiB", alpha=1e-4,
+    )  # fmt: skip
+    results = run_benchmarks(config)
+    (scale,) = results["scales"]  # one size: the scales do not apply
+    # StatLog DNA: 3,186 windows, 767 donor sites; a stratified quarter held out
+    assert scale["n_samples"] + scale["n_test"] == 3186
+    assert scale["n_test"] == math.ceil(0.25 * 3186)  # scikit-learn rounds the test part up
+    assert abs(scale["positive_rate"] - 767 / 3186) < 0.01
+    methods = {m["method"]: m for m in scale["methods"]}
+    assert all(methods[name]["status"] == "ok" for name in ("daskpd DSO", "liblinear", "vw"))
+    # the real donor sites are easy to tell apart (the GT consensus): every method ranks well
+    assert methods["liblinear"]["final_auprc"] > 0.9
+    assert max(point[2] for point in methods["daskpd DSO"]["curve"]) > 0.9
+    text = markdown(results, "daskpd bench --dataset dna")
+    assert "Data: real DNA: StatLog primate windows, donor sites" in text
+    figures = plot(results, str(tmp_path))
+    assert [name.rsplit("/", 1)[-1] for name in figures] == ["bench-auprc-dna-1e06.png"]
+
+
+def test_text_like_sets_share_their_vocabulary(tmp_path):
+    from daskpd.bench import _datasets
+
+    config = BenchConfig(dataset="text", workdir=str(tmp_path), positive_rate=0.1)
+    train, test = _datasets(config, 2 * 10**5)
+    assert train.n_features == test.n_features == 2**20
+    assert abs(train.nnz - 2 * 10**5) < 0.1 * 2 * 10**5
+    assert test.n_samples == max(1000, train.n_samples // 4)
+    # different documents from the same vocabulary: the most frequent columns agree
+    top = [np.argsort(np.asarray(s.col_nnz))[-20:] for s in (train, test)]
+    assert len(set(top[0]) & set(top[1])) >= 15
+    # made once: a second call opens the same stores
+    again, _ = _datasets(config, 2 * 10**5)
+    assert again.path == train.path and again.nnz == train.nnz

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import dask
 import numpy as np
 import pytest
@@ -168,3 +170,61 @@ def test_existing_destination_and_cli(tmp_path, capsys):
     assert "--rank" in capsys.readouterr().err
     command = ["generate", "splice", str(tmp_path / "s"), "--n-samples", "300", "--degree", "2"]
     assert cli_main([*command, "--positive-rate", "0.1", "--hash-bits", "8"]) == 0
+
+
+def test_text_like_documents(tmp_path):
+    n, d = 6000, 2**14
+    kwargs = {"positive_rate": 0.2, "mean_tokens": 60, "topic_terms": 50, "chunk_rows": 2500}
+    dataset = datasets.make_text_like(tmp_path / "t", n, d, random_state=1, **kwargs)
+    assert dataset.shape == (n, d) and dataset.task == "binary" and not dataset.binary
+    X, y = dataset.read_rows(0, n)
+    X = X.tocsr()
+    # unit-norm tf-idf rows with their column ids in order and no repeats
+    np.testing.assert_allclose(np.asarray(X.multiply(X).sum(axis=1)).ravel(), 1.0, rtol=1e-5)
+    assert X.data.min() > 0 and X.has_sorted_indices
+    assert all(np.all(np.diff(X.indices[X.indptr[i] : X.indptr[i + 1]]) > 0) for i in range(50))
+    # the expected row length is what the bench sizes its sets with
+    expected = datasets.text_like_row_nnz(d, mean_tokens=60)
+    assert abs(X.nnz / n - expected) < 0.1 * expected
+    sigma = np.sqrt(n * 0.2 * 0.8)
+    assert abs((y > 0).sum() - 0.2 * n) < 4 * sigma
+    # Zipf: the most frequent term is in most documents, half of the vocabulary in few
+    model = datasets.text_like_model(d, mean_tokens=60, topic_terms=50)
+    df = np.asarray((X > 0).sum(axis=0)).ravel() / n
+    assert df[model.term_of_rank[0]] > 0.5
+    assert np.median(df) < 0.01
+    # the planted topic: its words are far more frequent in positive documents
+    topic = model.term_of_rank[model.topic_ranks]
+    in_topic = np.asarray(X[:, topic].sum(axis=1)).ravel()
+    assert in_topic[y > 0].mean() > 3 * in_topic[y < 0].mean()
+    # a test set shares the vocabulary (model_state), not the documents (random_state)
+    other = datasets.make_text_like(tmp_path / "u", 500, d, random_state=2, **kwargs)
+    X2, _ = other.read_rows(0, 500)
+    df2 = np.asarray((X2.tocsr() > 0).sum(axis=0)).ravel() / 500
+    assert df2[model.term_of_rank[0]] > 0.5
+    again = datasets.make_text_like(tmp_path / "v", n, d, random_state=1, **kwargs)
+    assert (again.read_rows(0, n)[0] != X).nnz == 0
+
+
+def test_text_like_bad_parameters(tmp_path):
+    with pytest.raises(ValueError, match="positive_rate"):
+        datasets.make_text_like(tmp_path / "a", 10, 1000, positive_rate=1.5)
+    with pytest.raises(ValueError, match="topic_terms"):
+        datasets.make_text_like(tmp_path / "b", 10, 100, topic_terms=300)
+    with pytest.raises(ValueError, match="topic_share"):
+        datasets.make_text_like(tmp_path / "c", 10, 1000, topic_terms=10, topic_share=2.0)
+    assert not (tmp_path / "a").exists()
+
+
+def test_generate_text_from_the_command_line(tmp_path, capsys):
+    from daskpd.dataset import open_dataset
+
+    dest = tmp_path / "docs"
+    command = ["generate", "text", str(dest), "--n-samples", "200", "--n-features", "5000"]
+    assert cli_main([*command, "--mean-tokens", "40", "--positive-rate", "0.3"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["shape"] == [200, 5000] and summary["task"] == "binary"
+    X, _ = open_dataset(str(dest)).read_rows(0, 200)
+    assert X.shape == (200, 5000) and 20 < X.nnz / 200 < 40
+    assert cli_main([*command, "--overwrite", "--degree", "3"]) == 2
+    assert "--degree" in capsys.readouterr().err
