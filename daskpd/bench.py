@@ -88,6 +88,9 @@ class BenchConfig:
         (App. A), or zero.
     dcd_passes : int
         Passes of that local ascent.
+    dso_eta0 : float or None
+        DSO's AdaGrad step, primal and dual (``None``: the solver's default, which from a
+        start is :data:`daskpd.solvers.dso.START_ETA`).
     dask_ml_iters : tuple of int
         dask-ml's ladder of L-BFGS iteration counts (one fit per count; at large scales its
         iterations cost tens of seconds each, so the ladder sets the benchmark's length).
@@ -115,6 +118,7 @@ class BenchConfig:
     seed: int = 0
     dso_init: str = "dcd"
     dcd_passes: int = 3
+    dso_eta0: float | None = None
     dask_ml_iters: tuple = (5, 20, 50)
     dask_ml_memory_limit: str | None = None
     dataset: str = "splice"
@@ -137,6 +141,10 @@ class BenchConfig:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.dso_init not in ("dcd", "zero"):
             raise ValueError(f"dso_init must be 'dcd' or 'zero', got {self.dso_init!r}")
+        if self.dso_eta0 is not None and not (
+            math.isfinite(float(self.dso_eta0)) and float(self.dso_eta0) > 0
+        ):
+            raise ValueError(f"dso_eta0 must be a finite number > 0, got {self.dso_eta0!r}")
         if int(self.dcd_passes) < 1:
             raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
         if not self.dask_ml_iters or any(int(k) < 1 for k in self.dask_ml_iters):
@@ -340,7 +348,10 @@ def _median(values):
 
 
 def _dso_options(config):
-    return {"grid": config.grid, "init": config.dso_init, "dcd_passes": config.dcd_passes}
+    options = {"grid": config.grid, "init": config.dso_init, "dcd_passes": config.dcd_passes}
+    if config.dso_eta0 is not None:
+        options.update(eta0=float(config.dso_eta0), dual_eta0=float(config.dso_eta0))
+    return options
 
 
 def _dso_start(config, train, test, client, problem, repeat):
@@ -720,6 +731,7 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
         "Times are training wall seconds (daskpd: its init, e.g. the local DCD start, and "
         f"epochs, evaluation excluded; DSO start: {config.get('dso_init', 'zero')} with "
         f"{config.get('dcd_passes', 0)} passes, its point measured by an init-only run; "
+        f"{_dso_step_text(config)}"
         "peers: their fit call on data already in memory).",
         "",
     ]
@@ -751,6 +763,13 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
     if len(results["scales"]) > 1:
         lines += [f"Cost growth: {_growth_text(results['scales'])}", ""]
     return "\n".join(lines)
+
+
+def _dso_step_text(config):
+    eta0 = config.get("dso_eta0")
+    if eta0 is None:
+        return "DSO's AdaGrad steps: its defaults; "
+    return f"DSO's AdaGrad steps: eta0 = dual_eta0 = {eta0:g}; "
 
 
 def _dask_ml_limit_text(config):

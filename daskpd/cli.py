@@ -1107,6 +1107,12 @@ def _add_bench(parser):
     parser.add_argument(
         "--dcd-passes", type=_positive_int("--dcd-passes"), default=3, help="passes of that start"
     )
+    parser.add_argument(
+        "--dso-eta0",
+        type=_positive_float("--dso-eta0"),
+        default=None,
+        help="DSO's AdaGrad step, primal and dual (default: the solver's; 0.005 from a start)",
+    )
     parser.set_defaults(run=_run_bench)
 
 
@@ -1153,6 +1159,7 @@ def _run_bench(args) -> int:
         peers=tuple(name for name in args.peers.split(",") if name),
         dso_init=args.dso_init,
         dcd_passes=args.dcd_passes,
+        dso_eta0=args.dso_eta0,
         dask_ml_iters=dask_ml_iters,
         dask_ml_memory_limit=args.dask_ml_memory_limit,
         dataset=args.dataset,

@@ -4,6 +4,8 @@ Parts (``--parts``, default all):
 
 * ``kernel``: nonzero-updates per second of the DSO tile kernel (AdaGrad) on every tile of
   the grid, against a bare numba loop that only reads the same tile in the same order.
+* ``ablation`` (not in the default): the same kernel measurement without the AdaGrad
+  arithmetic (``step="sqrt"``) and with 1 or 8 interleaved rows, to see where its time goes.
 * ``epochs``: wall time of an epoch on a LocalCluster with 1 and 2 single-threaded worker
   processes, and its overhead over the sum of kernel times measured by ``kernel``.
 * ``race``: wall time until DSO's test AUPRC reaches liblinear's minus 0.005, against
@@ -276,6 +278,19 @@ def main(argv=None):
             )
         ]
         _log(json.dumps(results["kernel"], indent=1))
+    if "ablation" in parts:
+        # where the kernel's time goes: without the AdaGrad arithmetic (the "sqrt" step has
+        # no square root or division per update), and with fewer or more interleaved rows
+        results["ablation"] = [
+            bench_kernel(data, problem, args.grid, args.repeats, dict(options, **variant))
+            for variant in (
+                {"visit_order": "blocked", "interleave": 4},
+                {"visit_order": "blocked", "interleave": 4, "step": "sqrt"},
+                {"visit_order": "blocked", "interleave": 1},
+                {"visit_order": "blocked", "interleave": 8},
+            )
+        ]
+        _log(json.dumps(results["ablation"], indent=1))
     if "epochs" in parts:
         results["epochs"] = [
             bench_epochs(data, problem, args.grid, workers, args.epochs + 1, options)

@@ -144,6 +144,19 @@ def test_bad_config_is_refused():
         BenchConfig(dask_ml_iters=(5, 0))
     with pytest.raises(ValueError, match="dask_ml_memory_limit must be a size"):
         BenchConfig(dask_ml_memory_limit="lots")
+    with pytest.raises(ValueError, match="dso_eta0"):
+        BenchConfig(dso_eta0=0.0)
+
+
+def test_dso_options_carry_the_step():
+    from daskpd.bench import _dso_options
+    from daskpd.solvers.dso import DSOOptions
+
+    options = DSOOptions(**_dso_options(BenchConfig(dso_eta0=0.25, dcd_passes=5)))
+    assert options.eta0 == options.dual_eta0 == 0.25
+    assert options.dcd_passes == 5 and options.init == "dcd"
+    default = DSOOptions(**_dso_options(BenchConfig()))
+    assert default.eta0 is None and default.dual_eta0 is None
 
 
 def test_dask_ml_gets_workers_of_its_own_memory_limit():
