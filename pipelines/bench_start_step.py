@@ -3,8 +3,9 @@
 AdaGrad's first move on a coordinate is the step itself, so the right step from a start
 depends on the scale of the solution, which differs between binary splice-site features
 and unit-norm tf-idf rows. This runs DSO from the same start (same data, seed and grid, in
-this process) with each step of ``--steps`` (``eta0 = dual_eta0``) and prints a markdown
-table of the primal and the test AUPRC after each epoch.
+this process) with each step of ``--steps`` (``eta0 = dual_eta0``), plain or with SVRG
+snapshots (``--svrg-every``), and prints a markdown table of the primal and the test AUPRC
+after each epoch.
 
 Reproduce (BENCHMARKS.md, DSO section; the data sets are those ``daskpd bench`` made)::
 
@@ -47,21 +48,23 @@ def run(name, train_path, test_path, args):
         f"| {problem.evaluate(w, train).primal:.4g} | | {start_auprc:.4f} | |"
     ]
     print(rows[-1], flush=True)
-    for step in args.steps:
-        tick = time.perf_counter()
-        fit = solve(
-            train, "hinge", "l2", args.alpha, "dso", client=False, random_state=args.seed,
-            max_epochs=args.epochs, tol=0.0, test_data=test, eta0=step, dual_eta0=step,
-            **options,
-        )  # fmt: skip
-        seconds = time.perf_counter() - tick
-        primal = ", ".join(f"{row['primal']:.4g}" for row in fit.history)
-        scores = ", ".join(f"{row['test_auprc']:.4f}" for row in fit.history)
-        rows.append(
-            f"| {name} | {step:g} | {primal} | {fit.history[-1]['gap']:.3g} | {scores} | "
-            f"{seconds:.0f} |"
-        )
-        print(rows[-1], flush=True)
+    for svrg_every in args.svrg_every:
+        for step in args.steps:
+            tick = time.perf_counter()
+            fit = solve(
+                train, "hinge", "l2", args.alpha, "dso", client=False, random_state=args.seed,
+                max_epochs=args.epochs, tol=0.0, test_data=test, eta0=step, dual_eta0=step,
+                svrg_every=svrg_every, **options,
+            )  # fmt: skip
+            seconds = time.perf_counter() - tick
+            primal = ", ".join(f"{row['primal']:.4g}" for row in fit.history)
+            scores = ", ".join(f"{row['test_auprc']:.4f}" for row in fit.history)
+            label = f"{step:g}" + (f", svrg_every={svrg_every}" if svrg_every else "")
+            rows.append(
+                f"| {name} | {label} | {primal} | {fit.history[-1]['gap']:.3g} | {scores} | "
+                f"{seconds:.0f} |"
+            )
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -75,6 +78,11 @@ def main(argv=None):
         help="a data set: name, training and test dataset paths",
     )
     parser.add_argument("--steps", default="0.005,0.05,0.25", help="comma-separated eta0 values")
+    parser.add_argument(
+        "--svrg-every",
+        default="0",
+        help="comma-separated svrg_every values, each run with every step (0: plain DSO)",
+    )
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--grid", type=int, default=4)
     parser.add_argument("--alpha", type=float, default=1e-5)
@@ -85,9 +93,13 @@ def main(argv=None):
         args.steps = [float(text) for text in args.steps.split(",")]
     except ValueError:
         parser.error(f"--steps must be numbers like 0.005,0.25, got {args.steps!r}")
+    try:
+        args.svrg_every = [int(text) for text in args.svrg_every.split(",")]
+    except ValueError:
+        parser.error(f"--svrg-every must be integers like 0,1, got {args.svrg_every!r}")
     table = [
-        "| data | eta0 = dual_eta0 | primal after epochs 1.. | final gap | test AUPRC after "
-        "epochs 1.. | seconds (with evaluations) |",
+        "| data | eta0 = dual_eta0 (, SVRG) | primal after epochs 1.. | final gap | "
+        "test AUPRC after epochs 1.. | seconds (with evaluations) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for item in args.set:
