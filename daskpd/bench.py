@@ -91,6 +91,8 @@ class BenchConfig:
     dso_eta0 : float or None
         DSO's AdaGrad step, primal and dual (``None``: the solver's default, which from a
         start is :data:`daskpd.solvers.dso.START_ETA`).
+    dso_svrg_every : int
+        DSO's SVRG snapshot period in epochs (0: plain DSO).
     dask_ml_iters : tuple of int
         dask-ml's ladder of L-BFGS iteration counts (one fit per count; at large scales its
         iterations cost tens of seconds each, so the ladder sets the benchmark's length).
@@ -119,6 +121,7 @@ class BenchConfig:
     dso_init: str = "dcd"
     dcd_passes: int = 3
     dso_eta0: float | None = None
+    dso_svrg_every: int = 0
     dask_ml_iters: tuple = (5, 20, 50)
     dask_ml_memory_limit: str | None = None
     dataset: str = "splice"
@@ -141,6 +144,8 @@ class BenchConfig:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.dso_init not in ("dcd", "zero"):
             raise ValueError(f"dso_init must be 'dcd' or 'zero', got {self.dso_init!r}")
+        if int(self.dso_svrg_every) < 0:
+            raise ValueError(f"dso_svrg_every must be >= 0, got {self.dso_svrg_every!r}")
         if self.dso_eta0 is not None and not (
             math.isfinite(float(self.dso_eta0)) and float(self.dso_eta0) > 0
         ):
@@ -351,6 +356,8 @@ def _dso_options(config):
     options = {"grid": config.grid, "init": config.dso_init, "dcd_passes": config.dcd_passes}
     if config.dso_eta0 is not None:
         options.update(eta0=float(config.dso_eta0), dual_eta0=float(config.dso_eta0))
+    if config.dso_svrg_every:
+        options["svrg_every"] = int(config.dso_svrg_every)
     return options
 
 
@@ -767,9 +774,10 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
 
 def _dso_step_text(config):
     eta0 = config.get("dso_eta0")
-    if eta0 is None:
-        return "DSO's AdaGrad steps: its defaults; "
-    return f"DSO's AdaGrad steps: eta0 = dual_eta0 = {eta0:g}; "
+    steps = "its defaults" if eta0 is None else f"eta0 = dual_eta0 = {eta0:g}"
+    svrg = config.get("dso_svrg_every", 0)
+    snapshots = f", an SVRG snapshot every {svrg} epoch(s)" if svrg else ""
+    return f"DSO's AdaGrad steps: {steps}{snapshots}; "
 
 
 def _dask_ml_limit_text(config):

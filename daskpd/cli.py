@@ -1113,6 +1113,12 @@ def _add_bench(parser):
         default=None,
         help="DSO's AdaGrad step, primal and dual (default: the solver's; 0.005 from a start)",
     )
+    parser.add_argument(
+        "--dso-svrg-every",
+        type=_nonnegative_int("--dso-svrg-every"),
+        default=0,
+        help="DSO's SVRG snapshot period in epochs (default 0: plain DSO)",
+    )
     parser.set_defaults(run=_run_bench)
 
 
@@ -1160,6 +1166,7 @@ def _run_bench(args) -> int:
         dso_init=args.dso_init,
         dcd_passes=args.dcd_passes,
         dso_eta0=args.dso_eta0,
+        dso_svrg_every=args.dso_svrg_every,
         dask_ml_iters=dask_ml_iters,
         dask_ml_memory_limit=args.dask_ml_memory_limit,
         dataset=args.dataset,

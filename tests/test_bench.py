@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -146,6 +147,8 @@ def test_bad_config_is_refused():
         BenchConfig(dask_ml_memory_limit="lots")
     with pytest.raises(ValueError, match="dso_eta0"):
         BenchConfig(dso_eta0=0.0)
+    with pytest.raises(ValueError, match="dso_svrg_every"):
+        BenchConfig(dso_svrg_every=-1)
 
 
 def test_dso_options_carry_the_step():
@@ -156,7 +159,14 @@ def test_dso_options_carry_the_step():
     assert options.eta0 == options.dual_eta0 == 0.25
     assert options.dcd_passes == 5 and options.init == "dcd"
     default = DSOOptions(**_dso_options(BenchConfig()))
-    assert default.eta0 is None and default.dual_eta0 is None
+    assert default.eta0 is None and default.dual_eta0 is None and default.svrg_every == 0
+    assert DSOOptions(**_dso_options(BenchConfig(dso_svrg_every=1))).svrg_every == 1
+    text = markdown(
+        {"config": asdict(BenchConfig(dso_svrg_every=1, dso_eta0=0.25)), "machine": {
+            "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},
+        "daskpd bench",
+    )  # fmt: skip
+    assert "eta0 = dual_eta0 = 0.25, an SVRG snapshot every 1 epoch(s)" in text
 
 
 def test_dask_ml_gets_workers_of_its_own_memory_limit():
