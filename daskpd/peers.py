@@ -24,6 +24,27 @@ per-example ``loss_i + (l2/2) ||w||^2``                adaptive, normalized upda
                                                        online VW is judged by test AUPRC only)
 =====================================================  =============================================
 
+For the squared loss, ours is ``(x_i.w - y_i)^2 / 2`` and every peer's is the square without the
+half, so the peers' summed objective is twice ours times ``n`` and the translations become:
+
+=====================================================  =============================================
+peer (regression) and its objective                    its parameter in terms of our ``alpha``
+=====================================================  =============================================
+liblinear (``LinearSVR``, squared epsilon-insensitive  ``C = 1 / (2 alpha n)``
+loss with ``epsilon = 0``): ``C sum_i r_i^2 +
+||w||^2 / 2``
+scikit-learn ``Ridge(solver="saga")``:                 ``alpha_ridge = alpha n``
+``sum_i r_i^2 + alpha_ridge ||w||^2``
+scikit-learn ``SGDRegressor`` (``squared_error`` is    ``alpha`` (the same meaning)
+``r^2 / 2``): ``(1/n) sum_i r_i^2 / 2 + alpha
+||w||^2 / 2``
+dask-ml ``LinearRegression`` (dask-glm's Normal        ``C = 1 / (2 alpha n)``
+family): ``sum_i r_i^2 + (1/C) ||w||^2 / 2``
+Vowpal Wabbit ``--bfgs``, ``--loss_function squared``: ``--l2 = 2 alpha n``
+``sum_i r_i^2 + (l2/2) ||w||^2``
+Vowpal Wabbit online                                   ``--l2 = alpha`` (nominal, as above)
+=====================================================  =============================================
+
 Intercepts are left out (``fit_intercept=False`` / ``--noconstant``) so every peer solves exactly
 the objective above; benchmarks that want an intercept add a constant feature to the data for
 everyone.
@@ -62,8 +83,28 @@ class PeerFit:
     test_scores: np.ndarray | None = None
 
 
-def alpha_to_c(alpha: float, n_samples: int) -> float:
+def alpha_to_c(alpha: float, n_samples: int, *, loss: str = "hinge") -> float:
     """Return the ``C`` of liblinear / scikit-learn / dask-ml equal to our ``alpha``.
+
+    Parameters
+    ----------
+    alpha : float
+        Our regularization strength (> 0).
+    n_samples : int
+        Number of training examples.
+    loss : str, default="hinge"
+        Our loss. ``"squared"``: the peers' squared loss has no half, so ``C`` is halved.
+
+    Returns
+    -------
+    C : float
+    """
+    _check_alpha(alpha)
+    return 1.0 / (_loss_factor(loss) * alpha * n_samples)
+
+
+def alpha_to_ridge_alpha(alpha: float, n_samples: int) -> float:
+    """Return scikit-learn ``Ridge``'s ``alpha`` equal to our ``alpha`` (squared loss + L2).
 
     Parameters
     ----------
@@ -74,13 +115,18 @@ def alpha_to_c(alpha: float, n_samples: int) -> float:
 
     Returns
     -------
-    C : float
+    alpha_ridge : float
     """
     _check_alpha(alpha)
-    return 1.0 / (alpha * n_samples)
+    return alpha * n_samples
 
 
-def alpha_to_vw_l2(alpha: float, n_samples: int, *, batch: bool) -> float:
+def _loss_factor(loss):
+    """The peers' loss over ours: 2 for the squared loss (no half), 1 otherwise."""
+    return 2.0 if loss == "squared" else 1.0
+
+
+def alpha_to_vw_l2(alpha: float, n_samples: int, *, batch: bool, loss: str = "logistic") -> float:
     """Return Vowpal Wabbit's ``--l2`` equal to our ``alpha`` for the L2 penalty.
 
     Parameters
@@ -92,18 +138,27 @@ def alpha_to_vw_l2(alpha: float, n_samples: int, *, batch: bool) -> float:
     batch : bool
         ``True`` for ``--bfgs`` (a summed objective), ``False`` for online SGD (the
         penalty is applied per example).
+    loss : str, default="logistic"
+        Our loss; VW's squared loss has no half, which doubles the batch ``--l2``.
 
     Returns
     -------
     l2 : float
     """
     _check_alpha(alpha)
-    return alpha * n_samples if batch else alpha
+    return _loss_factor(loss) * alpha * n_samples if batch else alpha
 
 
 def _check_alpha(alpha):
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}")
+
+
+def _targets(y):
+    y = np.asarray(y, dtype=np.float64)
+    if not np.all(np.isfinite(y)):
+        raise ValueError("peer regressors expect finite targets, got NaN or inf")
+    return y
 
 
 def _labels_pm1(y):
@@ -121,11 +176,13 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
     ----------
     X : {ndarray, sparse matrix} of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
+        Labels in {-1, +1}; real targets for ``loss="squared"``.
     alpha : float
         Our regularization strength.
-    loss : {"hinge", "logistic", "squared_hinge"}
-        Loss; hinge runs the dual coordinate descent solver (``liblinear -s 3``).
+    loss : {"hinge", "logistic", "squared_hinge", "squared"}
+        Loss; hinge runs the dual coordinate descent solver (``liblinear -s 3``); squared
+        liblinear's dual solver of L2-loss support vector regression with ``epsilon = 0``
+        (``-s 12``), which is ridge regression.
     tol : float
         liblinear's stopping tolerance.
     max_iter : int
@@ -136,11 +193,16 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
     PeerFit
     """
     from sklearn.linear_model import LogisticRegression
-    from sklearn.svm import LinearSVC
+    from sklearn.svm import LinearSVC, LinearSVR
 
-    y = _labels_pm1(y)
-    c = alpha_to_c(alpha, X.shape[0])
-    if loss == "logistic":
+    y = _targets(y) if loss == "squared" else _labels_pm1(y)
+    c = alpha_to_c(alpha, X.shape[0], loss=loss)
+    if loss == "squared":
+        model = LinearSVR(
+            loss="squared_epsilon_insensitive", epsilon=0.0, dual=True, C=c,
+            fit_intercept=False, tol=tol, max_iter=max_iter,
+        )  # fmt: skip
+    elif loss == "logistic":
         model = LogisticRegression(
             solver="liblinear", C=c, fit_intercept=False, tol=tol, max_iter=max_iter
         )
@@ -149,7 +211,9 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
             loss=loss, dual=True, C=c, fit_intercept=False, tol=tol, max_iter=max_iter
         )
     else:
-        raise ValueError(f"loss must be 'hinge', 'squared_hinge' or 'logistic', got {loss!r}")
+        raise ValueError(
+            f"loss must be 'hinge', 'squared_hinge', 'logistic' or 'squared', got {loss!r}"
+        )
     start = time.perf_counter()
     model.fit(X, y)
     seconds = time.perf_counter() - start
@@ -157,16 +221,18 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
 
 
 def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0):
-    """Train scikit-learn's ``SGDClassifier`` on our objective (its ``alpha`` is ours).
+    """Train scikit-learn's ``SGDClassifier`` (``SGDRegressor`` for the squared loss).
+
+    Its ``alpha`` is ours.
 
     Parameters
     ----------
     X : {ndarray, sparse matrix} of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
+        Labels in {-1, +1}; real targets for ``loss="squared"``.
     alpha : float
         Our regularization strength.
-    loss : {"hinge", "logistic"}
+    loss : {"hinge", "logistic", "squared"}
     max_iter : int
         Epochs.
     tol : float or None
@@ -177,14 +243,15 @@ def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0)
     -------
     PeerFit
     """
-    from sklearn.linear_model import SGDClassifier
+    from sklearn.linear_model import SGDClassifier, SGDRegressor
 
-    y = _labels_pm1(y)
     _check_alpha(alpha)
-    sk_loss = {"hinge": "hinge", "logistic": "log_loss"}.get(loss)
+    sk_loss = {"hinge": "hinge", "logistic": "log_loss", "squared": "squared_error"}.get(loss)
     if sk_loss is None:
-        raise ValueError(f"loss must be 'hinge' or 'logistic', got {loss!r}")
-    model = SGDClassifier(
+        raise ValueError(f"loss must be 'hinge', 'logistic' or 'squared', got {loss!r}")
+    y = _targets(y) if loss == "squared" else _labels_pm1(y)
+    estimator = SGDRegressor if loss == "squared" else SGDClassifier
+    model = estimator(
         loss=sk_loss,
         penalty="l2",
         alpha=alpha,
@@ -199,41 +266,52 @@ def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0)
     return PeerFit("sgd", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
 
 
-def fit_saga(X, y, alpha, *, tol=1e-6, max_iter=1000):
-    """Train scikit-learn's SAGA logistic regression on our objective.
+def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000):
+    """Train scikit-learn's SAGA on our objective: logistic regression or ridge.
 
     Parameters
     ----------
     X : {ndarray, sparse matrix} of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
+        Labels in {-1, +1}; real targets for ``loss="squared"``.
     alpha : float
         Our regularization strength.
+    loss : {"logistic", "squared"}
+        ``LogisticRegression(solver="saga")`` or ``Ridge(solver="saga")``.
     tol : float
     max_iter : int
+        Passes over the data.
 
     Returns
     -------
     PeerFit
     """
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression, Ridge
 
-    y = _labels_pm1(y)
-    model = LogisticRegression(
-        solver="saga",
-        C=alpha_to_c(alpha, X.shape[0]),
-        fit_intercept=False,
-        tol=tol,
-        max_iter=max_iter,
-    )
+    if loss == "squared":
+        y = _targets(y)
+        model = Ridge(
+            solver="saga", alpha=alpha_to_ridge_alpha(alpha, X.shape[0]),
+            fit_intercept=False, tol=tol, max_iter=max_iter,
+        )  # fmt: skip
+    elif loss == "logistic":
+        y = _labels_pm1(y)
+        model = LogisticRegression(
+            solver="saga", C=alpha_to_c(alpha, X.shape[0]),
+            fit_intercept=False, tol=tol, max_iter=max_iter,
+        )  # fmt: skip
+    else:
+        raise ValueError(f"loss must be 'logistic' or 'squared', got {loss!r}")
     start = time.perf_counter()
     model.fit(X, y)
     seconds = time.perf_counter() - start
     return PeerFit("saga", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
 
 
-def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=None):
-    """Train dask-ml's ``LogisticRegression`` on our objective.
+def fit_dask_ml(
+    X, y, alpha, *, loss="logistic", solver="lbfgs", max_iter=100, tol=1e-8, chunks=None
+):
+    """Train dask-ml's ``LogisticRegression`` (``LinearRegression``) on our objective.
 
     Parameters
     ----------
@@ -241,9 +319,10 @@ def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=N
         scipy.sparse input becomes a Dask array of ``sparse.COO`` chunks (dask-glm's solvers
         accept those and stay sparse).
     y : ndarray of shape (n_samples,)
-        Labels in {-1, +1} (mapped to dask-ml's {0, 1}).
+        Labels in {-1, +1} (mapped to dask-ml's {0, 1}); real targets for the squared loss.
     alpha : float
         Our regularization strength.
+    loss : {"logistic", "squared"}
     solver : {"lbfgs", "admm", "gradient_descent", "proximal_grad", "newton"}
     max_iter : int
     tol : float
@@ -255,9 +334,14 @@ def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=N
     PeerFit
     """
     import dask.array as da
-    from dask_ml.linear_model import LogisticRegression
+    from dask_ml.linear_model import LinearRegression, LogisticRegression
 
-    y = _labels_pm1(np.asarray(y))
+    if loss not in ("logistic", "squared"):
+        raise ValueError(f"loss must be 'logistic' or 'squared', got {loss!r}")
+    if loss == "squared":
+        estimator, target = LinearRegression, _targets(y)
+    else:
+        estimator, target = LogisticRegression, (_labels_pm1(y) > 0).astype(np.float64)
     n = X.shape[0]
     if not isinstance(X, da.Array):
         rows = chunks or max(1, -(-n // 4))
@@ -282,21 +366,21 @@ def fit_dask_ml(X, y, alpha, *, solver="lbfgs", max_iter=100, tol=1e-8, chunks=N
             )
         else:
             X = da.from_array(np.asarray(X), chunks=(rows, X.shape[1]))
-    y01 = da.from_array((y > 0).astype(np.float64), chunks=(X.chunks[0],))
+    target = da.from_array(target, chunks=(X.chunks[0],))
     # dask-glm standardizes the columns by default, which regularizes other coefficients
     # than ours; normalize=False makes it solve our objective.
-    model = LogisticRegression(
+    model = estimator(
         penalty="l2",
-        C=alpha_to_c(alpha, n),
+        C=alpha_to_c(alpha, n, loss=loss),
         fit_intercept=False,
         solver=solver,
         max_iter=max_iter,
         tol=tol,
         solver_kwargs={"normalize": False},
     )
-    X, y01 = _persist_on_cluster(X, y01)
+    X, target = _persist_on_cluster(X, target)
     start = time.perf_counter()
-    model.fit(X, y01)
+    model.fit(X, target)
     seconds = time.perf_counter() - start
     return PeerFit("dask-ml", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
 
@@ -331,11 +415,11 @@ def write_vw(X, y, path):
     ----------
     X : sparse matrix of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
+        Labels in {-1, +1} or real targets.
     path : str or path-like
     """
     X = sp.csr_matrix(X)
-    y = _labels_pm1(y)
+    y = _targets(y)
     with open(path, "w") as handle:
         for i in range(X.shape[0]):
             start, stop = X.indptr[i], X.indptr[i + 1]
@@ -343,7 +427,7 @@ def write_vw(X, y, path):
                 f"{j}:{v:.9g}"
                 for j, v in zip(X.indices[start:stop], X.data[start:stop], strict=True)
             )
-            handle.write(f"{int(y[i])} |f {features}\n")
+            handle.write(f"{y[i]:.17g} |f {features}\n")
 
 
 def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, bits=24, extra=""):
@@ -353,13 +437,13 @@ def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, 
     ----------
     X : sparse matrix of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
+        Labels in {-1, +1}; real targets for ``loss="squared"``.
     alpha : float
         Our regularization strength (translated by :func:`alpha_to_vw_l2`).
     X_test : sparse matrix of shape (n_test, n_features), optional
         When given, VW scores it with its own predictor (``-t -p``): the only faithful way to
         read an online VW model, whose stored weights are in its normalized coordinates.
-    loss : {"logistic", "hinge"}
+    loss : {"logistic", "hinge", "squared"}
     passes : int
         Passes over the data (VW caches the parsed data after the first).
     batch : bool, default=True
@@ -380,13 +464,14 @@ def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, 
     """
     from vowpalwabbit import Workspace
 
-    if loss not in ("logistic", "hinge"):
-        raise ValueError(f"loss must be 'logistic' or 'hinge', got {loss!r}")
+    if loss not in ("logistic", "hinge", "squared"):
+        raise ValueError(f"loss must be 'logistic', 'hinge' or 'squared', got {loss!r}")
+    y = _targets(y) if loss == "squared" else _labels_pm1(y)
     if 2**bits <= X.shape[1]:
         raise ValueError(f"bits={bits} gives fewer hash slots than n_features={X.shape[1]}")
     if not batch and X_test is None:
         raise ValueError("online VW (batch=False) needs X_test: its weights are not readable")
-    l2 = alpha_to_vw_l2(alpha, X.shape[0], batch=batch)
+    l2 = alpha_to_vw_l2(alpha, X.shape[0], batch=batch, loss=loss)
     with tempfile.TemporaryDirectory(prefix="daskpd-vw-") as tmp:
         data = os.path.join(tmp, "train.vw")
         model_path = os.path.join(tmp, "model.vw")

@@ -319,11 +319,40 @@ def test_unsupported_pairs(loss, regularizer, message):
         solve(MemoryDataset(X, y), loss, regularizer, 1e-2, "dso", max_epochs=1, client=False)
 
 
-def test_dcd_init_needs_l2_with_hinge_or_logistic():
+@pytest.mark.parametrize(("loss", "regularizer"), [("absolute", "l2"), ("squared", "l1")])
+def test_dcd_init_needs_l2_with_hinge_logistic_or_squared(loss, regularizer):
     X, y = _regression()
-    problem = Problem("squared", "l2", 1e-2)
+    problem = Problem(loss, regularizer, 1e-2)
     with pytest.raises(ValueError, match="init='dcd' needs"):
         DSO().check(problem, MemoryDataset(X, y), DSOOptions(init="dcd"))
+
+
+def test_dcd_start_on_the_squared_loss_is_the_ridge_solution():
+    X, y = _regression()
+    alpha = 1e-2
+    n, d = X.shape
+    dense = X.toarray()
+    exact = np.linalg.solve(dense.T @ dense / n + alpha * np.eye(d), dense.T @ y / n)
+    problem = Problem("squared", "l2", alpha)
+    data = MemoryDataset(X, y)
+    solver = DSO()
+    # one row group: the local ascent is dual coordinate ascent on the whole problem
+    options = DSOOptions(grid=1, init="dcd", dcd_passes=200)
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    it = solver.iterate(state)
+    np.testing.assert_allclose(it.w, exact, atol=1e-9)
+    # the dual block is the residual, z_i = x_i.w - y_i: the gap closes with w
+    np.testing.assert_allclose(np.concatenate(it.z), X @ exact - y, atol=1e-8)
+    assert problem.evaluate(it.w, data).gap < 1e-12
+    # two row groups: an average of two local ridge solutions, which DSO's epochs improve
+    options = DSOOptions(grid=2, init="dcd", dcd_passes=20)
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    start = problem.evaluate(solver.iterate(state).w, data)
+    zero = problem.evaluate(np.zeros(d), data)
+    assert start.primal < zero.primal / 2
+    fit = solve(data, "squared", "l2", alpha, "dso", max_epochs=20, tol=0.0, client=False,
+                grid=2, init="dcd", dcd_passes=20, svrg_every=1)  # fmt: skip
+    assert fit.history[-1]["gap"] < start.gap / 10
 
 
 def test_bad_option_values():

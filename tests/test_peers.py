@@ -94,3 +94,69 @@ def test_online_vw_scores_held_out_data():
 def test_alpha_must_be_positive(alpha):
     with pytest.raises(ValueError, match="alpha"):
         peers.alpha_to_c(alpha, 10)
+
+
+def _regression(n=300, d=20, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.3, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    y = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+    return X, y
+
+
+def _ridge_optimum(X, y, alpha):
+    """Closed form of our ridge objective (1/n) sum (x_i.w - y_i)^2 / 2 + alpha ||w||^2 / 2."""
+    dense = X.toarray()
+    n, d = dense.shape
+    return np.linalg.solve(dense.T @ dense / n + alpha * np.eye(d), dense.T @ y / n)
+
+
+@pytest.mark.parametrize(
+    ("fit", "atol"),
+    [
+        (lambda X, y: peers.fit_liblinear(X, y, ALPHA, loss="squared", tol=1e-12), 1e-6),
+        (
+            lambda X, y: peers.fit_saga(X, y, ALPHA, loss="squared", tol=1e-12, max_iter=100_000),
+            1e-6,
+        ),
+        # SGD's decaying steps end near the optimum, not on it
+        (lambda X, y: peers.fit_sgd(X, y, ALPHA, loss="squared", max_iter=3000), 2e-3),
+        (
+            lambda X, y: peers.fit_dask_ml(
+                X, y, ALPHA, loss="squared", solver="lbfgs", tol=1e-12, max_iter=500
+            ),
+            1e-4,
+        ),
+        # VW's BFGS stops at a 1e-3 relative loss change unless told otherwise
+        (
+            lambda X, y: peers.fit_vw(
+                X, y, ALPHA, loss="squared", batch=True, passes=100, extra="--termination 0"
+            ),
+            1e-5,
+        ),
+    ],
+    ids=["liblinear-svr", "ridge-saga", "sgd-regressor", "dask-ml", "vw-bfgs"],
+)
+def test_peer_solves_our_ridge_objective(fit, atol):
+    X, y = _regression()
+    exact = _ridge_optimum(X, y, ALPHA)
+    result = fit(X, y)
+    np.testing.assert_allclose(result.coef, exact, atol=atol)
+    # the factor 2 between the peers' squared loss and ours is what the mapping carries:
+    # without it the answer moves by far more than the tolerance
+    assert np.max(np.abs(_ridge_optimum(X, y, 2 * ALPHA) - exact)) > 20 * atol
+
+
+def test_regression_mappings():
+    assert peers.alpha_to_c(1e-3, 100, loss="squared") == pytest.approx(1 / (2e-3 * 100))
+    assert peers.alpha_to_c(1e-3, 100) == pytest.approx(1 / (1e-3 * 100))
+    assert peers.alpha_to_ridge_alpha(1e-3, 100) == pytest.approx(0.1)
+    assert peers.alpha_to_vw_l2(1e-3, 100, batch=True, loss="squared") == pytest.approx(0.2)
+    assert peers.alpha_to_vw_l2(1e-3, 100, batch=False, loss="squared") == pytest.approx(1e-3)
+
+
+def test_peer_regressors_refuse_non_finite_targets():
+    X, y = _regression()
+    y[4] = np.nan
+    with pytest.raises(ValueError, match="finite targets"):
+        peers.fit_liblinear(X, y, ALPHA, loss="squared")

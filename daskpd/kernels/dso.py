@@ -519,7 +519,10 @@ def dcd_local(
     the group in DSO's folded convention: ``a_i in [0, c_i]`` and
     ``w = sum_i a_i y_i x_i / (alpha m_q)``. Hinge uses the exact coordinate maximizer;
     logistic a few safeguarded Newton steps (Yu, Huang and Lin) kept inside
-    ``[c_i e, c_i (1 - e)]`` with ``e`` = :data:`LOGISTIC_MARGIN`.
+    ``[c_i e, c_i (1 - e)]`` with ``e`` = :data:`LOGISTIC_MARGIN`. The squared loss has real
+    targets, which do not fold: there ``a_i`` is unbounded, ``w = sum_i a_i x_i / (alpha m_q)``
+    and the exact maximizer of the quadratic is taken (``a_i = c_i (y_i - x_i.w)`` at the
+    optimum, so DSO's dual is ``z_i = -a_i``).
 
     Parameters
     ----------
@@ -527,7 +530,7 @@ def dcd_local(
         CSR rows of the group (``vals`` ignored when ``binary``).
     y, weight : ndarray of shape (m_q,)
     loss_code : int
-        :data:`HINGE` or :data:`LOGISTIC`.
+        :data:`HINGE`, :data:`LOGISTIC` or :data:`SQUARED`.
     alpha : float
     n_passes : int
     orders : ndarray of shape (n_passes, m_q), int64
@@ -535,7 +538,8 @@ def dcd_local(
     a : ndarray of shape (m_q,)
         Dual start, updated in place.
     w : ndarray of shape (n_features,)
-        Must equal ``sum_i a_i y_i x_i / (alpha m_q)`` on entry; updated in place.
+        Must equal ``sum_i a_i y_i x_i / (alpha m_q)`` on entry (squared: without ``y_i``);
+        updated in place.
     """
     m_q = y.shape[0]
     scale = 1.0 / (alpha * m_q)
@@ -553,8 +557,17 @@ def dcd_local(
                 x = 1.0 if binary else np.float64(vals[e])
                 margin += w[indices[e]] * x
                 norm_sq += x * x
-            margin *= y[i]
             ai = a[i]
+            if loss_code == SQUARED:
+                # maximize a y_i - a^2 / (2 c) - a (x.w - ai q) - a^2 q / 2, q = ||x||^2 scale
+                new_a = ai + (y[i] - ai / c - margin) / (1.0 / c + norm_sq * scale)
+                delta = (new_a - ai) * scale
+                for e in range(start, stop):
+                    x = 1.0 if binary else np.float64(vals[e])
+                    w[indices[e]] += delta * x
+                a[i] = new_a
+                continue
+            margin *= y[i]
             if loss_code == HINGE:
                 new_a = ai + (1.0 - margin) / (norm_sq * scale)
                 new_a = min(max(new_a, 0.0), c)

@@ -88,8 +88,8 @@ class DSOOptions:
     init : {"zero", "dcd"}, default="zero"
         ``"zero"``: ``w = 0`` and ``z_i = c_i loss'(0, y_i)`` projected on the dual box;
         ``"dcd"``: ``dcd_passes`` passes of local dual coordinate ascent on every row group,
-        then ``w`` = the row-count-weighted average of the local ``w`` (App. A; hinge or
-        logistic with L2).
+        then ``w`` = the row-count-weighted average of the local ``w`` (App. A; hinge,
+        logistic or squared with L2).
     dcd_passes : int, default=20
         Passes of the local dual coordinate ascent of ``init="dcd"``.
     svrg_every : int, default=0
@@ -578,7 +578,9 @@ def _dcd_task(source, settings, rowc, start, stop, n_passes, seed, q):
         settings.alpha, n_passes, orders, a, w,
     )  # fmt: skip
     row_nnz = np.diff(indptr)
-    z = np.where(row_nnz > 0, -y * a, rowc["z0"])
+    # the squared loss's a is not folded with the label (see dcd_local)
+    folded = a if settings.loss_code == scalar.SQUARED else y * a
+    z = np.where(row_nnz > 0, -folded, rowc["z0"])
     z = np.clip(z, rowc["z_lo"], rowc["z_hi"])
     return z, w * (m_q / settings.n_samples)
 
@@ -867,10 +869,11 @@ class DSO:
         if getattr(data, "layout", "csr") != "csr":
             raise ValueError(f"DSO needs sparse (csr) data, got layout {data.layout!r}")
         if options.init == "dcd" and not (
-            reg.code == scalar.L2 and loss.code in (scalar.HINGE, scalar.LOGISTIC)
+            reg.code == scalar.L2 and loss.code in (scalar.HINGE, scalar.LOGISTIC, scalar.SQUARED)
         ):
             raise ValueError(
-                "init='dcd' needs the l2 regularizer with the hinge or logistic loss, got "
+                "init='dcd' needs the l2 regularizer with the hinge, logistic or squared loss, "
+                "got "
                 f"{getattr(loss, 'name', loss)!r} + {getattr(reg, 'name', reg)!r}"
             )
         if options.grid is not None:
