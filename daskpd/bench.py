@@ -1,23 +1,26 @@
 """The benchmark suite: daskpd's solvers and the peers on the same data and objective.
 
 ``daskpd bench`` and ``pipelines/benchmarks.py`` run :func:`run_benchmarks`. For each
-scale (target number of nonzeros) of generated splice-site-like or text-like data, or once for
-the real DNA windows (:data:`DATASETS`), it
+scale (target number of nonzeros) of generated splice-site-like, text-like or SPDC ridge data,
+or once for the real DNA windows (:data:`DATASETS`), it
 
 1. makes a training and a test set (cached in the work directory across runs);
-2. computes a reference optimum ``P*`` of the objective with liblinear at a tight tolerance
-   (and keeps the best primal value any method reached, if lower);
-3. runs DSO on a LocalCluster (one process per worker, ``memory_limit`` each) with a
-   per-epoch history of training seconds, primal, gap and test AUPRC;
+2. computes a reference optimum ``P*`` of the objective (liblinear at a tight tolerance; for
+   ridge, LSQR on the damped least-squares form) and keeps the best primal value any method
+   reached, if lower;
+3. runs daskpd's solvers on a LocalCluster (one process per worker, ``memory_limit`` each)
+   with a per-epoch history of training seconds, primal, gap and the test metric: DSO, and
+   for ridge also SPDC (the method the ridge data come from);
 4. runs the peers of :mod:`daskpd.peers` on the same data, in this process: liblinear (dual
-   CD, hinge), scikit-learn ``SGDClassifier`` (hinge; a ladder of epoch counts), Vowpal Wabbit
-   (online, as people run it; a ladder of passes), dask-ml ``LogisticRegression`` (L-BFGS on
-   the same LocalCluster; a ladder of iteration counts; logistic loss, since dask-ml has no
-   hinge);
+   CD; hinge, logistic, or L2-loss SVR with ``epsilon = 0`` for ridge), scikit-learn's SGD
+   (a ladder of epoch counts) and SAGA (logistic or ridge), Vowpal Wabbit (online, as people
+   run it; a ladder of passes), dask-ml (L-BFGS on a LocalCluster of its own; a ladder of
+   iteration counts; logistic loss on the hinge runs, since dask-ml has no hinge);
 5. derives, for every method, the wall time to reach (a) ``P <= (1 + 1e-3) P*`` and (b) the
-   best peer's test AUPRC minus 0.005, the final gap, peak memory (RSS summed over this
-   process and all its children, sampled every 50 ms), and nonzero-updates per second per
-   core; and DSO's epoch time with 1 and 2 workers.
+   best peer's test metric minus 0.005 (:data:`METRICS`: AUPRC for the classification sets,
+   R^2 for ridge), the final gap, peak memory (RSS summed over this process and all its
+   children, sampled every 50 ms), and nonzero-updates per second per core; and DSO's epoch
+   time with 1 and 2 workers.
 
 Each timing is the median of ``repeats`` runs. A peer that cannot run a scale (data larger
 than the memory given to one process, int32 overflow of its index type) is reported as such
@@ -41,8 +44,18 @@ PEERS = ("liblinear", "sgd", "saga", "vw", "dask-ml")
 
 #: The data sets ``daskpd bench`` knows: generated splice-site-like windows (one pair of
 #: sets per scale), generated text-like documents (per scale), the real StatLog DNA windows
-#: (donor sites against the rest; one size, the scales do not apply).
-DATASETS = ("splice", "text", "dna")
+#: (donor sites against the rest; one size, the scales do not apply), the synthetic ridge
+#: data of the SPDC paper (Section 7.1; per scale, :data:`RIDGE_FEATURES` dense columns).
+DATASETS = ("splice", "text", "dna", "ridge")
+
+#: Test metric of each data set: test AUPRC for the classification sets, R^2 for ridge.
+METRICS = {"splice": "auprc", "text": "auprc", "dna": "auprc", "ridge": "r2"}
+
+#: How the tables name the metrics.
+METRIC_LABELS = {"auprc": "AUPRC", "r2": "R^2"}
+
+#: Columns of the SPDC ridge data (the paper's d = 500; rows grow with the scale).
+RIDGE_FEATURES = 500
 
 #: Vocabulary of the text-like sets (about the size of a large news corpus's).
 TEXT_FEATURES = 2**20
@@ -64,8 +77,9 @@ class BenchConfig:
         Runs per timing; the median is reported.
     alpha : float
         Regularization strength of the L2-regularized objective.
-    loss : {"hinge", "logistic"}
-        Loss of daskpd's runs and of the peers that have it.
+    loss : {"hinge", "logistic", "squared"}
+        Loss of daskpd's runs and of the peers that have it; ``"squared"`` (ridge) with
+        ``dataset="ridge"`` only, and only it there.
     epochs : int
         DSO epoch budget per run.
     grid : int
@@ -80,8 +94,9 @@ class BenchConfig:
     positive_rate : float
         Positive fraction of the generated splice-site-like data.
     peers : tuple of str
-        Subset of :data:`PEERS`. ``"saga"`` (scikit-learn's logistic regression) runs only
-        when ``loss="logistic"``; in a hinge run its row says so.
+        Subset of :data:`PEERS`. ``"saga"`` (scikit-learn's logistic regression or ridge)
+        runs only when ``loss`` is ``"logistic"`` or ``"squared"``; in a hinge run its row
+        says so.
     seed : int
     dso_init : {"dcd", "zero"}
         DSO's start: the paper's local dual coordinate ascent on every row group, averaged
@@ -96,9 +111,9 @@ class BenchConfig:
     dask_ml_iters : tuple of int
         dask-ml's ladder of L-BFGS iteration counts (one fit per count; at large scales its
         iterations cost tens of seconds each, so the ladder sets the benchmark's length).
-    dataset : {"splice", "text", "dna"}
-        Which data (:data:`DATASETS`). ``positive_rate`` applies to the generated sets;
-        ``scales`` do not apply to ``"dna"``.
+    dataset : {"splice", "text", "dna", "ridge"}
+        Which data (:data:`DATASETS`). ``positive_rate`` applies to the generated
+        classification sets; ``scales`` do not apply to ``"dna"``.
     dask_ml_memory_limit : str or None
         Memory limit of each dask-ml worker (``None``: ``memory_limit``). dask-ml's sparse
         products need more than DSO's workers are given at 1e8 nonzeros; the table states
@@ -133,8 +148,13 @@ class BenchConfig:
             raise ValueError(f"repeats must be >= 1, got {self.repeats!r}")
         if not self.alpha > 0:
             raise ValueError(f"alpha must be > 0, got {self.alpha!r}")
-        if self.loss not in ("hinge", "logistic"):
-            raise ValueError(f"loss must be 'hinge' or 'logistic', got {self.loss!r}")
+        if self.loss not in ("hinge", "logistic", "squared"):
+            raise ValueError(f"loss must be 'hinge', 'logistic' or 'squared', got {self.loss!r}")
+        if (self.loss == "squared") != (self.dataset == "ridge"):
+            raise ValueError(
+                f"dataset 'ridge' is regression and needs loss 'squared', the classification "
+                f"sets a classification loss; got dataset={self.dataset!r}, loss={self.loss!r}"
+            )
         if int(self.grid) % int(self.workers) or int(self.grid) % 2:
             raise ValueError(
                 f"grid must be a multiple of workers and of 2 (for the 1- and 2-worker "
@@ -176,14 +196,14 @@ class MethodResult:
     method: str
     status: str = "ok"
     reason: str = ""
-    curve: list = field(default_factory=list)  # (seconds, primal or nan, test_auprc)
+    curve: list = field(default_factory=list)  # (seconds, primal or nan, test metric)
     train_seconds: float = math.nan
-    final_auprc: float = math.nan
+    final_metric: float = math.nan
     final_primal: float = math.nan
     final_gap: float = math.nan
     epochs: int = 0
     seconds_to_primal: float = math.nan
-    seconds_to_auprc: float = math.nan
+    seconds_to_metric: float = math.nan
     peak_rss_bytes: int = 0
     updates_per_second_per_core: float = math.nan
     repeats_seconds: list = field(default_factory=list)
@@ -242,10 +262,17 @@ def _datasets(config, nnz):
 def _dataset(config, nnz, kind):
     """Generate (once) and open the training or test set of a scale."""
     from daskpd.dataset import open_dataset
-    from daskpd.datasets import make_splice_like, make_text_like, text_like_row_nnz
+    from daskpd.datasets import (
+        make_spdc_ridge,
+        make_splice_like,
+        make_text_like,
+        text_like_row_nnz,
+    )
 
     if config.dataset == "text":
         per_row = text_like_row_nnz(TEXT_FEATURES)
+    elif config.dataset == "ridge":
+        per_row = RIDGE_FEATURES
     else:
         per_row = _nnz_per_row()
     n_train = max(1000, int(nnz / per_row))
@@ -255,6 +282,11 @@ def _dataset(config, nnz, kind):
     if os.path.exists(path):
         return open_dataset(path)
     seed = config.seed if kind == "train" else config.seed + 1
+    if config.dataset == "ridge":
+        # the planted coefficients are fixed (all ones): train and test share the model
+        # CSR: DSO reads sparse tiles, and every method then reads the same stored rows
+        ridge = make_spdc_ridge(path, n_rows, RIDGE_FEATURES, layout="csr", random_state=seed)
+        return ridge.dataset
     if config.dataset == "text":
         # one vocabulary and topic (model_state) for both sets, different documents
         return make_text_like(
@@ -299,7 +331,22 @@ def _data_label(config):
         "splice": "splice-site-like (generated)",
         "text": "text-like (generated tf-idf documents)",
         "dna": "real DNA: StatLog primate windows, donor sites against the rest",
+        "ridge": (
+            f"SPDC paper's ridge data (Section 7.1: x_ij = N(0, 1) / j, j = 1..{RIDGE_FEATURES}, "
+            "y = x . 1 + N(0, 1); dense rows)"
+        ),
     }[config.get("dataset", "splice")]
+
+
+def _metric(config):
+    """Name of the test metric of a run (:data:`METRICS`)."""
+    return METRICS[config.get("dataset", "splice") if isinstance(config, dict) else config.dataset]
+
+
+def _score(metric, y, scores):
+    from daskpd.metrics import auprc, r2
+
+    return {"auprc": auprc, "r2": r2}[metric](y, scores)
 
 
 def _ensure_grid(dataset, grid):
@@ -343,8 +390,8 @@ def _primal(problem, w, data):
 
 
 def _first_time(curve, predicate):
-    for seconds, primal, auprc in curve:
-        if predicate(primal, auprc):
+    for seconds, primal, metric in curve:
+        if predicate(primal, metric):
             return seconds
     return math.nan
 
@@ -364,7 +411,7 @@ def _dso_options(config):
 
 
 def _dso_start(config, train, test, client, problem, repeat):
-    """``(seconds, primal, test AUPRC)`` of DSO's starting point, from its init alone.
+    """``(seconds, primal, test metric)`` of DSO's starting point, from its init alone.
 
     The driver's history starts after epoch 1; with the DCD start the model is already
     usable before it, so the curve gets this point (same cluster, data and seed as the
@@ -372,7 +419,6 @@ def _dso_start(config, train, test, client, problem, repeat):
     """
     import time
 
-    from daskpd.metrics import auprc
     from daskpd.solvers.dso import DSO, DSOOptions
 
     solver = DSO()
@@ -392,39 +438,56 @@ def _dso_start(config, train, test, client, problem, repeat):
             for b in range(test.n_row_blocks)
         ]
     )
-    return seconds, _primal(problem, w, train), auprc(np.asarray(test.y), scores)
+    metric = _metric(config)
+    return seconds, _primal(problem, w, train), _score(metric, np.asarray(test.y), scores)
 
 
-def _run_dso(config, train, test, client, workers, repeats, problem):
+def _daskpd_solvers(config):
+    """daskpd's solvers on a data set: DSO everywhere, and SPDC on the ridge data."""
+    return ("dso", "spdc") if config.dataset == "ridge" else ("dso",)
+
+
+def _run_daskpd(config, solver, train, test, client, workers, repeats, problem):
+    """One of daskpd's solvers on the bench's cluster, ``repeats`` times; the median run's curve.
+
+    DSO's curve starts at its init's point (:func:`_dso_start`). ``workers`` is the number
+    of cores the solver keeps busy: DSO's grid runs a tile on every worker at once, SPDC's
+    chained pass one row block at a time (1).
+    """
     from daskpd.solvers import solve
 
-    result = MethodResult("daskpd DSO")
+    metric = _metric(config)
+    options = _dso_options(config) if solver == "dso" else {}
+    result = MethodResult(f"daskpd {solver.upper()}")
     runs = []
     for repeat in range(repeats):
         with PeakMemory() as memory:
-            start = _dso_start(config, train, test, client, problem, repeat)
+            start = None
+            if solver == "dso":
+                start = _dso_start(config, train, test, client, problem, repeat)
             fit = solve(
                 train,
                 loss=config.loss,
                 regularizer="l2",
                 alpha=config.alpha,
-                solver="dso",
+                solver=solver,
                 max_epochs=config.epochs,
                 tol=0.0,
                 random_state=config.seed + repeat,
                 client=client,
                 test_data=test,
-                **_dso_options(config),
+                **options,
             )
         runs.append((fit, memory.peak, start))
     fit, peak, start = runs[len(runs) // 2]
-    result.curve = [start] + [
-        (row["seconds"], row["primal"], row.get("test_auprc", math.nan)) for row in fit.history
+    result.curve = [start] if start is not None else []
+    result.curve += [
+        (row["seconds"], row["primal"], row.get(f"test_{metric}", math.nan)) for row in fit.history
     ]
     result.repeats_seconds = [run.history[-1]["seconds"] for run, _, _ in runs]
     result.train_seconds = _median(result.repeats_seconds)
     last = fit.history[-1]
-    result.final_auprc = last.get("test_auprc", math.nan)
+    result.final_metric = last.get(f"test_{metric}", math.nan)
     result.final_primal = last["primal"]
     result.final_gap = last["gap"]
     result.epochs = fit.n_epochs
@@ -461,13 +524,13 @@ def _epoch_seconds(config, train, n_workers):
     return float(np.median(per_epoch)) if per_epoch.size else float(seconds[-1])
 
 
-def _peer_ladder(name, fit_at, steps, X_test, y_test, auprc):
-    """Run a peer at increasing effort; one curve point (seconds, nan, AUPRC) per step."""
+def _peer_ladder(fit_at, steps, X_test, y_test, metric):
+    """Run a peer at increasing effort; one curve point (seconds, nan, metric, fit) per step."""
     curve = []
     for step in steps:
         fit = fit_at(step)
         scores = fit.test_scores if fit.coef is None else X_test @ fit.coef
-        curve.append((fit.seconds, math.nan, auprc(y_test, scores), fit))
+        curve.append((fit.seconds, math.nan, _score(metric, y_test, scores), fit))
     return curve
 
 
@@ -520,8 +583,8 @@ def _cluster(config, n_workers, memory_limit=None):
 
 def _run_peers(config, train, test, problem, memory_ok, reason):
     from daskpd import peers
-    from daskpd.metrics import auprc
 
+    metric = _metric(config)
     results = []
     if not memory_ok:
         for name in config.peers:
@@ -531,32 +594,42 @@ def _run_peers(config, train, test, problem, memory_ok, reason):
     X_test, y_test = test.read_rows(0, test.n_samples)
     X = X.tocsr().astype(np.float64)
     X_test = X_test.tocsr().astype(np.float64)
-    alpha = config.alpha
+    alpha, loss = config.alpha, config.loss
+    # dask-ml has no hinge: on the hinge runs it solves the logistic objective
+    dask_ml_loss = "logistic" if loss == "hinge" else loss
     ladders = {
-        "liblinear": (lambda _: peers.fit_liblinear(X, y, alpha, loss=config.loss, tol=1e-2), [1]),
+        "liblinear": (lambda _: peers.fit_liblinear(X, y, alpha, loss=loss, tol=1e-2), [1]),
         "sgd": (
-            lambda k: peers.fit_sgd(X, y, alpha, loss=config.loss, max_iter=k, tol=None),
+            lambda k: peers.fit_sgd(X, y, alpha, loss=loss, max_iter=k, tol=None),
             [1, 2, 5, 10],
         ),
         # SAGA epochs: max_iter counts passes over the data
-        "saga": (lambda k: peers.fit_saga(X, y, alpha, tol=1e-8, max_iter=k), [1, 2, 5, 10]),
+        "saga": (
+            lambda k: peers.fit_saga(X, y, alpha, loss=loss, tol=1e-8, max_iter=k),
+            [1, 2, 5, 10],
+        ),
         "vw": (
-            lambda k: peers.fit_vw(
-                X, y, alpha, loss=config.loss, passes=k, batch=False, X_test=X_test
-            ),
+            lambda k: peers.fit_vw(X, y, alpha, loss=loss, passes=k, batch=False, X_test=X_test),
             [1, 2, 5, 10],
         ),
         # dask-ml runs on the active client (a fresh LocalCluster: see _peer_cluster)
         "dask-ml": (
             lambda k: peers.fit_dask_ml(
-                X, y, alpha, solver="lbfgs", max_iter=k, tol=1e-8, chunks=_dask_ml_rows(X)
-            ),
+                X,
+                y,
+                alpha,
+                loss=dask_ml_loss,
+                solver="lbfgs",
+                max_iter=k,
+                tol=1e-8,
+                chunks=_dask_ml_rows(X),
+            ),  # fmt: skip
             [int(k) for k in config.dask_ml_iters],
         ),
     }
     for name in config.peers:
-        if name == "saga" and config.loss != "logistic":
-            why = f"logistic loss only; this run's objective is {config.loss}"
+        if name == "saga" and loss == "hinge":
+            why = "logistic or squared loss only; this run's objective is hinge"
             results.append(MethodResult(name, status="not run", reason=why))
             continue
         fit_at, steps = ladders[name]
@@ -564,7 +637,7 @@ def _run_peers(config, train, test, problem, memory_ok, reason):
         try:
             with PeakMemory() as memory, _peer_cluster(config, name):
                 runs = [
-                    _peer_ladder(name, fit_at, steps, X_test, y_test, auprc)
+                    _peer_ladder(fit_at, steps, X_test, y_test, metric)
                     for _ in range(config.repeats)
                 ]
         except MemoryError as exc:
@@ -578,16 +651,18 @@ def _run_peers(config, train, test, problem, memory_ok, reason):
         for index in range(len(steps)):
             seconds = _median([run[index][0] for run in runs])
             fit = runs[0][index][3]
+            # dask-ml's primal is ours only when it solved our loss
+            same_objective = name != "dask-ml" or dask_ml_loss == loss
             primal = (
                 _primal(problem, fit.coef, train)
-                if fit.coef is not None and name != "dask-ml"
+                if fit.coef is not None and same_objective
                 else math.nan
             )
             curve.append((seconds, primal, runs[0][index][2]))
         result.curve = curve
         result.train_seconds = curve[-1][0]
         result.repeats_seconds = [run[-1][0] for run in runs]
-        result.final_auprc = curve[-1][2]
+        result.final_metric = curve[-1][2]
         result.final_primal = curve[-1][1]
         result.peak_rss_bytes = memory.peak
         result.epochs = steps[-1]
@@ -623,11 +698,14 @@ def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
         train, test = _datasets(config, nnz)
         train = _ensure_grid(train, config.grid)
         memory_ok, reason = peer_feasibility(train.nnz, train.n_samples, config.peer_memory_bytes)
+        methods = []
         with _cluster(config, config.workers) as client:
-            say(f"{label}: daskpd DSO")
-            methods = [
-                _run_dso(config, train, test, client, config.workers, config.repeats, problem)
-            ]
+            for solver in _daskpd_solvers(config):
+                say(f"{label}: daskpd {solver.upper()}")
+                cores = config.workers if solver == "dso" else 1
+                methods.append(
+                    _run_daskpd(config, solver, train, test, client, cores, config.repeats, problem)
+                )
         # after DSO's cluster is gone: its workers' memory is then free for the peers
         say(f"{label}: peers")
         methods += _run_peers(config, train, test, problem, memory_ok, reason)
@@ -644,9 +722,10 @@ def run_benchmarks(config: BenchConfig, *, progress=None) -> dict:
                 "n_features": int(train.n_features),
                 "n_test": int(test.n_samples),
                 "positive_rate": float(np.mean(np.asarray(train.y) > 0)),
+                "metric": _metric(config),
                 "p_star": p_star,
                 "p_star_source": "reference" if memory_ok else "best seen",
-                "auprc_target": target,
+                "metric_target": target,
                 "dso_epoch_seconds_1_worker": epoch_1,
                 "dso_epoch_seconds_2_workers": epoch_2,
                 "methods": [asdict(m) for m in methods],
@@ -665,13 +744,17 @@ def _save(results, path):
     os.replace(temporary, path)
 
 
-def score_methods(methods, reference):
-    """P*, the AUPRC target, and each method's seconds to reach them (set on ``methods``).
+def _is_ours(name):
+    return name.startswith("daskpd ")
 
-    P* is the lowest primal value known: the reference run's (liblinear, tol 1e-5) or any
-    point of any curve, so a method's start that is better than its end counts. The AUPRC
-    target is the best peer's final AUPRC - 0.005; NaN when no peer ran (a method is not
-    timed against itself).
+
+def score_methods(methods, reference):
+    """P*, the metric target, and each method's seconds to reach them (set on ``methods``).
+
+    P* is the lowest primal value known: the reference run's or any point of any curve, so
+    a method's start that is better than its end counts. The target is the best peer's
+    final test metric - 0.005; NaN when no peer ran (daskpd's solvers are not timed against
+    themselves).
 
     Returns
     -------
@@ -680,23 +763,33 @@ def score_methods(methods, reference):
     primals = [reference] + [p for m in methods for _, p, _ in m.curve]
     primals = [p for p in primals if not math.isnan(p)]
     p_star = min(primals) if primals else math.nan
-    peer_auprcs = [m.final_auprc for m in methods[1:] if m.status == "ok"]
-    target = max(peer_auprcs) - 0.005 if peer_auprcs else math.nan
+    peer_metrics = [m.final_metric for m in methods if not _is_ours(m.method) and m.status == "ok"]
+    target = max(peer_metrics) - 0.005 if peer_metrics else math.nan
     for method in methods:
         method.seconds_to_primal = _first_time(
             method.curve, lambda p, a, bound=(1 + 1e-3) * p_star: p <= bound
         )
-        method.seconds_to_auprc = _first_time(method.curve, lambda p, a, target=target: a >= target)
+        method.seconds_to_metric = _first_time(
+            method.curve, lambda p, a, target=target: a >= target
+        )
     return p_star, target
 
 
 def _reference_primal(config, train, problem):
+    """P* of a high-precision solve: liblinear at tol 1e-5; ridge, LSQR to 1e-14."""
+    X, y = train.read_rows(0, train.n_samples)
+    X = X.tocsr().astype(np.float64)
+    if config.loss == "squared":
+        from scipy.sparse.linalg import lsqr
+
+        # (1/n) sum r_i^2 / 2 + alpha ||w||^2 / 2, times 2n: ||Xw - y||^2 + alpha n ||w||^2
+        damp = math.sqrt(config.alpha * X.shape[0])
+        w = lsqr(X, np.asarray(y, dtype=np.float64), damp=damp, atol=1e-14, btol=1e-14,
+                 iter_lim=100_000)[0]  # fmt: skip
+        return _primal(problem, w, train)
     from daskpd import peers
 
-    X, y = train.read_rows(0, train.n_samples)
-    fit = peers.fit_liblinear(
-        X.tocsr().astype(np.float64), y, config.alpha, loss=config.loss, tol=1e-5
-    )
+    fit = peers.fit_liblinear(X, y, config.alpha, loss=config.loss, tol=1e-5)
     return _primal(problem, fit.coef, train)
 
 
@@ -725,6 +818,7 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
     """Render :func:`run_benchmarks` results as a BENCHMARKS.md section headed ``title``."""
     config = results["config"]
     machine = results["machine"]
+    label = METRIC_LABELS[_metric(config)]
     lines = [
         f"## {title}",
         "",
@@ -747,15 +841,15 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
     for scale in results["scales"]:
         lines += [
             f"### {scale['nnz']:.2e} nonzeros ({scale['n_samples']} x {scale['n_features']}, "
-            f"{scale['n_test']} test rows, {100 * scale['positive_rate']:.1f}% positives)",
+            f"{scale['n_test']} test rows{_positives_text(scale)})",
             "",
             f"P* = {scale['p_star']:.6g} ({_p_star_source(scale)}); "
-            f"{_target_text(scale['auprc_target'])}. DSO epoch: "
+            f"{_target_text(scale['metric_target'], label)}. DSO epoch: "
             f"{scale['dso_epoch_seconds_1_worker']:.2f} s with 1 worker, "
             f"{scale['dso_epoch_seconds_2_workers']:.2f} s with 2 "
             f"({scale['dso_epoch_seconds_1_worker'] / scale['dso_epoch_seconds_2_workers']:.2f}x).",
             "",
-            "| method | status | s to P <= (1+1e-3)P* | s to AUPRC target | final AUPRC | "
+            f"| method | status | s to P <= (1+1e-3)P* | s to {label} target | final {label} | "
             "final primal | final gap | epochs/passes | peak RSS (GiB) | nnz-updates/s/core |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
@@ -763,7 +857,7 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
             status = m["status"] if not m["reason"] else f"{m['status']}: {m['reason']}"
             lines.append(
                 f"| {m['method']} | {status} | {_fmt(m['seconds_to_primal'])} | "
-                f"{_fmt(m['seconds_to_auprc'])} | {_fmt(m['final_auprc'], 4)} | "
+                f"{_fmt(m['seconds_to_metric'])} | {_fmt(m['final_metric'], 4)} | "
                 f"{_fmt(m['final_primal'], 6)} | {_fmt(m['final_gap'])} | {m['epochs']} | "
                 f"{_fmt(m['peak_rss_bytes'] / 2**30 if m['peak_rss_bytes'] else math.nan)} | "
                 f"{_fmt(m['updates_per_second_per_core'])} |"
@@ -772,6 +866,12 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
     if len(results["scales"]) > 1:
         lines += [f"Cost growth: {_growth_text(results['scales'])}", ""]
     return "\n".join(lines)
+
+
+def _positives_text(scale):
+    if scale.get("metric", "auprc") != "auprc":
+        return ""  # regression targets: no classes
+    return f", {100 * scale['positive_rate']:.1f}% positives"
 
 
 def _dso_step_text(config):
@@ -793,17 +893,29 @@ def _met(ok):
     return "**met**" if ok else "**not met**"
 
 
+def _best_of_ours(methods):
+    """daskpd's solver that reaches the metric target first (the first listed on ties)."""
+    ours = [m for m in methods if _is_ours(m["method"])]
+    return min(
+        ours,
+        key=lambda m: math.inf if math.isnan(m["seconds_to_metric"]) else m["seconds_to_metric"],
+    )
+
+
 def target_lines(scale: dict) -> list[str]:
     """The targets on one scale, each against the peer measured in the same run.
 
-    DSO's seconds to liblinear's AUPRC - 0.005 against liblinear's training time;
-    dask-ml's seconds to the scale's AUPRC target over DSO's (>= 3x); DSO's seconds to
-    VW's best AUPRC against VW's own (faster at equal or better AUPRC); the 2-worker epoch
-    speed-up (>= 1.7x). A target whose peer did not run says why.
+    daskpd's best solver (the one that reaches the metric target first: DSO, or SPDC on
+    ridge) is timed to liblinear's metric - 0.005 against liblinear's training time; dask-ml's
+    seconds to the scale's target over ours (>= 3x); ours to VW's best metric against VW's
+    own (faster at equal or better metric); DSO's 2-worker epoch speed-up (>= 1.7x). A
+    target whose peer did not run says why.
     """
     methods = {m["method"]: m for m in scale["methods"]}
-    dso = methods["daskpd DSO"]
-    dso_s = dso["seconds_to_auprc"]
+    label = METRIC_LABELS[scale.get("metric", "auprc")]
+    best = _best_of_ours(scale["methods"])
+    ours = best["method"].removeprefix("daskpd ")
+    ours_s = best["seconds_to_metric"]
     lines = []
 
     def why_not(name):
@@ -817,48 +929,50 @@ def target_lines(scale: dict) -> list[str]:
     reason = why_not("liblinear")
     if reason is None:
         seconds = methods["liblinear"]["train_seconds"]
-        goal = methods["liblinear"]["final_auprc"] - 0.005
-        dso_at = _first_time(dso["curve"], lambda p, a: a >= goal)
-        if math.isnan(dso_at):
-            reason = f"**not met**: DSO never reaches {goal:.4f}"
+        goal = methods["liblinear"]["final_metric"] - 0.005
+        ours_at = _first_time(best["curve"], lambda p, a: a >= goal)
+        if math.isnan(ours_at):
+            reason = f"**not met**: {ours} never reaches {goal:.4f}"
         else:
-            reason = f"{_met(dso_at <= seconds)}: DSO {dso_at:.3g} s, liblinear {seconds:.3g} s"
-    lines.append(f"to liblinear's AUPRC - 0.005, no slower than liblinear: {reason}")
+            reason = (
+                f"{_met(ours_at <= seconds)}: {ours} {ours_at:.3g} s, liblinear {seconds:.3g} s"
+            )
+    lines.append(f"to liblinear's {label} - 0.005, no slower than liblinear: {reason}")
     reason = why_not("dask-ml")
     if reason is None:
-        seconds = methods["dask-ml"]["seconds_to_auprc"]
+        seconds = methods["dask-ml"]["seconds_to_metric"]
         reached = not math.isnan(seconds)
         if not reached:
             # it never got there: its whole run is a lower bound on its time
             seconds = methods["dask-ml"]["train_seconds"]
-        ratio = seconds / dso_s
-        if math.isnan(dso_s):
-            reason = "**not met**: DSO never reaches the AUPRC target"
+        ratio = seconds / ours_s
+        if math.isnan(ours_s):
+            reason = f"**not met**: {ours} never reaches the {label} target"
         elif reached:
             reason = (
-                f"{_met(ratio >= 3)}: {ratio:.3g}x (dask-ml {seconds:.3g} s, DSO {dso_s:.3g} s)"
+                f"{_met(ratio >= 3)}: {ratio:.3g}x (dask-ml {seconds:.3g} s, {ours} {ours_s:.3g} s)"
             )
         else:
             reason = (
                 f"{_met(ratio >= 3)}: more than {ratio:.3g}x (dask-ml does not reach the "
-                f"target in its {seconds:.3g} s, ending at AUPRC "
-                f"{methods['dask-ml']['final_auprc']:.4f}; DSO {dso_s:.3g} s)"
+                f"target in its {seconds:.3g} s, ending at {label} "
+                f"{methods['dask-ml']['final_metric']:.4f}; {ours} {ours_s:.3g} s)"
             )
     lines.append(f"at least 3x faster than dask-ml: {reason}")
     reason = why_not("vw")
     if reason is None:
-        best_s, best_auprc = max(
+        best_s, best_metric = max(
             ((t, a) for t, _, a in methods["vw"]["curve"]), key=lambda point: (point[1], -point[0])
         )
-        dso_at = _first_time(dso["curve"], lambda p, a: a >= best_auprc)
-        if math.isnan(dso_at):
-            reason = f"**not met**: DSO never reaches VW's best AUPRC {best_auprc:.4f}"
+        ours_at = _first_time(best["curve"], lambda p, a: a >= best_metric)
+        if math.isnan(ours_at):
+            reason = f"**not met**: {ours} never reaches VW's best {label} {best_metric:.4f}"
         else:
             reason = (
-                f"{_met(dso_at <= best_s)}: DSO reaches VW's best AUPRC ({best_auprc:.4f}) in "
-                f"{dso_at:.3g} s, VW in {best_s:.3g} s"
+                f"{_met(ours_at <= best_s)}: {ours} reaches VW's best {label} "
+                f"({best_metric:.4f}) in {ours_at:.3g} s, VW in {best_s:.3g} s"
             )
-    lines.append(f"faster than VW at equal or better AUPRC: {reason}")
+    lines.append(f"faster than VW at equal or better {label}: {reason}")
     speedup = scale["dso_epoch_seconds_1_worker"] / scale["dso_epoch_seconds_2_workers"]
     lines.append(f"2 workers >= 1.7x on DSO epochs: {_met(speedup >= 1.7)}: {speedup:.2f}x")
     return lines
@@ -884,10 +998,10 @@ def _p_star_source(scale):
     return "the lowest primal seen; no reference run: the data exceed the peers' memory"
 
 
-def _target_text(target):
+def _target_text(target, label="AUPRC"):
     if math.isnan(target):
-        return "no AUPRC target: no peer ran at this scale"
-    return f"AUPRC target (best peer - 0.005) = {target:.4f}"
+        return f"no {label} target: no peer ran at this scale"
+    return f"{label} target (best peer - 0.005) = {target:.4f}"
 
 
 def plot(results: dict, directory: str) -> list[str]:
@@ -899,22 +1013,23 @@ def plot(results: dict, directory: str) -> list[str]:
 
     paths = []
     dataset = results["config"].get("dataset", "splice")
+    metric = _metric(results["config"])
     for scale in results["scales"]:
         fig, ax = plt.subplots(figsize=(6, 4))
         for m in scale["methods"]:
             if not m["curve"]:
                 continue
             seconds = [point[0] for point in m["curve"]]
-            auprcs = [point[2] for point in m["curve"]]
-            ax.plot(seconds, auprcs, marker="o", label=m["method"])
-        ax.axhline(scale["auprc_target"], color="grey", linestyle="--", label="target")
+            values = [point[2] for point in m["curve"]]
+            ax.plot(seconds, values, marker="o", label=m["method"])
+        ax.axhline(scale["metric_target"], color="grey", linestyle="--", label="target")
         ax.set_xscale("log")
         ax.set_xlabel("training seconds")
-        ax.set_ylabel("test AUPRC")
+        ax.set_ylabel(f"test {METRIC_LABELS[metric]}")
         ax.set_title(f"{dataset}, {scale['nnz']:.1e} nonzeros")
         ax.legend(fontsize=8)
         # splice figures keep their names (BENCHMARKS.md links them)
-        prefix = "bench-auprc" if dataset == "splice" else f"bench-auprc-{dataset}"
+        prefix = "bench-auprc" if dataset == "splice" else f"bench-{metric}-{dataset}"
         path = os.path.join(directory, f"{prefix}-{scale['nnz']:.0e}.png".replace("+", ""))
         fig.tight_layout()
         fig.savefig(path, dpi=100)

@@ -1030,14 +1030,15 @@ def _solver_fields(name) -> set:
 # bench: daskpd against its peers (issue 8)
 
 
-@subcommand("bench", "run DSO and its peers on the same data; write BENCHMARKS tables")
+@subcommand("bench", "run daskpd's solvers and peers on the same data; write BENCHMARKS tables")
 def _add_bench(parser):
     parser.add_argument(
         "--dataset",
-        choices=("splice", "text", "dna"),
+        choices=("splice", "text", "dna", "ridge"),
         default="splice",
         help="generated splice-site-like windows (default), generated text-like documents, "
-        "or the real DNA windows of data/ (donor sites against the rest; --scales ignored)",
+        "the real DNA windows of data/ (donor sites against the rest; --scales ignored), or "
+        "the SPDC paper's ridge data (needs --loss squared; test R^2 instead of AUPRC)",
     )
     parser.add_argument(
         "--scales",
@@ -1047,14 +1048,19 @@ def _add_bench(parser):
     parser.add_argument("--workdir", default="bench-work", help="datasets and raw results")
     parser.add_argument("--repeats", type=_positive_int("--repeats"), default=3)
     parser.add_argument("--alpha", type=_positive_float("--alpha"), default=1e-5)
-    parser.add_argument("--loss", choices=("hinge", "logistic"), default="hinge")
+    parser.add_argument(
+        "--loss",
+        choices=("hinge", "logistic", "squared"),
+        default="hinge",
+        help="hinge (default) or logistic on the classification sets, squared on ridge",
+    )
     parser.add_argument("--epochs", type=_positive_int("--epochs"), default=10)
     parser.add_argument("--grid", type=_positive_int("--grid"), default=4)
     parser.add_argument("--positive-rate", type=_positive_float("--positive-rate"), default=0.01)
     parser.add_argument(
         "--peers",
         default="liblinear,sgd,saga,vw,dask-ml",
-        help="comma-separated subset of liblinear,sgd,saga,vw,dask-ml (saga: logistic runs only)",
+        help="comma-separated subset of liblinear,sgd,saga,vw,dask-ml (saga: not on hinge runs)",
     )
     parser.add_argument(
         "--peer-memory",

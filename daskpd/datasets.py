@@ -730,6 +730,7 @@ def make_spdc_ridge(
     *,
     noise=1.0,
     dtype=np.float64,
+    layout="dense",
     chunk_rows=None,
     random_state=0,
     overwrite=False,
@@ -748,6 +749,9 @@ def make_spdc_ridge(
     n_samples, n_features : int, default=500
     noise : float, default=1.0
     dtype : {float32, float64}, default=float64
+    layout : {"dense", "csr"}, default="dense"
+        Storage of the rows. Every entry is nonzero either way; ``"csr"`` is for the solvers
+        that read sparse tiles (DSO) and for comparing them on the same bytes.
     chunk_rows : int, optional
     random_state : int, default=0
     overwrite : bool, default=False
@@ -765,6 +769,8 @@ def make_spdc_ridge(
         raise ValueError(f"n_features must be >= 1, got {n_features}")
     if noise < 0:
         raise ValueError(f"noise must be >= 0, got {noise}")
+    if layout not in ("dense", "csr"):
+        raise ValueError(f"layout must be 'dense' or 'csr', got {layout!r}")
     chunk_rows = int(chunk_rows or max(1, CHUNK_NNZ // n_features))
     seeds = np.random.SeedSequence(random_state).spawn(1 + -(-n_samples // chunk_rows))
     coef = np.ones(n_features)
@@ -772,7 +778,7 @@ def make_spdc_ridge(
     dataset = _generate(
         dest, n_samples, chunk_rows, _spdc_chunk, (n_features, float(noise), np.dtype(dtype)),
         seeds, n_features=n_features, binary=False, dtype=np.dtype(dtype), task="regression",
-        layout="dense", overwrite=overwrite, client=client, writer_options=writer_options,
+        layout=layout, overwrite=overwrite, client=client, writer_options=writer_options,
     )  # fmt: skip
     return Generated(dataset=dataset, coef=coef)
 

@@ -22,6 +22,7 @@ __all__ = [
     "error_rate",
     "log_loss",
     "precision_recall_curve",
+    "r2",
     "rmse",
     "roc_auc",
 ]
@@ -135,3 +136,17 @@ def rmse(y_true, predictions) -> float:
     if not np.all(np.isfinite(y)):
         raise ValueError("y_true must be finite, got NaN or inf")
     return float(np.sqrt(np.mean((s - y) ** 2)))
+
+
+def r2(y_true, predictions) -> float:
+    """Coefficient of determination ``1 - sum (y - s)^2 / sum (y - mean y)^2`` (regression).
+
+    scikit-learn's ``r2_score`` on finite targets: 1 for a perfect fit, 0 for the mean, below
+    0 for worse than the mean.
+    """
+    from sklearn.metrics import r2_score
+
+    y, s = _scores_labels(y_true, predictions, binary=False)
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y_true must be finite, got NaN or inf")
+    return float(r2_score(y, s))

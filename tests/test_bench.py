@@ -44,7 +44,7 @@ def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
     seconds = [point[0] for point in dso["curve"]]
     assert all(s > 0 for s in seconds) and seconds[1:] == sorted(seconds[1:])
     assert math.isfinite(dso["final_gap"]) and dso["final_gap"] >= -1e-9
-    assert 0.0 <= dso["final_auprc"] <= 1.0
+    assert 0.0 <= dso["final_metric"] <= 1.0
     assert math.isfinite(scale["p_star"]) and scale["p_star"] > 0
     assert methods["liblinear"]["status"] == "ok" and methods["sgd"]["status"] == "ok"
     assert scale["dso_epoch_seconds_1_worker"] > 0 and scale["dso_epoch_seconds_2_workers"] > 0
@@ -74,18 +74,18 @@ def test_p_star_and_auprc_target_come_from_every_point_seen_and_the_peers_only()
     nan = math.nan
     # DSO's start (first point) is better than its end, as at 5e8 nonzeros
     dso = MethodResult("daskpd DSO", curve=[(1.0, 0.50, 0.90), (3.0, 0.70, 0.80)])
-    peer = MethodResult("liblinear", curve=[(2.0, 0.60, 0.86)], final_auprc=0.86)
+    peer = MethodResult("liblinear", curve=[(2.0, 0.60, 0.86)], final_metric=0.86)
     p_star, target = score_methods([dso, peer], reference=nan)
     assert p_star == 0.50 and dso.seconds_to_primal == 1.0 and math.isnan(peer.seconds_to_primal)
-    assert target == pytest.approx(0.855) and dso.seconds_to_auprc == 1.0
-    assert peer.seconds_to_auprc == 2.0
+    assert target == pytest.approx(0.855) and dso.seconds_to_metric == 1.0
+    assert peer.seconds_to_metric == 2.0
     # a reference run below every curve: nobody reaches P* within 1e-3
     p_star, _ = score_methods([dso, peer], reference=0.40)
     assert p_star == 0.40 and math.isnan(dso.seconds_to_primal)
     # no peer ran: no AUPRC target, DSO is not timed against itself
     skipped = MethodResult("vw", status="not run", reason="out of memory")
     p_star, target = score_methods([dso, skipped], reference=nan)
-    assert p_star == 0.50 and math.isnan(target) and math.isnan(dso.seconds_to_auprc)
+    assert p_star == 0.50 and math.isnan(target) and math.isnan(dso.seconds_to_metric)
 
 
 def test_target_lines_say_met_not_met_or_why_not_measured():
@@ -93,7 +93,7 @@ def test_target_lines_say_met_not_met_or_why_not_measured():
 
     def method(name, curve=(), status="ok", reason="", **values):
         row = {"method": name, "status": status, "reason": reason, "curve": list(curve)}
-        row.update({"seconds_to_auprc": math.nan, "train_seconds": math.nan})
+        row.update({"seconds_to_metric": math.nan, "train_seconds": math.nan})
         row.update(values)
         return row
 
@@ -101,8 +101,8 @@ def test_target_lines_say_met_not_met_or_why_not_measured():
         "dso_epoch_seconds_1_worker": 3.4,
         "dso_epoch_seconds_2_workers": 2.0,
         "methods": [
-            method("daskpd DSO", [(2.0, 0.1, 0.88), (5.0, 0.1, 0.90)], seconds_to_auprc=2.0),
-            method("liblinear", [(4.0, 0.1, 0.87)], final_auprc=0.87, train_seconds=4.0),
+            method("daskpd DSO", [(2.0, 0.1, 0.88), (5.0, 0.1, 0.90)], seconds_to_metric=2.0),
+            method("liblinear", [(4.0, 0.1, 0.87)], final_metric=0.87, train_seconds=4.0),
             method("dask-ml", status="failed", reason="KilledWorker: ..."),
             method("vw", [(1.0, math.nan, 0.80), (9.0, math.nan, 0.89)]),
         ],
@@ -117,13 +117,13 @@ def test_target_lines_say_met_not_met_or_why_not_measured():
     assert "**not met**: DSO 2 s, liblinear 1 s" in target_lines(scale)[0]
     # dask-ml ran but never reached the target: its whole run bounds the ratio from below
     scale["methods"][2] = method(
-        "dask-ml", [(250.0, math.nan, 0.85)], train_seconds=250.0, final_auprc=0.85
+        "dask-ml", [(250.0, math.nan, 0.85)], train_seconds=250.0, final_metric=0.85
     )
     assert target_lines(scale)[1] == (
         "at least 3x faster than dask-ml: **met**: more than 125x (dask-ml does not reach "
         "the target in its 250 s, ending at AUPRC 0.8500; DSO 2 s)"
     )
-    scale["methods"][2].update(seconds_to_auprc=5.0)
+    scale["methods"][2].update(seconds_to_metric=5.0)
     assert target_lines(scale)[1].endswith("**not met**: 2.5x (dask-ml 5 s, DSO 2 s)")
 
 
@@ -149,6 +149,10 @@ def test_bad_config_is_refused():
         BenchConfig(dso_eta0=0.0)
     with pytest.raises(ValueError, match="dso_svrg_every"):
         BenchConfig(dso_svrg_every=-1)
+    with pytest.raises(ValueError, match="dataset 'ridge' is regression"):
+        BenchConfig(dataset="ridge", loss="hinge")
+    with pytest.raises(ValueError, match="dataset 'ridge' is regression"):
+        BenchConfig(dataset="splice", loss="squared")
 
 
 def test_dso_options_carry_the_step():
@@ -230,7 +234,7 @@ def test_bench_on_the_real_dna_windows(tmp_path):
     methods = {m["method"]: m for m in scale["methods"]}
     assert all(methods[name]["status"] == "ok" for name in ("daskpd DSO", "liblinear", "vw"))
     # the real donor sites are easy to tell apart (the GT consensus): every method ranks well
-    assert methods["liblinear"]["final_auprc"] > 0.9
+    assert methods["liblinear"]["final_metric"] > 0.9
     assert max(point[2] for point in methods["daskpd DSO"]["curve"]) > 0.9
     text = markdown(results, "daskpd bench --dataset dna")
     assert "Data: real DNA: StatLog primate windows, donor sites" in text
@@ -252,3 +256,72 @@ def test_text_like_sets_share_their_vocabulary(tmp_path):
     # made once: a second call opens the same stores
     again, _ = _datasets(config, 2 * 10**5)
     assert again.path == train.path and again.nnz == train.nnz
+
+
+def test_bench_on_the_spdc_ridge_data(tmp_path):
+    config = BenchConfig(
+        dataset="ridge", loss="squared", scales=(10**6,), workdir=str(tmp_path / "work"),
+        repeats=1, epochs=6, grid=2, alpha=1e-2, memory_limit="2GiB", dask_ml_iters=(20,),
+        dcd_passes=5, peers=("liblinear", "sgd", "saga", "vw", "dask-ml"),
+    )  # fmt: skip
+    results = run_benchmarks(config)
+    (scale,) = results["scales"]
+    assert scale["metric"] == "r2" and scale["n_features"] == 500
+    assert scale["n_samples"] == 2000 and scale["nnz"] == 2000 * 500
+    methods = {m["method"]: m for m in scale["methods"]}
+    # SPDC (the ridge data's own method) and DSO for daskpd; every peer has a regressor
+    assert set(methods) == {
+        "daskpd DSO",
+        "daskpd SPDC",
+        "liblinear",
+        "sgd",
+        "saga",
+        "vw",
+        "dask-ml",
+    }
+    assert all(m["status"] == "ok" for m in methods.values()), [
+        (m["method"], m["reason"]) for m in methods.values() if m["status"] != "ok"
+    ]
+    # P* comes from LSQR (or a lower point seen): no method's primal is below it
+    primals = [p for m in methods.values() for _, p, _ in m["curve"] if math.isfinite(p)]
+    assert min(primals) >= scale["p_star"] * (1 - 1e-9)
+    # dask-ml solves the same squared loss here, so its primal is ours and is reported
+    assert math.isfinite(methods["dask-ml"]["final_primal"])
+    # y = x . 1 + N(0, 1) with var(x . 1) = sum 1/j^2 ~ 1.64: the best R^2 is ~0.62
+    for name in ("liblinear", "saga", "dask-ml", "daskpd SPDC"):
+        assert 0.5 < methods[name]["final_metric"] < 0.7, (name, methods[name]["final_metric"])
+    # SPDC converges linearly on ridge: its primal falls every epoch, to P* within 1e-3
+    spdc = [p for _, p, _ in methods["daskpd SPDC"]["curve"]]
+    assert len(spdc) == 6 and bool(np.all(np.diff(spdc) < 0))
+    assert methods["daskpd SPDC"]["seconds_to_primal"] > 0
+    assert "positives" not in markdown(results, "daskpd bench")  # no classes in regression
+    text = markdown(results, "daskpd bench --dataset ridge --loss squared")
+    assert "s to R^2 target | final R^2" in text and "SPDC paper's ridge data" in text
+    assert "R^2 target (best peer - 0.005)" in text
+    figures = plot(results, str(tmp_path))
+    assert [name.rsplit("/", 1)[-1] for name in figures] == ["bench-r2-ridge-1e06.png"]
+
+
+def test_target_lines_time_the_best_of_daskpd_solvers():
+    from daskpd.bench import target_lines
+
+    def method(name, curve, seconds_to_metric, **values):
+        row = {"method": name, "status": "ok", "reason": "", "curve": curve}
+        row.update({"seconds_to_metric": seconds_to_metric, "train_seconds": math.nan, **values})
+        return row
+
+    scale = {
+        "metric": "r2",
+        "dso_epoch_seconds_1_worker": 1.0,
+        "dso_epoch_seconds_2_workers": 1.0,
+        "methods": [
+            method("daskpd DSO", [(3.0, 0.1, 0.60)], 3.0),
+            method("daskpd SPDC", [(1.0, 0.1, 0.61)], 1.0),
+            method("liblinear", [(2.0, 0.1, 0.61)], 2.0, final_metric=0.61, train_seconds=2.0),
+        ],
+    }
+    line = target_lines(scale)[0]
+    assert (
+        line
+        == "to liblinear's R^2 - 0.005, no slower than liblinear: **met**: SPDC 1 s, liblinear 2 s"
+    )

@@ -155,6 +155,14 @@ def test_spdc_ridge_recipe(tmp_path):
     assert abs((y - X.sum(axis=1)).std() - 1.0) < 0.05
     default = datasets.make_spdc_ridge(tmp_path / "paper")
     assert default.dataset.shape == (500, 500) and default.dataset.layout == "dense"
+    # the same rows stored as CSR (for DSO's sparse tiles): every entry kept, equal values
+    sparse = datasets.make_spdc_ridge(tmp_path / "csr", 4000, 50, chunk_rows=1000, layout="csr")
+    assert sparse.dataset.layout == "csr" and sparse.dataset.nnz == 4000 * 50
+    X_csr, y_csr = sparse.dataset.read_rows(0, 4000)
+    np.testing.assert_array_equal(X_csr.toarray(), X)
+    np.testing.assert_array_equal(y_csr, y)
+    with pytest.raises(ValueError, match="layout must be"):
+        datasets.make_spdc_ridge(tmp_path / "bad", 10, 5, layout="coo")
 
 
 def test_existing_destination_and_cli(tmp_path, capsys):

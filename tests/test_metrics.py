@@ -16,6 +16,7 @@ from daskpd.metrics import (
     error_rate,
     log_loss,
     precision_recall_curve,
+    r2,
     rmse,
     roc_auc,
 )
@@ -93,6 +94,17 @@ def test_zero_one_labels_and_zero_scores():
 def test_log_loss_is_stable_for_large_scores():
     assert log_loss([1, -1], [800.0, -800.0]) == pytest.approx(0.0, abs=1e-300)
     assert log_loss([1], [-800.0]) == pytest.approx(800.0)
+
+
+def test_r2_against_its_definition():
+    y = np.array([1.0, 2.0, 4.0, 7.0])
+    s = np.array([1.5, 2.0, 3.0, 8.0])
+    expected = 1 - np.sum((y - s) ** 2) / np.sum((y - y.mean()) ** 2)
+    assert r2(y, s) == pytest.approx(expected)
+    assert r2(y, y) == 1.0
+    assert r2(y, np.full(4, y.mean())) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="finite"):
+        r2([1.0, math.nan], [0.0, 0.0])
 
 
 def test_rmse():

@@ -559,7 +559,7 @@ def metrics_for(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "
 
     Binary task: ``auprc`` (trapezoid), ``average_precision``, ``roc_auc``, ``error_rate``,
     and ``log_loss`` when the loss is logistic (scores are then log-odds). Regression:
-    ``rmse`` and ``mae``. AUPRC and ROC AUC are NaN when only one class is present.
+    ``rmse``, ``mae`` and ``r2``. AUPRC and ROC AUC are NaN when only one class is present.
 
     Parameters
     ----------
@@ -585,6 +585,7 @@ def metrics_for(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "
         return {
             "rmse": metrics.rmse(y, scores),
             "mae": float(np.mean(np.abs(scores - y))),
+            "r2": metrics.r2(y, scores),
         }
     positive = y > 0
     out = {"error_rate": metrics.error_rate(y, scores)}
