@@ -106,8 +106,9 @@ class BenchConfig:
     dso_eta0 : float or None
         DSO's AdaGrad step, primal and dual (``None``: the solver's default, which from a
         start is :data:`daskpd.solvers.dso.START_ETA`).
-    dso_svrg_every : int
-        DSO's SVRG snapshot period in epochs (0: plain DSO).
+    dso_svrg_every : int or None
+        DSO's SVRG snapshot period in epochs (0: plain DSO; ``None``: the solver's default,
+        every epoch from the DCD start, off from zero).
     dask_ml_iters : tuple of int
         dask-ml's ladder of L-BFGS iteration counts (one fit per count; at large scales its
         iterations cost tens of seconds each, so the ladder sets the benchmark's length).
@@ -136,7 +137,7 @@ class BenchConfig:
     dso_init: str = "dcd"
     dcd_passes: int = 3
     dso_eta0: float | None = None
-    dso_svrg_every: int = 0
+    dso_svrg_every: int | None = None
     dask_ml_iters: tuple = (5, 20, 50)
     dask_ml_memory_limit: str | None = None
     dataset: str = "splice"
@@ -164,7 +165,7 @@ class BenchConfig:
             raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
         if self.dso_init not in ("dcd", "zero"):
             raise ValueError(f"dso_init must be 'dcd' or 'zero', got {self.dso_init!r}")
-        if int(self.dso_svrg_every) < 0:
+        if self.dso_svrg_every is not None and int(self.dso_svrg_every) < 0:
             raise ValueError(f"dso_svrg_every must be >= 0, got {self.dso_svrg_every!r}")
         if self.dso_eta0 is not None and not (
             math.isfinite(float(self.dso_eta0)) and float(self.dso_eta0) > 0
@@ -405,7 +406,7 @@ def _dso_options(config):
     options = {"grid": config.grid, "init": config.dso_init, "dcd_passes": config.dcd_passes}
     if config.dso_eta0 is not None:
         options.update(eta0=float(config.dso_eta0), dual_eta0=float(config.dso_eta0))
-    if config.dso_svrg_every:
+    if config.dso_svrg_every is not None:
         options["svrg_every"] = int(config.dso_svrg_every)
     return options
 
@@ -878,7 +879,9 @@ def _dso_step_text(config):
     eta0 = config.get("dso_eta0")
     steps = "its defaults" if eta0 is None else f"eta0 = dual_eta0 = {eta0:g}"
     svrg = config.get("dso_svrg_every", 0)
-    snapshots = f", an SVRG snapshot every {svrg} epoch(s)" if svrg else ""
+    if svrg is None:  # the solver's default: SVRG every epoch from a start
+        svrg = 1 if config.get("dso_init") == "dcd" else 0
+    snapshots = f", an SVRG snapshot every {svrg} epoch(s)" if svrg else ", plain (no SVRG)"
     return f"DSO's AdaGrad steps: {steps}{snapshots}; "
 
 

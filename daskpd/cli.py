@@ -1122,8 +1122,9 @@ def _add_bench(parser):
     parser.add_argument(
         "--dso-svrg-every",
         type=_nonnegative_int("--dso-svrg-every"),
-        default=0,
-        help="DSO's SVRG snapshot period in epochs (default 0: plain DSO)",
+        default=None,
+        help="DSO's SVRG snapshot period in epochs (0: plain DSO; default: the solver's, "
+        "every epoch from the DCD start)",
     )
     parser.set_defaults(run=_run_bench)
 

@@ -163,8 +163,22 @@ def test_dso_options_carry_the_step():
     assert options.eta0 == options.dual_eta0 == 0.25
     assert options.dcd_passes == 5 and options.init == "dcd"
     default = DSOOptions(**_dso_options(BenchConfig()))
-    assert default.eta0 is None and default.dual_eta0 is None and default.svrg_every == 0
+    # the solver's default SVRG period (every epoch from the DCD start), unless asked
+    assert default.eta0 is None and default.dual_eta0 is None and default.svrg_every is None
     assert DSOOptions(**_dso_options(BenchConfig(dso_svrg_every=1))).svrg_every == 1
+    assert DSOOptions(**_dso_options(BenchConfig(dso_svrg_every=0))).svrg_every == 0
+    plain = markdown(
+        {"config": asdict(BenchConfig(dso_svrg_every=0)), "machine": {
+            "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},
+        "daskpd bench",
+    )  # fmt: skip
+    assert "its defaults, plain (no SVRG);" in plain
+    default_text = markdown(
+        {"config": asdict(BenchConfig()), "machine": {
+            "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},
+        "daskpd bench",
+    )  # fmt: skip
+    assert "its defaults, an SVRG snapshot every 1 epoch(s);" in default_text
     text = markdown(
         {"config": asdict(BenchConfig(dso_svrg_every=1, dso_eta0=0.25)), "machine": {
             "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},

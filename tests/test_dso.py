@@ -156,12 +156,22 @@ def test_one_compute_per_epoch(counting_scheduler):
     assert counting_scheduler.tasks >= 3 * 9
 
 
-def test_resume_from_state_arrays_equals_uninterrupted_run():
+@pytest.mark.parametrize(
+    "options",
+    [
+        DSOOptions(grid=2, svrg_every=2),
+        # the default SVRG period depends on the start; restore rebuilds from zero, so the
+        # checkpoint must carry the period the run resolved (1 here)
+        DSOOptions(grid=2, init="dcd", dcd_passes=2),
+    ],
+    ids=["svrg-2", "dcd-default-svrg"],
+)
+def test_resume_from_state_arrays_equals_uninterrupted_run(options):
     X, y = _classification()
     data = MemoryDataset(X, y)
     problem = Problem("logistic", "l2", 1e-2)
-    options = DSOOptions(grid=2, svrg_every=2)
     solver, state = _run(problem, data, options, n_epochs=3, seed=5)
+    assert state.settings.svrg_every in (1, 2)
     arrays = solver.state_arrays(state)
     restored = solver.restore(
         problem, data, arrays, seed=np.random.SeedSequence(5), client=None, options=options
@@ -404,6 +414,10 @@ def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
     kept = solve(data, "hinge", "l2", 1e-4, "dso", **common)
     assert all(row["primal"] <= start.primal for row in kept.history)
     assert kept.history[-1]["gap"] < start.gap / 10
+    # from a start, SVRG is on by default; the plain updates close the gap far less
+    plain = solve(data, "hinge", "l2", 1e-4, "dso", svrg_every=0, **common)
+    # measured: 0.0046 against 0.011 after 3 epochs, the plain gap rising from epoch 1
+    assert kept.history[-1]["gap"] < plain.history[-1]["gap"] / 2
     # the zero-start step throws the start away: why a start gets its own default step
     thrown = solve(data, "hinge", "l2", 1e-4, "dso", eta0=0.5, dual_eta0=0.5, **common)
     assert thrown.history[0]["primal"] > 2 * start.primal

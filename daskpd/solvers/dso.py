@@ -92,9 +92,14 @@ class DSOOptions:
         logistic or squared with L2).
     dcd_passes : int, default=20
         Passes of the local dual coordinate ascent of ``init="dcd"``.
-    svrg_every : int, default=0
+    svrg_every : int or None, default=None
         Take an SVRG snapshot at the start of every ``svrg_every``-th epoch and use
-        variance-reduced coupling terms (0: off).
+        variance-reduced coupling terms (0: off). ``None``: every epoch (1) from a start
+        (``init="dcd"`` or a warm start), off from zero. From the DCD start on splice-like
+        data the plain updates leave a gap 23-32x larger after 10 epochs (1e7 and 1e8
+        nonzeros) at 1.2-1.4x the cost per epoch (BENCHMARKS.md, DSO section). From zero it
+        stays off by default: not measured at those scales (``pipelines/splice_site.py``
+        turns it on from zero, where its small real data set needs it).
     regularizer_step : {"auto", "gradient", "prox"}, default="auto"
         How the regularizer enters the primal step: its (sub)gradient as in update (8), or
         a proximal step; ``"auto"``: gradient for L2, prox for L1 and elastic net.
@@ -122,7 +127,7 @@ class DSOOptions:
     block_bytes: int = 1 << 19
     init: str = "zero"
     dcd_passes: int = 20
-    svrg_every: int = 0
+    svrg_every: int | None = None
     regularizer_step: str = "auto"
     w_box: bool = True
     report: str = "last"
@@ -156,8 +161,8 @@ class DSOOptions:
             raise ValueError(f"interleave must be >= 1, got {self.interleave!r}")
         if int(self.dcd_passes) < 1:
             raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
-        if int(self.svrg_every) < 0:
-            raise ValueError(f"svrg_every must be >= 0, got {self.svrg_every!r}")
+        if self.svrg_every is not None and int(self.svrg_every) < 0:
+            raise ValueError(f"svrg_every must be >= 0 or None, got {self.svrg_every!r}")
         if self.tile_cache_bytes is not None and int(self.tile_cache_bytes) < 0:
             raise ValueError(f"tile_cache_bytes must be >= 0, got {self.tile_cache_bytes!r}")
 
@@ -227,6 +232,7 @@ def _settings(problem, data, options, grid, started=False):
     reg_step = options.regularizer_step
     if reg_step == "auto":
         reg_step = "gradient" if reg.code == scalar.L2 else "prox"
+    svrg_every = (1 if started else 0) if options.svrg_every is None else int(options.svrg_every)
     return _Settings(
         grid=int(grid),
         n_samples=n,
@@ -246,8 +252,8 @@ def _settings(problem, data, options, grid, started=False):
         visit_order=options.visit_order,
         interleave=int(options.interleave),
         # one packed column is 4 float64 (8 with the SVRG snapshot terms)
-        block_cols=max(1, int(options.block_bytes) // (64 if options.svrg_every > 0 else 32)),
-        svrg_every=int(options.svrg_every),
+        block_cols=max(1, int(options.block_bytes) // (64 if svrg_every > 0 else 32)),
+        svrg_every=svrg_every,
         cache_bytes=None if options.tile_cache_bytes is None else int(options.tile_cache_bytes),
         report_average=options.report == "average",
     )
@@ -1123,8 +1129,10 @@ class DSO:
             "z_acc": np.concatenate([zs[1] for zs in zstates]),
             "w_avg": columns(w_avg),
             "z_avg": np.concatenate(z_avg),
-            # the steps as resolved at init (they depend on how the run started)
+            # the steps and the SVRG period as resolved at init (they depend on how the run
+            # started, and restore re-runs init from zero)
             "steps": np.array([state.settings.eta0, state.settings.dual_eta0]),
+            "svrg_every": np.asarray(state.settings.svrg_every, dtype=np.int64),
         }
         if state.settings.svrg_every > 0:
             arrays["w_snap"] = columns([ws[2] for ws in wstates])
@@ -1149,7 +1157,9 @@ class DSO:
         grid = int(arrays["grid"])
         if options.grid is not None and int(options.grid) != grid:
             raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
-        options = dataclasses.replace(options, grid=grid, init="zero")
+        # checkpoints from before the key existed were made when the default was 0
+        svrg_every = arrays.get("svrg_every", options.svrg_every or 0)
+        options = dataclasses.replace(options, grid=grid, init="zero", svrg_every=int(svrg_every))
         state = self.init(problem, data, seed=seed, client=client, options=options)
         if "steps" in arrays:
             eta0, dual_eta0 = (float(v) for v in arrays["steps"])
