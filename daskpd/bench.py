@@ -844,7 +844,7 @@ def markdown(results: dict, command: str, title: str = "Against peers") -> str:
             f"### {scale['nnz']:.2e} nonzeros ({scale['n_samples']} x {scale['n_features']}, "
             f"{scale['n_test']} test rows{_positives_text(scale)})",
             "",
-            f"P* = {scale['p_star']:.6g} ({_p_star_source(scale)}); "
+            f"P* = {scale['p_star']:.6g} ({_p_star_source(scale, config)}); "
             f"{_target_text(scale['metric_target'], label)}. DSO epoch: "
             f"{scale['dso_epoch_seconds_1_worker']:.2f} s with 1 worker, "
             f"{scale['dso_epoch_seconds_2_workers']:.2f} s with 2 "
@@ -995,9 +995,10 @@ def _growth_text(scales):
     return "; ".join(parts) + " (target: no faster than linear)."
 
 
-def _p_star_source(scale):
+def _p_star_source(scale, config):
     if scale.get("p_star_source", "reference") == "reference":
-        return "the lowest primal seen, liblinear at tol 1e-5 included"
+        reference = "LSQR to 1e-14" if config["loss"] == "squared" else "liblinear at tol 1e-5"
+        return f"the lowest primal seen, {reference} included"
     return "the lowest primal seen; no reference run: the data exceed the peers' memory"
 
 

@@ -311,7 +311,7 @@ def test_bench_on_the_spdc_ridge_data(tmp_path):
     assert "positives" not in markdown(results, "daskpd bench")  # no classes in regression
     text = markdown(results, "daskpd bench --dataset ridge --loss squared")
     assert "s to R^2 target | final R^2" in text and "SPDC paper's ridge data" in text
-    assert "R^2 target (best peer - 0.005)" in text
+    assert "R^2 target (best peer - 0.005)" in text and "LSQR to 1e-14 included" in text
     figures = plot(results, str(tmp_path))
     assert [name.rsplit("/", 1)[-1] for name in figures] == ["bench-r2-ridge-1e06.png"]
 
