@@ -624,7 +624,7 @@ def _run_peers(config, train, test, problem, memory_ok, reason):
                 max_iter=k,
                 tol=1e-8,
                 chunks=_dask_ml_rows(X),
-            ),  # fmt: skip
+            ),
             [int(k) for k in config.dask_ml_iters],
         ),
     }
