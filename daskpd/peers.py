@@ -161,6 +161,11 @@ def _targets(y):
     return y
 
 
+def _labels_for(loss, y):
+    """Real targets for the squared loss, labels in {-1, +1} for the classification losses."""
+    return _targets(y) if loss == "squared" else _labels_pm1(y)
+
+
 def _labels_pm1(y):
     y = np.asarray(y, dtype=np.float64)
     bad = ~np.isin(y, (-1.0, 1.0))
@@ -195,7 +200,7 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC, LinearSVR
 
-    y = _targets(y) if loss == "squared" else _labels_pm1(y)
+    y = _labels_for(loss, y)
     c = alpha_to_c(alpha, X.shape[0], loss=loss)
     if loss == "squared":
         model = LinearSVR(
@@ -249,7 +254,7 @@ def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0)
     sk_loss = {"hinge": "hinge", "logistic": "log_loss", "squared": "squared_error"}.get(loss)
     if sk_loss is None:
         raise ValueError(f"loss must be 'hinge', 'logistic' or 'squared', got {loss!r}")
-    y = _targets(y) if loss == "squared" else _labels_pm1(y)
+    y = _labels_for(loss, y)
     estimator = SGDRegressor if loss == "squared" else SGDClassifier
     model = estimator(
         loss=sk_loss,
@@ -288,14 +293,13 @@ def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000):
     """
     from sklearn.linear_model import LogisticRegression, Ridge
 
+    y = _labels_for(loss, y)
     if loss == "squared":
-        y = _targets(y)
         model = Ridge(
             solver="saga", alpha=alpha_to_ridge_alpha(alpha, X.shape[0]),
             fit_intercept=False, tol=tol, max_iter=max_iter,
         )  # fmt: skip
     elif loss == "logistic":
-        y = _labels_pm1(y)
         model = LogisticRegression(
             solver="saga", C=alpha_to_c(alpha, X.shape[0]),
             fit_intercept=False, tol=tol, max_iter=max_iter,
@@ -338,10 +342,11 @@ def fit_dask_ml(
 
     if loss not in ("logistic", "squared"):
         raise ValueError(f"loss must be 'logistic' or 'squared', got {loss!r}")
+    target = _labels_for(loss, y)
     if loss == "squared":
-        estimator, target = LinearRegression, _targets(y)
+        estimator = LinearRegression
     else:
-        estimator, target = LogisticRegression, (_labels_pm1(y) > 0).astype(np.float64)
+        estimator, target = LogisticRegression, (target > 0).astype(np.float64)
     n = X.shape[0]
     if not isinstance(X, da.Array):
         rows = chunks or max(1, -(-n // 4))
@@ -466,7 +471,7 @@ def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, 
 
     if loss not in ("logistic", "hinge", "squared"):
         raise ValueError(f"loss must be 'logistic', 'hinge' or 'squared', got {loss!r}")
-    y = _targets(y) if loss == "squared" else _labels_pm1(y)
+    y = _labels_for(loss, y)
     if 2**bits <= X.shape[1]:
         raise ValueError(f"bits={bits} gives fewer hash slots than n_features={X.shape[1]}")
     if not batch and X_test is None:
