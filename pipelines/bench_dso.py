@@ -5,7 +5,7 @@ Parts (``--parts``, default all):
 * ``kernel``: nonzero-updates per second of the DSO tile kernel (AdaGrad) on every tile of
   the grid, against a bare numba loop that only reads the same tile in the same order.
 * ``ablation`` (not in the default): the same kernel measurement without the AdaGrad
-  arithmetic (``step="sqrt"``) and with 1 or 8 interleaved rows, to see where its time goes.
+  arithmetic (``step="sqrt"``) and with smaller or larger chunks, to see where its time goes.
 * ``epochs``: wall time of an epoch on a LocalCluster with 1 and 2 single-threaded worker
   processes, and its overhead over the sum of kernel times measured by ``kernel``.
 * ``race``: wall time until DSO's test AUPRC reaches liblinear's minus 0.005, against
@@ -269,25 +269,26 @@ def main(argv=None):
         "load_average_start": os.getloadavg(),
     }
     if "kernel" in parts:
-        # the former default (rows, interleave 4) against the cache-blocked default
+        # the former defaults (rows, then blocked, interleave 4) against the shuffled default
         results["kernel"] = [
             bench_kernel(data, problem, args.grid, args.repeats, dict(options, **variant))
             for variant in (
                 {"visit_order": "rows", "interleave": 4},
                 {"visit_order": "blocked", "interleave": 4},
+                {"visit_order": "shuffled"},
             )
         ]
         _log(json.dumps(results["kernel"], indent=1))
     if "ablation" in parts:
         # where the kernel's time goes: without the AdaGrad arithmetic (the "sqrt" step has
-        # no square root or division per update), and with fewer or more interleaved rows
+        # no square root or division per update), and with smaller or larger chunks
         results["ablation"] = [
             bench_kernel(data, problem, args.grid, args.repeats, dict(options, **variant))
             for variant in (
-                {"visit_order": "blocked", "interleave": 4},
-                {"visit_order": "blocked", "interleave": 4, "step": "sqrt"},
-                {"visit_order": "blocked", "interleave": 1},
-                {"visit_order": "blocked", "interleave": 8},
+                {"visit_order": "shuffled"},
+                {"visit_order": "shuffled", "step": "sqrt"},
+                {"visit_order": "shuffled", "chunk_nnz": 256},
+                {"visit_order": "shuffled", "chunk_nnz": 4096},
             )
         ]
         _log(json.dumps(results["ablation"], indent=1))

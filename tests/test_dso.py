@@ -71,13 +71,16 @@ def _assert_equal_to_replay(solver, state, reference, client=None):
     "options",
     [
         DSOOptions(grid=3, step="adagrad"),
+        # 4 columns a sub-block, chunks of 3 nonzeros: many of both per tile
+        DSOOptions(grid=3, step="adagrad", block_bytes=128, chunk_nnz=3, svrg_every=2),
         DSOOptions(grid=4, step="adagrad", visit_order="random", svrg_every=2),
         DSOOptions(grid=2, step="sqrt", visit_order="storage"),
         DSOOptions(grid=2, step="adagrad", visit_order="rows", interleave=1),
-        DSOOptions(grid=3, step="adagrad", block_bytes=128, interleave=3),
+        DSOOptions(grid=3, step="adagrad", visit_order="blocked", block_bytes=128, interleave=3),
     ],
     ids=[
-        "adagrad-blocked",
+        "adagrad-shuffled",
+        "adagrad-shuffled-small-svrg",
         "adagrad-random-svrg",
         "sqrt-storage",
         "adagrad-rows",
@@ -382,7 +385,7 @@ def test_blocked_order_visits_every_segment_once_sub_block_by_sub_block():
     data = MemoryDataset(X, y)
     data.partition(2)
     problem = Problem("hinge", "l2", 1e-2)
-    options = DSOOptions(grid=2, block_bytes=128)  # 4 columns a sub-block
+    options = DSOOptions(grid=2, visit_order="blocked", block_bytes=128)  # 4 columns a sub-block
     settings = dso._settings(problem, data, options, 2)
     rows, cols, vals = data.tile(2, 0, 1)
     tile = dso._load_tile((rows, cols, vals), settings, 0, 1)
@@ -397,6 +400,43 @@ def test_blocked_order_visits_every_segment_once_sub_block_by_sub_block():
     assert np.array_equal(np.sort(visited), np.arange(block_ptr.shape[0] - 1))
     other = dso._visit_order(tile, settings, np.random.SeedSequence(5), 2, 0, 1)
     assert not np.array_equal(order, other)  # a new order every epoch
+
+
+def test_shuffled_layout_is_a_permutation_chunked_inside_sub_blocks():
+    from daskpd.solvers import dso
+
+    X, y = _classification(n=400, d=60)
+    data = MemoryDataset(X, y)
+    data.partition(2)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2, block_bytes=256, chunk_nnz=5)  # 8 columns a sub-block
+    settings = dso._settings(problem, data, options, 2)
+    rows, cols, vals = data.tile(2, 1, 0)
+    tile = dso._load_tile((rows, cols, vals), settings, 1, 0)
+    s_rows, s_cols, s_vals, chunk_ptr, block_ptr = tile
+    # the same nonzeros, not in storage order
+    before = sorted(zip(rows.tolist(), cols.tolist(), vals.tolist(), strict=True))
+    after = sorted(zip(s_rows.tolist(), s_cols.tolist(), s_vals.tolist(), strict=True))
+    assert before == after
+    assert not np.array_equal(s_rows, np.sort(s_rows))
+    assert block_ptr.shape[0] > 3
+    for b in range(block_ptr.shape[0] - 1):
+        lo, hi = chunk_ptr[block_ptr[b]], chunk_ptr[block_ptr[b + 1]]
+        assert np.unique(s_cols[lo:hi] // settings.block_cols).shape[0] <= 1
+        sizes = np.diff(chunk_ptr[block_ptr[b] : block_ptr[b + 1] + 1])
+        assert sizes.max(initial=0) <= 5 and sizes.min(initial=1) >= 1
+        # below MIN_CHUNKS * chunk_nnz nonzeros the chunks shrink: one or two each here
+        assert sizes.shape[0] >= min(hi - lo, dso.MIN_CHUNKS) // 2
+    # the layout is a function of the tile's place, not of the run's seed
+    again = dso._load_tile((rows, cols, vals), settings, 1, 0)
+    assert all(np.array_equal(a, b) for a, b in zip(tile, again, strict=True))
+
+    def order(seed, epoch):
+        return dso._visit_order(tile, settings, np.random.SeedSequence(seed), epoch, 1, 0)
+
+    assert np.array_equal(np.sort(order(5, 1)), np.arange(chunk_ptr.shape[0] - 1))
+    assert not np.array_equal(order(5, 1), order(5, 2))  # a new order every epoch
+    assert not np.array_equal(order(5, 1), order(6, 1))  # and with every seed
 
 
 def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):

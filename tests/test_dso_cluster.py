@@ -60,7 +60,7 @@ def _check_equal(client, solver, state, reference):
         DSOOptions(grid=4, step="adagrad"),
         DSOOptions(grid=2, step="adagrad", svrg_every=2, visit_order="random"),
         # 256-byte sub-blocks: 8 columns each (4 with SVRG), many sub-blocks per tile
-        DSOOptions(grid=2, step="adagrad", svrg_every=2, block_bytes=256),
+        DSOOptions(grid=2, step="adagrad", svrg_every=2, visit_order="blocked", block_bytes=256),
         DSOOptions(grid=4, step="adagrad", visit_order="rows"),
     ],
     ids=["adagrad-grid4", "adagrad-svrg-grid2", "blocked-svrg-grid2", "rows-grid4"],

@@ -241,7 +241,7 @@ def _coverage_workload(tmp_path, tag):
     problem = Problem("hinge", "l2", 0.1)
     problem.evaluate(np.ones(7), data.with_bias(1.0))
     serial_replay(problem, data.with_bias(1.0), n_epochs=1, options=DSOOptions(grid=2))
-    for order in ("blocked", "rows", "random", "storage"):
+    for order in ("shuffled", "blocked", "rows", "random", "storage"):
         options = DSOOptions(grid=2, visit_order=order, init="dcd", dcd_passes=1, svrg_every=1)
         serial_replay(problem, data, n_epochs=1, options=options)
     # A warm start with a dual point computes u = X^T z / n.
@@ -353,5 +353,12 @@ def test_all_kernels_compile_once(tmp_path, builtin_solvers):
     assert _solver_workload(tmp_path, "second", builtin_solvers) == ran
     assert ran == builtin_solvers
     assert signature_counts(dispatchers) == first
+    # DSO's tile loop is compiled per configuration (closure constants), once each
+    from daskpd.kernels import dso
+
+    tile_counts = signature_counts(dso.TILE_KERNELS)
+    assert len(tile_counts) >= 2  # with and without SVRG
+    _solver_workload(tmp_path, "third", builtin_solvers)
+    assert signature_counts(dso.TILE_KERNELS) == tile_counts
     # The first run compiled every dispatcher, so the comparison above covers each of them.
     assert sorted(name for name, count in first.items() if count == 0) == []

@@ -45,6 +45,7 @@ same magnitudes, so this is the folded update with every dual value negated exac
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -102,7 +103,6 @@ def conjugate_slope(code, params, z, y):
     return y
 
 
-@njit
 def dso_tile(
     rows,
     cols,
@@ -191,47 +191,91 @@ def dso_tile(
     reg_step : int
         :data:`REG_GRADIENT` (subgradient of ``R`` inside the step, as in (8)) or
         :data:`REG_PROX` (proximal step on ``R``).
+
+    Notes
+    -----
+    The dual block is packed into one record per row (:func:`pack_rows`) for the loop
+    compiled for this loss, regularizer and switches (:func:`_tile_kernel`); ``z`` and
+    ``z_acc`` are written back at the end.
     """
-    n_items = order.shape[0]
-    use_segments = segment_ptr.shape[0] > 0
-    # Round-robin over `width` segments; a nonzero order is the case width = 1 with
-    # one-element segments. The update body appears once, so both paths compile alike.
-    width = max(interleave, 1) if use_segments else 1
-    position = np.empty(width, dtype=np.int64)
-    stop = np.empty(width, dtype=np.int64)
-    for first in range(0, n_items, width):
-        count = min(width, n_items - first)
-        for s in range(count):
+    if segment_ptr.shape[0] > 0 and interleave > 1:
+        # the round-robin visit, spelled out once so the kernel's loop stays straight
+        order = expand_order(segment_ptr, order, interleave)
+        segment_ptr = segment_ptr[:0]
+    kernel = _tile_kernel(
+        int(loss_code), int(reg_code), bool(binary), bool(adagrad), bool(svrg), int(reg_step)
+    )
+    # the records go into this thread's scratch: a fresh array per task would cost page
+    # faults on every call (as it did for the w block, see pack_columns)
+    width = 16 if svrg else 8
+    scratch = getattr(_ROW_SCRATCH, "buffer", None)
+    if scratch is None or scratch.shape[0] < z.shape[0] * width:
+        scratch = _ROW_SCRATCH.buffer = np.empty(z.shape[0] * width)
+    dual = pack_rows(
+        z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap, svrg, out=scratch
+    )
+    kernel(
+        rows, cols, vals, segment_ptr, order, dual, columns, w_bound, loss_params, reg_params,
+        alpha, inv_n, eta_w, eta_z, eps,
+    )  # fmt: skip
+    z[:] = dual[:, 0]
+    z_acc[:] = dual[:, 1]
+
+
+#: The compiled loops of :func:`dso_tile`, one per configuration (see :func:`_tile_kernel`).
+TILE_KERNELS = {}
+_TILE_KERNELS_LOCK = threading.Lock()
+_ROW_SCRATCH = threading.local()
+
+
+def _tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
+    """The loop of :func:`dso_tile` compiled for one loss, regularizer and set of switches.
+
+    The switches are closure constants, so LLVM folds every branch on them out of the
+    update (the generic loop, with run-time codes, was markedly slower on splice-like tiles).
+    Numba keys its disk cache on the closure's values, so each configuration compiles once
+    per machine; :data:`TILE_KERNELS` keeps one dispatcher per configuration per process.
+    """
+    key = (loss_code, reg_code, binary, adagrad, svrg, reg_step)
+    with _TILE_KERNELS_LOCK:
+        kernel = TILE_KERNELS.get(key)
+        if kernel is None:
+            kernel = TILE_KERNELS[key] = _make_tile_kernel(*key)
+    return kernel
+
+
+def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
+    """Compile the loop of :func:`dso_tile` with the given switches as constants."""
+
+    @njit
+    def kernel(
+        rows, cols, vals, segment_ptr, order, dual, columns, w_bound, loss_params, reg_params,
+        alpha, inv_n, eta_w, eta_z, eps,
+    ):  # fmt: skip
+        use_segments = segment_ptr.shape[0] > 0
+        for item in range(order.shape[0]):
             if use_segments:
-                position[s] = segment_ptr[order[first + s]]
-                stop[s] = segment_ptr[order[first + s] + 1]
+                start = segment_ptr[order[item]]
+                end = segment_ptr[order[item] + 1]
             else:
-                position[s] = order[first + s]
-                stop[s] = order[first + s] + 1
-        remaining = True
-        while remaining:
-            remaining = False
-            for s in range(count):
-                e = position[s]
-                if e >= stop[s]:
-                    continue
-                position[s] = e + 1
-                remaining = True
+                start = order[item]
+                end = start + 1
+            for e in range(start, end):
                 i = rows[e]
                 j = cols[e]
                 x = 1.0 if binary else np.float64(vals[e])
                 wj = columns[j, 0]
-                zi = z[i]
+                zi = dual[i, 0]
                 inv_cnt = columns[j, 2]
                 # coupling terms of the w and z partial gradients
                 if svrg:
-                    cw = ((zi - z_snap[i]) * x + columns[j, 4] * inv_cnt) * inv_n
-                    cz = ((wj - columns[j, 3]) * x + v_snap[i] * inv_row_nnz[i]) * inv_n
+                    cw = ((zi - dual[i, 8]) * x + columns[j, 4] * inv_cnt) * inv_n
+                    cz = ((wj - columns[j, 3]) * x + dual[i, 9] * dual[i, 6]) * inv_n
                 else:
                     cw = zi * x * inv_n
                     cz = wj * x * inv_n
-                gz = cz - conjugate_slope(loss_code, loss_params, zi * inv_weight[i], y[i]) * (
-                    inv_n * inv_row_nnz[i]
+                gz = cz - conjugate_slope(loss_code, loss_params, zi * dual[i, 5], dual[i, 4]) * (
+                    inv_n * dual[i, 6]
                 )
                 if reg_step == REG_GRADIENT:
                     gw = alpha * scalar.reg_subgradient(reg_code, reg_params, wj) * inv_cnt + cw
@@ -239,9 +283,9 @@ def dso_tile(
                     gw = cw
                 if adagrad:
                     acc_w = columns[j, 1] + gw * gw
-                    acc_z = z_acc[i] + gz * gz
+                    acc_z = dual[i, 1] + gz * gz
                     columns[j, 1] = acc_w
-                    z_acc[i] = acc_z
+                    dual[i, 1] = acc_z
                     step_w = eta_w / math.sqrt(acc_w + eps)
                     step_z = eta_z / math.sqrt(acc_z + eps)
                 else:
@@ -250,17 +294,14 @@ def dso_tile(
                 new_w = wj - step_w * gw
                 if reg_step == REG_PROX:
                     new_w = scalar.reg_prox(reg_code, reg_params, new_w, step_w * alpha * inv_cnt)
-                if new_w > w_bound:
-                    new_w = w_bound
-                elif new_w < -w_bound:
-                    new_w = -w_bound
-                new_z = zi + step_z * gz
-                if new_z > z_hi[i]:
-                    new_z = z_hi[i]
-                elif new_z < z_lo[i]:
-                    new_z = z_lo[i]
+                # min/max, not branches: a hinge dual sits on either end of its box, so
+                # a branch on the clip is mispredicted about every other update
+                new_w = min(max(new_w, -w_bound), w_bound)
+                new_z = min(max(zi + step_z * gz, dual[i, 2]), dual[i, 3])
                 columns[j, 0] = new_w
-                z[i] = new_z
+                dual[i, 0] = new_z
+
+    return kernel
 
 
 @njit
@@ -368,6 +409,54 @@ def block_layout(rows, cols, vals, binary, block_cols):
     block_ptr[n_blocks] = s
     segment_ptr[n_segments] = nnz
     return out_rows, out_cols, out_vals, segment_ptr, block_ptr
+
+
+def pack_rows(z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap, svrg, out=None):
+    """Interleave the per-row arrays of a dual block for :func:`dso_tile`.
+
+    Parameters
+    ----------
+    z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz : ndarray of shape (n_rows_group,)
+    z_snap, v_snap : ndarray of shape (n_rows_group,) or (0,)
+        SVRG snapshot vectors (read when ``svrg``).
+    svrg : bool
+    out : ndarray, optional
+        Flat float64 scratch of at least ``n_rows_group * 16`` entries (8 without SVRG) to
+        pack into (its start is returned, reshaped).
+
+    Returns
+    -------
+    dual : ndarray of shape (n_rows_group, 8) or (n_rows_group, 16)
+        Rows of 64 bytes (128 with SVRG): ``z``, its accumulator, the box, ``y``,
+        ``1 / c_i``, ``1 / |Omega_i|``, then ``z_snap`` and ``X w_snap``. In a random visit
+        order every update reads a random row's state; one record costs one cache miss
+        where seven arrays cost seven.
+    """
+    width = 16 if svrg else 8
+    if out is None:
+        dual = np.empty((z.shape[0], width))
+    else:
+        dual = out[: z.shape[0] * width].reshape(z.shape[0], width)
+    _pack_rows_into(dual, z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap)
+    return dual
+
+
+@njit
+def _pack_rows_into(dual, z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap):
+    """One pass over ``dual`` (see :func:`pack_rows`): the fields, the rest zero."""
+    svrg = dual.shape[1] > 8
+    for i in range(dual.shape[0]):
+        dual[i, :] = 0.0
+        dual[i, 0] = z[i]
+        dual[i, 1] = z_acc[i]
+        dual[i, 2] = z_lo[i]
+        dual[i, 3] = z_hi[i]
+        dual[i, 4] = y[i]
+        dual[i, 5] = inv_weight[i]
+        dual[i, 6] = inv_row_nnz[i]
+        if svrg:
+            dual[i, 8] = z_snap[i]
+            dual[i, 9] = v_snap[i]
 
 
 def pack_columns(w, w_acc, inv_col_nnz, w_snap=None, u_snap=None, out=None):
