@@ -439,6 +439,35 @@ def test_shuffled_layout_is_a_permutation_chunked_inside_sub_blocks():
     assert not np.array_equal(order(5, 1), order(6, 1))  # and with every seed
 
 
+def test_output_pool_reuses_a_buffer_only_when_no_view_of_it_is_left():
+    import gc
+    import pickle
+
+    from daskpd.solvers import dso
+
+    def address(array):
+        return array.__array_interface__["data"][0]
+
+    pool = dso._OutputPool()
+    first = pool.empty(1000)
+    first[:] = 1.0
+    view = first[10:20]
+    where = address(first)
+    del first
+    gc.collect()
+    second = pool.empty(1000)
+    assert address(second) != where  # the view still holds the buffer
+    second[:] = 2.0
+    assert np.all(view == 1.0)
+    del view
+    gc.collect()
+    third = pool.empty(1000)
+    assert address(third) == where  # given back once nothing viewed it
+    assert address(pool.empty(999)) != where  # only a buffer of the same length is reused
+    third[:] = 3.0
+    assert np.array_equal(pickle.loads(pickle.dumps(third)), np.full(1000, 3.0))
+
+
 def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
     from daskpd.datasets import make_splice_like
 

@@ -252,6 +252,10 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
         rows, cols, vals, segment_ptr, order, dual, columns, w_bound, loss_params, reg_params,
         alpha, inv_n, eta_w, eta_z, eps,
     ):  # fmt: skip
+        # plain int64 codes for the scalar helpers: a literal would compile them a second
+        # time for that literal type (LLVM still sees the constant once they are inlined)
+        loss = np.int64(loss_code)
+        reg = np.int64(reg_code)
         use_segments = segment_ptr.shape[0] > 0
         for item in range(order.shape[0]):
             if use_segments:
@@ -274,11 +278,11 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
                 else:
                     cw = zi * x * inv_n
                     cz = wj * x * inv_n
-                gz = cz - conjugate_slope(loss_code, loss_params, zi * dual[i, 5], dual[i, 4]) * (
+                gz = cz - conjugate_slope(loss, loss_params, zi * dual[i, 5], dual[i, 4]) * (
                     inv_n * dual[i, 6]
                 )
                 if reg_step == REG_GRADIENT:
-                    gw = alpha * scalar.reg_subgradient(reg_code, reg_params, wj) * inv_cnt + cw
+                    gw = alpha * scalar.reg_subgradient(reg, reg_params, wj) * inv_cnt + cw
                 else:
                     gw = cw
                 if adagrad:
@@ -293,7 +297,7 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
                     step_z = eta_z
                 new_w = wj - step_w * gw
                 if reg_step == REG_PROX:
-                    new_w = scalar.reg_prox(reg_code, reg_params, new_w, step_w * alpha * inv_cnt)
+                    new_w = scalar.reg_prox(reg, reg_params, new_w, step_w * alpha * inv_cnt)
                 # min/max, not branches: a hinge dual sits on either end of its box, so
                 # a branch on the clip is mispredicted about every other update
                 new_w = min(max(new_w, -w_bound), w_bound)
@@ -501,6 +505,21 @@ def _pack_into(columns, w, w_acc, inv_col_nnz, w_snap, u_snap):
         if svrg:
             row[3] = w_snap[j]
             row[4] = u_snap[j]
+
+
+@njit
+def unpack_columns(columns, w, w_acc):
+    """Copy ``w`` and its accumulator out of a packed block (:func:`pack_columns`), one pass.
+
+    Parameters
+    ----------
+    columns : ndarray of shape (n_cols_block, 4) or (n_cols_block, 8)
+    w, w_acc : ndarray of shape (n_cols_block,)
+        Outputs.
+    """
+    for j in range(columns.shape[0]):
+        w[j] = columns[j, 0]
+        w_acc[j] = columns[j, 1]
 
 
 @njit

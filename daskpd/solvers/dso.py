@@ -25,6 +25,7 @@ import dataclasses
 import math
 import operator
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -571,10 +572,63 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
         settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
         settings.eps, settings.svrg_every > 0, settings.reg_step,
     )  # fmt: skip
-    w, w_acc = columns[:, 0].copy(), columns[:, 1].copy()
+    w, w_acc = _OUTPUTS.empty(w.shape[0]), _OUTPUTS.empty(w.shape[0])
+    kernels.unpack_columns(columns, w, w_acc)
     return (z, z_acc, z_snap, v_snap), (w, w_acc, w_snap, u_snap)
 
 
+class _Lease:
+    """Exposes a pooled buffer as an array; collected when the last view of it dies."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.__array_interface__ = raw.__array_interface__
+
+
+class _OutputPool:
+    """Float64 buffers for the ``w`` blocks that tasks return, recycled within a process.
+
+    Tasks copy what they mutate, so every task returns a new ``w`` block and accumulator.
+    On a Dask worker every large allocation is new memory (the nanny sets
+    ``MALLOC_TRIM_THRESHOLD_``), and its page faults cost 1-2 ms a MB here (numpy asks for
+    huge pages, whose compaction stalls): as much as the kernel's own work on a block of
+    sparse columns. A buffer handed out is exposed through a :class:`_Lease`; numpy keeps
+    the lease alive while any view of the array lives, and when it is collected the buffer
+    comes back here, at most ``per_size`` of a length and ``max_bytes`` in all.
+    """
+
+    def __init__(self, per_size=4):
+        self.per_size = per_size
+        self.free = {}
+        self.held = 0
+        # re-entrant: a lease may be collected, and give its buffer back, while the pool's
+        # lock is held by the same thread
+        self.lock = threading.RLock()
+
+    def empty(self, n):
+        """A float64 array of length ``n`` (contents undefined)."""
+        with self.lock:
+            stack = self.free.get(n)
+            raw = stack.pop() if stack else None
+            if raw is not None:
+                self.held -= raw.nbytes
+        if raw is None:
+            raw = np.empty(n)
+        lease = _Lease(raw)
+        weakref.finalize(lease, self._give_back, raw).atexit = False
+        return np.asarray(lease)
+
+    def _give_back(self, raw):
+        limit = _worker_memory_limit()
+        max_bytes = limit // 16 if limit else 1 << 30
+        with self.lock:
+            stack = self.free.setdefault(raw.shape[0], [])
+            if len(stack) < self.per_size and self.held + raw.nbytes <= max_bytes:
+                stack.append(raw)
+                self.held += raw.nbytes
+
+
+_OUTPUTS = _OutputPool()
 _SCRATCH = threading.local()
 
 
