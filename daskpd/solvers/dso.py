@@ -667,7 +667,12 @@ def _snapshot_w_task(wstate, *xt_z_parts):
 
 
 def _average_task(average, state, count):
-    return average + (state[0] - average) / count
+    # average + (x - average) / count, in one recycled buffer (the same bits: + commutes)
+    out = _OUTPUTS.empty(average.shape[0])
+    np.subtract(state[0], average, out=out)
+    out /= count
+    out += average
+    return out
 
 
 def _initial_zstate(rowc, start_z):
