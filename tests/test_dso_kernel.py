@@ -291,3 +291,25 @@ def test_block_layout_matches_a_stable_sort_by_sub_block(binary, block_cols):
             if s + 1 < block_ptr[b + 1]:
                 assert out_rows[segment_ptr[s + 1]] != out_rows[run][0]
     assert block_ptr[-1] == segment_ptr.shape[0] - 1
+
+
+def test_shuffle_runs_permutes_inside_each_run_as_a_function_of_the_seed():
+    rng = np.random.default_rng(4)
+    n = 200
+    rows = rng.integers(0, 30, n).astype(np.int32)
+    cols = np.arange(n, dtype=np.int32)  # distinct: they identify each nonzero
+    vals = rng.normal(size=n).astype(np.float32)
+    bounds = np.array([0, 50, 51, 51, 200], dtype=np.int64)
+    out = kernels.shuffle_runs(rows, cols, vals, False, bounds, np.uint64(9))
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        # each run keeps its own nonzeros, whole (row, value) pairs moved together
+        assert np.array_equal(np.sort(out[1][lo:hi]), cols[lo:hi])
+        assert np.array_equal(out[0][lo:hi], rows[out[1][lo:hi]])
+        assert np.array_equal(out[2][lo:hi], vals[out[1][lo:hi]])
+    assert not np.array_equal(out[1], cols)
+    again = kernels.shuffle_runs(rows, cols, vals, False, bounds, np.uint64(9))
+    other = kernels.shuffle_runs(rows, cols, vals, False, bounds, np.uint64(10))
+    assert np.array_equal(again[1], out[1])
+    assert not np.array_equal(other[1], out[1])
+    binary = kernels.shuffle_runs(rows, cols, np.zeros(0), True, bounds, np.uint64(9))
+    assert np.array_equal(binary[1], out[1]) and binary[2].shape == (0,)

@@ -51,6 +51,7 @@ import numpy as np
 
 from daskpd.kernels import scalar
 from daskpd.kernels._config import njit
+from daskpd.kernels.features import splitmix64
 
 HINGE = scalar.HINGE
 SMOOTH_HINGE = scalar.SMOOTH_HINGE
@@ -413,6 +414,53 @@ def block_layout(rows, cols, vals, binary, block_cols):
     block_ptr[n_blocks] = s
     segment_ptr[n_segments] = nnz
     return out_rows, out_cols, out_vals, segment_ptr, block_ptr
+
+
+@njit
+def shuffle_runs(rows, cols, vals, binary, bounds, seed):
+    """Shuffle the nonzeros inside each run ``bounds[b]:bounds[b + 1]``; new arrays.
+
+    Fisher-Yates with counter-based draws (splitmix64 of ``seed`` + a counter), so the
+    result is a function of ``seed`` alone and no random state is shared with other code.
+
+    Parameters
+    ----------
+    rows, cols : ndarray of shape (tile_nnz,), int32
+    vals : ndarray of shape (tile_nnz,) or (0,)
+    binary : bool
+    bounds : ndarray of shape (n_runs + 1,), int64
+        Nonzero offsets of the runs (sub-blocks), from 0 to ``tile_nnz``.
+    seed : uint64
+
+    Returns
+    -------
+    rows, cols, vals : ndarray
+        The nonzeros, each run's in a pseudo-random order (``vals`` stays empty when binary).
+    """
+    nnz = rows.shape[0]
+    perm = np.empty(nnz, dtype=np.int64)
+    counter = seed
+    for b in range(bounds.shape[0] - 1):
+        lo = bounds[b]
+        hi = bounds[b + 1]
+        for k in range(lo, hi):
+            perm[k] = k
+        for k in range(hi - 1, lo, -1):
+            counter += np.uint64(1)
+            pick = lo + np.int64(splitmix64(counter) % np.uint64(k - lo + 1))
+            held = perm[k]
+            perm[k] = perm[pick]
+            perm[pick] = held
+    out_rows = np.empty_like(rows)
+    out_cols = np.empty_like(cols)
+    out_vals = np.empty_like(vals)
+    for k in range(nnz):
+        e = perm[k]
+        out_rows[k] = rows[e]
+        out_cols[k] = cols[e]
+        if not binary:
+            out_vals[k] = vals[e]
+    return out_rows, out_cols, out_vals
 
 
 def pack_rows(z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap, svrg, out=None):

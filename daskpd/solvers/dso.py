@@ -468,21 +468,19 @@ def _shuffled_layout(tile, chunk_nnz, place):
         ``block_ptr[b]:block_ptr[b + 1]``.
     """
     rows, cols, vals, segment_ptr, block_ptr = tile
-    rng = np.random.default_rng(list(place))
     bounds = segment_ptr[block_ptr]  # nonzero offsets of the sub-blocks
-    perm = np.empty(rows.shape[0], dtype=np.int64)
+    seed = np.random.SeedSequence(list(place)).generate_state(1, np.uint64)[0]
+    rows, cols, vals = kernels.shuffle_runs(rows, cols, vals, vals.shape[0] == 0, bounds, seed)
     chunk_ptr, chunk_blocks = [np.zeros(1, np.int64)], [0]
     for b in range(bounds.shape[0] - 1):
         lo, hi = int(bounds[b]), int(bounds[b + 1])
-        perm[lo:hi] = lo + rng.permutation(hi - lo)
         # small sub-blocks get smaller chunks, so that the epoch's order still mixes them
         size = max(1, min(chunk_nnz, -(-(hi - lo) // MIN_CHUNKS)))
         chunk_ptr.append(np.minimum(np.arange(lo + size, hi + size, size), hi))
         chunk_blocks.append(chunk_blocks[-1] + chunk_ptr[-1].shape[0])
-    vals = vals[perm] if vals.shape[0] else vals
     return (
-        rows[perm],
-        cols[perm],
+        rows,
+        cols,
         vals,
         np.concatenate(chunk_ptr).astype(np.int64),
         np.array(chunk_blocks, dtype=np.int64),
