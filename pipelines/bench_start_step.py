@@ -32,7 +32,12 @@ def run(name, train_path, test_path, args):
 
     train, test = open_dataset(train_path), open_dataset(test_path)
     problem = Problem("hinge", "l2", args.alpha)
-    options = {"grid": args.grid, "init": "dcd", "dcd_passes": args.dcd_passes}
+    options = {
+        "grid": args.grid,
+        "init": "dcd",
+        "dcd_passes": args.dcd_passes,
+        "visit_order": args.visit_order,
+    }
     # the start alone (each run below computes the same one again)
     solver = DSO()
     state = solver.init(
@@ -88,6 +93,11 @@ def main(argv=None):
     parser.add_argument("--alpha", type=float, default=1e-5)
     parser.add_argument("--dcd-passes", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--visit-order",
+        default="shuffled",
+        help="DSO's visit order (tables before 2026-11-24 09:50 UTC: blocked)",
+    )
     args = parser.parse_args(argv)
     try:
         args.steps = [float(text) for text in args.steps.split(",")]
