@@ -78,14 +78,14 @@ class DSOOptions:
         in a pseudo-random order (a function of the tile's place in the grid) and cut into
         chunks of ``chunk_nnz``; every epoch visits the sub-blocks in a random order and the
         chunks of each in a random order, a chunk's nonzeros one after the other. The
-        kernel then runs a straight loop, 2.5x faster than over rows on splice-like tiles
-        (BENCHMARKS.md, DSO section). ``"blocked"``: the same sub-blocks, inside each the
-        rows in a random permutation, each row's nonzeros of the sub-block in storage
-        order. ``"rows"``: a random permutation of the tile's rows, each row's
-        nonzeros in storage order. ``"random"``: a random permutation of the nonzeros.
-        ``"storage"``: storage order. Every order is a serial order of DSO's updates
-        (Lemma 2 holds for each); they differ in how often consecutive updates miss the
-        cache on ``w``.
+        kernel then runs a straight loop: 2.4x the updates a second of ``"rows"`` and 1.8x
+        those of ``"blocked"`` on splice-like tiles (BENCHMARKS.md, DSO section).
+        ``"blocked"``: the same sub-blocks, inside each the rows in a random permutation,
+        each row's nonzeros of the sub-block in storage order. ``"rows"``: a random
+        permutation of the tile's rows, each row's nonzeros in storage order.
+        ``"random"``: a random permutation of the nonzeros. ``"storage"``: storage order.
+        Every order is a serial order of DSO's updates (Lemma 2 holds for each); they
+        differ in how often consecutive updates miss the cache on ``w``.
     interleave : int, default=4
         With ``"blocked"`` and ``"rows"`` (ignored by the others): visit this many segments
         of the order round-robin (one nonzero of each in turn), so consecutive updates touch
