@@ -208,10 +208,7 @@ def dso_tile(
     )
     # the records go into this thread's scratch: a fresh array per task would cost page
     # faults on every call (as it did for the w block, see pack_columns)
-    width = 16 if svrg else 8
-    scratch = getattr(_ROW_SCRATCH, "buffer", None)
-    if scratch is None or scratch.shape[0] < z.shape[0] * width:
-        scratch = _ROW_SCRATCH.buffer = np.empty(z.shape[0] * width)
+    scratch = thread_scratch("rows", z.shape[0] * (16 if svrg else 8))
     dual = pack_rows(
         z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap, svrg, out=scratch
     )
@@ -226,7 +223,20 @@ def dso_tile(
 #: The compiled loops of :func:`dso_tile`, one per configuration (see :func:`_tile_kernel`).
 TILE_KERNELS = {}
 _TILE_KERNELS_LOCK = threading.Lock()
-_ROW_SCRATCH = threading.local()
+_SCRATCH = threading.local()
+
+
+def thread_scratch(name, size):
+    """This thread's float64 scratch ``name`` of at least ``size`` entries.
+
+    Grown, never shrunk, and reused by every later call with that name in the thread: for
+    the packed ``w`` block and dual records of a task, which live only during the call.
+    """
+    buffer = getattr(_SCRATCH, name, None)
+    if buffer is None or buffer.shape[0] < size:
+        buffer = np.empty(size)
+        setattr(_SCRATCH, name, buffer)
+    return buffer
 
 
 def _tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):

@@ -42,6 +42,8 @@ _STEPS = ("adagrad", "sqrt")
 _ORDERS = ("shuffled", "blocked", "rows", "random", "storage")
 #: Orders whose visit unit is a segment of the cached layout (not a single nonzero).
 _SEGMENT_ORDERS = ("shuffled", "blocked", "rows")
+#: Orders that cut a tile's columns into cache-sized sub-blocks.
+_SUB_BLOCK_ORDERS = ("shuffled", "blocked")
 _INITS = ("zero", "dcd")
 _REG_STEPS = ("auto", "gradient", "prox")
 _REPORTS = ("last", "average")
@@ -391,7 +393,7 @@ def _segments(rows):
 
 def _layout_cols(settings):
     """Columns per sub-block of the cached tile layout (0: one block, row-major)."""
-    return settings.block_cols if settings.visit_order in ("shuffled", "blocked") else 0
+    return settings.block_cols if settings.visit_order in _SUB_BLOCK_ORDERS else 0
 
 
 def _load_tile(source, settings, q, r):
@@ -504,7 +506,7 @@ def _visit_order(tile, settings, seed, epoch, q, r):
         q * settings.grid + r
     ]
     rng = np.random.default_rng(tile_seed)
-    if settings.visit_order not in ("shuffled", "blocked"):
+    if settings.visit_order not in _SUB_BLOCK_ORDERS:
         return rng.permutation(n_items).astype(np.int64)
     # sub-blocks in a random order, the segments (chunks or rows) of each in a random order
     parts = [
@@ -557,9 +559,8 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
     z, z_acc = z.copy(), z_acc.copy()
     # an interleaved copy of the w block, in this thread's scratch: the task mutates only
     # its own arrays
-    columns = kernels.pack_columns(
-        w, w_acc, inv_col_nnz, w_snap, u_snap, out=_scratch(w.shape[0] * 8)
-    )
+    scratch = kernels.thread_scratch("columns", w.shape[0] * 8)
+    columns = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap, out=scratch)
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
     kernels.dso_tile(
@@ -627,15 +628,6 @@ class _OutputPool:
 
 
 _OUTPUTS = _OutputPool()
-_SCRATCH = threading.local()
-
-
-def _scratch(size):
-    """This thread's float64 scratch of at least ``size`` entries (grown, never shrunk)."""
-    buffer = getattr(_SCRATCH, "buffer", None)
-    if buffer is None or buffer.shape[0] < size:
-        buffer = _SCRATCH.buffer = np.empty(size)
-    return buffer
 
 
 def _products_task(source, settings, q, r, z, w):
