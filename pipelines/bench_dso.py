@@ -36,14 +36,17 @@ def _log(*parts):
     print(*parts, file=sys.stderr, flush=True)
 
 
-def ensure_data(path, n_samples, seed, grids):
-    """Open (or generate, then partition) a splice-like dataset."""
+def ensure_data(path, n_samples, seed, grids, hash_bits=0):
+    """Open (or generate, then partition) a splice-like dataset (WD features hashed into
+    ``2**hash_bits`` columns when ``hash_bits``)."""
     from daskpd.dataset import open_dataset, partition_dataset
     from daskpd.datasets import make_splice_like
 
     if not os.path.isdir(path):
         _log(f"generating {path} ({n_samples} rows)")
-        make_splice_like(path, n_samples, positive_rate=0.01, degree=8, random_state=seed)
+        make_splice_like(
+            path, n_samples, positive_rate=0.01, degree=8, hash_bits=hash_bits, random_state=seed
+        )
     data = open_dataset(path)
     for grid in grids:
         if grid not in data.grids:
@@ -242,6 +245,12 @@ def main(argv=None):
     parser.add_argument("--n-train", type=int, default=115_000)
     parser.add_argument("--n-test", type=int, default=30_000)
     parser.add_argument("--grid", type=int, default=2)
+    parser.add_argument(
+        "--hash-bits",
+        type=int,
+        default=0,
+        help="when generating: hash the WD features into 2**B columns (0: 4,660,256 explicit)",
+    )
     parser.add_argument("--alpha", type=float, default=1e-5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=5)
@@ -258,8 +267,8 @@ def main(argv=None):
 
     from daskpd.problem import Problem
 
-    data = ensure_data(args.data, args.n_train, 0, [args.grid])
-    test = ensure_data(args.test, args.n_test, 1, [])
+    data = ensure_data(args.data, args.n_train, 0, [args.grid], args.hash_bits)
+    test = ensure_data(args.test, args.n_test, 1, [], args.hash_bits)
     problem = Problem("hinge", "l2", args.alpha)
     options = {"svrg_every": args.svrg_every}
     parts = set(args.parts.split(","))

@@ -726,7 +726,8 @@ class _LocalGraph:
     def call(self, fn, *args, nout=None, worker=None, name=None):
         return self._delayed(fn, pure=False, nout=nout)(*args)
 
-    def run(self, outputs):
+    def run(self, outputs, n_wait=None):
+        """Compute every output (``n_wait`` is for :class:`_ClientGraph`)."""
         import dask
 
         return list(dask.compute(*outputs))
@@ -751,12 +752,14 @@ class _ClientGraph:
             for k in range(nout)
         )
 
-    def run(self, outputs):
+    def run(self, outputs, n_wait=None):
+        """The futures of ``outputs``, once the first ``n_wait`` (default: all) are done."""
         from distributed import wait
 
+        waited = outputs if n_wait is None else outputs[:n_wait]
         with self.client.as_current():
-            wait(outputs)
-        failed = [f for f in outputs if f.status == "error"]
+            wait(waited)
+        failed = [f for f in waited if f.status == "error"]
         if failed:
             failed[0].result()
         return list(outputs)
@@ -810,6 +813,11 @@ def _epoch_graph(state, epoch, graph):
     zstates = list(state.zstates)
     wstates = list(state.wstates)
     if settings.snapshot_epoch(epoch):
+        # z and w taken out of their block states where those live (w block r starts every
+        # epoch on the owner of row group r), once each: only w travels, not its accumulator
+        owner = [_owner(settings, state.workers, q) for q in range(p)]
+        z_now = [_first(graph, zstates[q], owner[q], f"e{epoch}-zs{q}") for q in range(p)]
+        w_now = [_first(graph, wstates[r], owner[r], f"e{epoch}-ws{r}") for r in range(p)]
         products = [
             [
                 graph.call(
@@ -818,8 +826,8 @@ def _epoch_graph(state, epoch, graph):
                     settings,
                     q,
                     r,
-                    _first(graph, zstates[q], state, q, f"e{epoch}-zs{q}-{r}"),
-                    _first(graph, wstates[r], state, q, f"e{epoch}-ws{q}-{r}"),
+                    z_now[q],
+                    w_now[r],
                     nout=2,
                     worker=_owner(settings, state.workers, q),
                     name=f"e{epoch}-prod-{q}-{r}",
@@ -882,14 +890,9 @@ def _epoch_graph(state, epoch, graph):
     return zstates, wstates, z_avg, w_avg
 
 
-def _first(graph, block_state, state, q, name):
-    return graph.call(
-        operator.getitem,
-        block_state,
-        0,
-        worker=_owner(state.settings, state.workers, q),
-        name=name,
-    )
+def _first(graph, block_state, worker, name):
+    """Task: ``block_state[0]`` (the ``z`` or ``w`` of a block state), run on ``worker``."""
+    return graph.call(operator.getitem, block_state, 0, worker=worker, name=name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1169,7 +1172,9 @@ class DSO:
         graph = _graph(state.client, f"{state.token}-{epoch}")
         zstates, wstates, z_avg, w_avg = _epoch_graph(state, epoch, graph)
         p = state.settings.grid
-        results = graph.run([*zstates, *wstates, *z_avg, *w_avg])
+        # Whoever reads the averages waits for them (iterate, checkpoints): their tasks then
+        # overlap the next epoch, whose first round takes the same w blocks home anyway.
+        results = graph.run([*zstates, *wstates, *z_avg, *w_avg], n_wait=2 * p)
         return dataclasses.replace(
             state,
             zstates=tuple(results[:p]),
