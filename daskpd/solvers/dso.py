@@ -80,7 +80,7 @@ class DSOOptions:
         in a pseudo-random order (a function of the tile's place in the grid) and cut into
         chunks of ``chunk_nnz``; every epoch visits the sub-blocks in a random order and the
         chunks of each in a random order, a chunk's nonzeros one after the other. The
-        kernel then runs a straight loop: 2.4x the updates a second of ``"rows"`` and 1.8x
+        kernel then runs a straight loop: 2.1x the updates a second of ``"rows"`` and 2.4x
         those of ``"blocked"`` on splice-like tiles (BENCHMARKS.md, DSO section).
         ``"blocked"``: the same sub-blocks, inside each the rows in a random permutation,
         each row's nonzeros of the sub-block in storage order. ``"rows"``: a random
