@@ -73,3 +73,12 @@ def test_prefetch_rejects_what_is_not_a_record_array():
 
     with pytest.raises(numba.core.errors.TypingError):
         flat(np.zeros(3))
+
+
+def test_div_sqrt_pair_rejects_other_than_float64():
+    @numba.njit
+    def single(x):
+        return div_sqrt_pair(x, x, x, x)
+
+    with pytest.raises(numba.core.errors.TypingError):
+        single(np.float32(2.0))

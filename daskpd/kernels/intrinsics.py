@@ -71,7 +71,8 @@ def div_sqrt_pair(typingctx, a, b, c, d):
     Bit for bit the scalar ``a / math.sqrt(c), b / math.sqrt(d)`` (each lane is correctly
     rounded), so a NumPy reference that computes them one at a time matches exactly.
     """
-    if not all(isinstance(arg, types.Float) for arg in (a, b, c, d)):
+    # float64 only: the codegen builds <2 x double> from the arguments as they come
+    if not all(arg == types.float64 for arg in (a, b, c, d)):
         return None
     pair = types.UniTuple(types.float64, 2)
     signature = pair(types.float64, types.float64, types.float64, types.float64)
