@@ -48,6 +48,11 @@ def ensure_data(path, n_samples, seed, grids, hash_bits=0):
             path, n_samples, positive_rate=0.01, degree=8, hash_bits=hash_bits, random_state=seed
         )
     data = open_dataset(path)
+    if hash_bits and data.shape[1] != 2**hash_bits:
+        raise SystemExit(
+            f"{path} exists with {data.shape[1]} columns, not 2**{hash_bits}: --hash-bits only "
+            "applies when generating; give a new path"
+        )
     for grid in grids:
         if grid not in data.grids:
             _log(f"partitioning {path} for grid {grid}")

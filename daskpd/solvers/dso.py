@@ -727,7 +727,7 @@ class _LocalGraph:
         return self._delayed(fn, pure=False, nout=nout)(*args)
 
     def run(self, outputs, n_wait=None):
-        """Compute every output (``n_wait`` is for :class:`_ClientGraph`)."""
+        """Every output's value: all computed, so the first ``n_wait`` too (one compute)."""
         import dask
 
         return list(dask.compute(*outputs))
