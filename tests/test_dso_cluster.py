@@ -157,16 +157,6 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
 
     from daskpd.datasets import make_splice_like
 
-    # Compile this configuration's kernels into numba's disk cache first, on a small set of
-    # the same kind, as any earlier run on the machine would have: a worker compiling them
-    # itself takes ~70 MB more, which under this limit killed a worker in a fresh-clone CI
-    # run (the cold cache, not the data, which is what this test is about).
-    small = tmp_path / "small.zarr"
-    make_splice_like(small, 2_000, degree=8, hash_bits=18, binary=True, random_state=4)
-    solve(
-        partition_dataset(small, grid=4), "hinge", "l2", 1e-4, "dso", max_epochs=1,
-        client=False, grid=4,
-    )  # fmt: skip
     path = tmp_path / "splice.zarr"
     make_splice_like(path, 130_000, degree=8, hash_bits=18, binary=True, random_state=3)
     data = partition_dataset(path, grid=4)

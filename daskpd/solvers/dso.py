@@ -726,8 +726,7 @@ class _LocalGraph:
     def call(self, fn, *args, nout=None, worker=None, name=None):
         return self._delayed(fn, pure=False, nout=nout)(*args)
 
-    def run(self, outputs, n_wait=None):
-        """Every output's value: all computed, so the first ``n_wait`` too (one compute)."""
+    def run(self, outputs):
         import dask
 
         return list(dask.compute(*outputs))
@@ -752,14 +751,12 @@ class _ClientGraph:
             for k in range(nout)
         )
 
-    def run(self, outputs, n_wait=None):
-        """The futures of ``outputs``, once the first ``n_wait`` (default: all) are done."""
+    def run(self, outputs):
         from distributed import wait
 
-        waited = outputs if n_wait is None else outputs[:n_wait]
         with self.client.as_current():
-            wait(waited)
-        failed = [f for f in waited if f.status == "error"]
+            wait(outputs)
+        failed = [f for f in outputs if f.status == "error"]
         if failed:
             failed[0].result()
         return list(outputs)
@@ -1172,9 +1169,7 @@ class DSO:
         graph = _graph(state.client, f"{state.token}-{epoch}")
         zstates, wstates, z_avg, w_avg = _epoch_graph(state, epoch, graph)
         p = state.settings.grid
-        # Whoever reads the averages waits for them (iterate, checkpoints): their tasks then
-        # overlap the next epoch, whose first round takes the same w blocks home anyway.
-        results = graph.run([*zstates, *wstates, *z_avg, *w_avg], n_wait=2 * p)
+        results = graph.run([*zstates, *wstates, *z_avg, *w_avg])
         return dataclasses.replace(
             state,
             zstates=tuple(results[:p]),
