@@ -549,20 +549,26 @@ def _row_constants_task(source, class_pair, settings, start, stop):
     }
 
 
-def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_col_nnz):
-    """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states."""
+def _tile_task(
+    source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz, own_w
+):
+    """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states.
+
+    ``zsrc``/``wsrc`` are block states, or with an integer ``zpick``/``wpick`` the
+    ``(z state, w block)`` pair of the task that made them on this worker (no split task
+    between the two). ``own_w``: this task is the only reader of the ``w`` block, which it
+    may then update in place (see :class:`_ColumnBlock`).
+    """
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals = tile[:3]
     segment_ptr = _kernel_segments(tile, settings)
-    z, z_acc, z_snap, v_snap = zstate
-    w, w_acc, w_snap, u_snap = wstate
+    z, z_acc, z_snap, v_snap = _picked(zsrc, zpick)
+    block = _picked(wsrc, wpick)
     z, z_acc = z.copy(), z_acc.copy()
-    # an interleaved copy of the w block, in this thread's scratch: the task mutates only
-    # its own arrays
-    scratch = kernels.thread_scratch("columns", w.shape[0] * 8)
-    columns = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap, out=scratch)
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
+    # nothing after this line raises: a retried task must find its w block as it was
+    columns = block.records(inv_col_nnz, in_place=own_w)
     kernels.dso_tile(
         rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
         z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
@@ -571,9 +577,103 @@ def _tile_task(source, settings, seed, epoch, q, r, zstate, wstate, rowc, inv_co
         settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
         settings.eps, settings.svrg_every > 0, settings.reg_step,
     )  # fmt: skip
-    w, w_acc = _OUTPUTS.empty(w.shape[0]), _OUTPUTS.empty(w.shape[0])
-    kernels.unpack_columns(columns, w, w_acc)
-    return (z, z_acc, z_snap, v_snap), (w, w_acc, w_snap, u_snap)
+    return (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns)
+
+
+def _picked(source, pick):
+    """``source`` itself, or ``source[pick]`` when it is a task's ``(z, w)`` pair."""
+    return source if pick is None else source[pick]
+
+
+class _ColumnBlock:
+    """The state of a ``w`` block between tasks: ``(w, w_acc, w_snap, u_snap)``.
+
+    The kernel works on packed records, one cache line per column
+    (:func:`daskpd.kernels.dso.pack_columns`). Packing a 2.3M-column block and unpacking it
+    again cost 11 ms a task, 8% of an epoch on one worker, so a block stays packed on the
+    worker whose task made it, and the next task there updates those records in place when
+    it is their only reader (a later round of the same epoch). Pickled (sent to another
+    worker or the client, spilled), a block becomes the four plain arrays: half the bytes of
+    the records, which carry ``1 / |Omegabar_j|`` and padding; the receiving task packs them
+    into new records.
+
+    Indexing and iteration give the four arrays (views into the records when packed), like
+    the tuple this replaces.
+    """
+
+    __slots__ = ("_arrays", "_records", "__weakref__")
+
+    def __init__(self, w, w_acc, w_snap, u_snap):
+        self._arrays = (w, w_acc, w_snap, u_snap)
+        self._records = None
+
+    @classmethod
+    def of_records(cls, records):
+        """A block held as packed records (``pack_columns``'s layout)."""
+        block = cls.__new__(cls)
+        block._arrays = None
+        block._records = records
+        return block
+
+    def parts(self):
+        """``(w, w_acc, w_snap, u_snap)``; the snapshots are empty when not taken."""
+        if self._records is None:
+            return self._arrays
+        records, empty = self._records, np.zeros(0)
+        snapshots = records.shape[1] == 8
+        return (
+            records[:, 0],
+            records[:, 1],
+            records[:, 3] if snapshots else empty,
+            records[:, 4] if snapshots else empty,
+        )
+
+    def records(self, inv_col_nnz, in_place=False):
+        """Packed records for a task to update: these ones (``in_place``) or a new copy."""
+        if self._records is not None and in_place:
+            return self._records
+        if self._records is not None:
+            out = _OUTPUTS.empty(self._records.size).reshape(self._records.shape)
+            np.copyto(out, self._records)
+            return out
+        w, w_acc, w_snap, u_snap = self._arrays
+        width = 8 if w_snap.shape[0] == w.shape[0] > 0 else 4
+        out = _OUTPUTS.empty(w.shape[0] * width)
+        return kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap, out=out)
+
+    @property
+    def nbytes(self):
+        """Bytes held (Dask's memory accounting)."""
+        if self._records is not None:
+            return self._records.nbytes
+        return sum(part.nbytes for part in self._arrays)
+
+    def __getitem__(self, k):
+        return self.parts()[k]
+
+    def __iter__(self):
+        return iter(self.parts())
+
+    def __len__(self):
+        return 4
+
+    def __reduce__(self):
+        if self._records is None:
+            return _ColumnBlock, self._arrays
+        n = self._records.shape[0]
+        w, w_acc = np.empty(n), np.empty(n)
+        kernels.unpack_columns(self._records, w, w_acc)
+        _, _, w_snap, u_snap = self.parts()
+        return _ColumnBlock, (w, w_acc, np.ascontiguousarray(w_snap), np.ascontiguousarray(u_snap))
+
+
+def _register_sizeof():
+    from dask.sizeof import sizeof
+
+    sizeof.register(_ColumnBlock)(lambda block: block.nbytes)
+
+
+_register_sizeof()
 
 
 class _Lease:
@@ -587,13 +687,14 @@ class _Lease:
 class _OutputPool:
     """Float64 buffers for the ``w`` blocks that tasks return, recycled within a process.
 
-    Tasks copy what they mutate, so every task returns a new ``w`` block and accumulator.
-    On a Dask worker every large allocation is new memory (the nanny sets
-    ``MALLOC_TRIM_THRESHOLD_``), and its page faults cost 1-2 ms a MB here (numpy asks for
-    huge pages, whose compaction stalls): as much as the kernel's own work on a block of
-    sparse columns. A buffer handed out is exposed through a :class:`_Lease`; numpy keeps
-    the lease alive while any view of the array lives, and when it is collected the buffer
-    comes back here, at most ``per_size`` of a length and ``max_bytes`` in all.
+    A task that may not update a ``w`` block in place packs it into new records (see
+    :class:`_ColumnBlock`), and the averages are new arrays every epoch. On a Dask worker
+    every large allocation is new memory (the nanny sets ``MALLOC_TRIM_THRESHOLD_``), and
+    its page faults cost 1-2 ms a MB here (numpy asks for huge pages, whose compaction
+    stalls): as much as the kernel's own work on a block of sparse columns. A buffer handed
+    out is exposed through a :class:`_Lease`; numpy keeps the lease alive while any view of
+    the array lives, and when it is collected the buffer comes back here, at most
+    ``per_size`` of a length and ``max_bytes`` in all.
     """
 
     def __init__(self, per_size=4):
@@ -652,14 +753,14 @@ def _snapshot_z_task(zstate, *x_w_parts):
 
 
 def _snapshot_w_task(wstate, *xt_z_parts):
-    w, w_acc, _, _ = wstate
-    return w, w_acc, w.copy(), _sum_task(*xt_z_parts)
+    w, w_acc, _, _ = (np.ascontiguousarray(part) for part in wstate)
+    return _ColumnBlock(w, w_acc, w.copy(), _sum_task(*xt_z_parts))
 
 
-def _average_task(average, state, count):
+def _average_task(average, source, pick, count):
     # average + (x - average) / count, in one recycled buffer (the same bits: + commutes)
     out = _OUTPUTS.empty(average.shape[0])
-    np.subtract(state[0], average, out=out)
+    np.subtract(_picked(source, pick)[0], average, out=out)
     out /= count
     out += average
     return out
@@ -726,6 +827,9 @@ class _LocalGraph:
     def call(self, fn, *args, nout=None, worker=None, name=None):
         return self._delayed(fn, pure=False, nout=nout)(*args)
 
+    def part(self, pair, k, worker=None, name=None):
+        return self._delayed(operator.getitem, pure=True)(pair, k)
+
     def run(self, outputs):
         import dask
 
@@ -746,10 +850,13 @@ class _ClientGraph:
         if nout is None:
             return future
         # Split on the same worker, so each part travels (or stays) on its own.
-        return tuple(
-            self.client.submit(operator.getitem, future, k, key=f"{key}-{k}", **pin)
-            for k in range(nout)
-        )
+        return tuple(self.part(future, k, worker, name) for k in range(nout))
+
+    def part(self, pair, k, worker=None, name=None):
+        """Task: ``pair[k]`` on ``worker`` (where ``pair`` was made: nothing moves)."""
+        pin = {} if worker is None else {"workers": [worker], "allow_other_workers": False}
+        key = f"dso-{name}-{self.token}-{k}"
+        return self.client.submit(operator.getitem, pair, k, key=key, **pin)
 
     def run(self, outputs):
         from distributed import wait
@@ -797,6 +904,16 @@ def _owner(settings, workers, q):
     return workers[q * len(workers) // settings.grid]
 
 
+def _w_home(settings, workers, r):
+    """Where ``w`` block ``r`` and its average live between epochs.
+
+    The worker of the last round's task on block ``r`` (row group ``r + 1``): averaging
+    there keeps the block's move to row group ``r`` (round 0 of the next epoch) off the end
+    of the epoch, which waits for the averages.
+    """
+    return _owner(settings, workers, (r + 1) % settings.grid)
+
+
 def _graph(state_or_client, token):
     if state_or_client is None:
         return _LocalGraph()
@@ -810,11 +927,12 @@ def _epoch_graph(state, epoch, graph):
     zstates = list(state.zstates)
     wstates = list(state.wstates)
     if settings.snapshot_epoch(epoch):
-        # z and w taken out of their block states where those live (w block r starts every
-        # epoch on the owner of row group r), once each: only w travels, not its accumulator
+        # z and w taken out of their block states where those live (_w_home for w), once
+        # each: only w travels, not its accumulator
         owner = [_owner(settings, state.workers, q) for q in range(p)]
+        home = [_w_home(settings, state.workers, r) for r in range(p)]
         z_now = [_first(graph, zstates[q], owner[q], f"e{epoch}-zs{q}") for q in range(p)]
-        w_now = [_first(graph, wstates[r], owner[r], f"e{epoch}-ws{r}") for r in range(p)]
+        w_now = [_first(graph, wstates[r], home[r], f"e{epoch}-ws{r}") for r in range(p)]
         products = [
             [
                 graph.call(
@@ -848,27 +966,50 @@ def _epoch_graph(state, epoch, graph):
                 _snapshot_w_task,
                 wstates[r],
                 *[products[q][r][0] for q in range(p)],
-                worker=_owner(settings, state.workers, r),
+                worker=home[r],
                 name=f"e{epoch}-wsnap-{r}",
             )  # fmt: skip
             for r in range(p)
         ]
+    # A task's (z, w) pair goes straight to a consumer on the same worker, which picks its
+    # part (one scheduler round trip fewer than a split task in between); a part that
+    # moves, and the epoch's final states, are split off where the pair was made.
+    owner = [_owner(settings, state.workers, q) for q in range(p)]
+    zref = [(zs, None) for zs in zstates]
+    wref = [(ws, None) for ws in wstates]
     for rnd in range(p):
+        last = rnd == p - 1
         for q in range(p):
             r = (q + rnd) % p
-            zstates[q], wstates[r] = graph.call(
+            name = f"e{epoch}-r{rnd}-q{q}"
+            pair = graph.call(
                 _tile_task, state.tile_sources[q][r], settings, state.seed, epoch, q, r,
-                zstates[q], wstates[r], state.row_consts[q], state.col_consts[r],
-                nout=2, worker=_owner(settings, state.workers, q),
-                name=f"e{epoch}-r{rnd}-q{q}",
+                *zref[q], *wref[r], state.row_consts[q], state.col_consts[r],
+                # from round 1 on, the w block is the previous round's, read by this task
+                # only; in round 0 it is the last epoch's state, which others read
+                rnd > 0,
+                worker=owner[q], name=name,
             )  # fmt: skip
+            if last:
+                zstates[q] = graph.part(pair, 0, owner[q], name)
+                wstates[r] = graph.part(pair, 1, owner[q], name)
+                # the averages read the pair where it is: not one more round trip
+                zref[q] = (pair, 0)
+                wref[r] = (pair, 1)  # q = r + 1: the average runs here (_w_home)
+            else:
+                zref[q] = (pair, 0)
+                # next round, w block r goes to row group q - 1
+                if owner[(q - 1) % p] == owner[q]:
+                    wref[r] = (pair, 1)
+                else:
+                    wref[r] = (graph.part(pair, 1, owner[q], name), None)
     z_avg = [
         graph.call(
             _average_task,
             state.z_avg[q],
-            zstates[q],
+            *zref[q],
             epoch,
-            worker=_owner(settings, state.workers, q),
+            worker=owner[q],
             name=f"e{epoch}-zavg-{q}",
         )  # fmt: skip
         for q in range(p)
@@ -877,9 +1018,9 @@ def _epoch_graph(state, epoch, graph):
         graph.call(
             _average_task,
             state.w_avg[r],
-            wstates[r],
+            *wref[r],
             epoch,
-            worker=_owner(settings, state.workers, r),
+            worker=_w_home(settings, state.workers, r),
             name=f"e{epoch}-wavg-{r}",
         )  # fmt: skip
         for r in range(p)
@@ -889,7 +1030,12 @@ def _epoch_graph(state, epoch, graph):
 
 def _first(graph, block_state, worker, name):
     """Task: ``block_state[0]`` (the ``z`` or ``w`` of a block state), run on ``worker``."""
-    return graph.call(operator.getitem, block_state, 0, worker=worker, name=name)
+    return graph.call(_first_part, block_state, worker=worker, name=name)
+
+
+def _first_part(block_state):
+    # contiguous: a w block's records hold w as a strided column
+    return np.ascontiguousarray(block_state[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -1109,7 +1255,8 @@ class DSO:
         w = np.clip(w, -settings.w_bound, settings.w_bound)
         empty = np.zeros(0)
         wstates = [
-            (w[block_cols[r]], np.zeros(block_cols[r].shape[0]), empty, empty) for r in range(p)
+            _ColumnBlock(w[block_cols[r]], np.zeros(block_cols[r].shape[0]), empty, empty)
+            for r in range(p)
         ]
         w_avg = [np.zeros_like(ws[0]) for ws in wstates]
         col_nnz = np.asarray(data.col_nnz, dtype=np.float64)
@@ -1130,8 +1277,9 @@ class DSO:
                 zstates = _scatter_each(client, zstates, owner)
                 z_avg = _scatter_each(client, z_avg, owner)
             col_consts = client.scatter(col_consts, broadcast=True, hash=False)
-            wstates = _scatter_each(client, wstates, owner)
-            w_avg = _scatter_each(client, w_avg, owner)
+            home = [_w_home(settings, workers, r) for r in range(p)]
+            wstates = _scatter_each(client, wstates, home)
+            w_avg = _scatter_each(client, w_avg, home)
         return _State(
             problem=problem,
             source=data,
@@ -1302,17 +1450,21 @@ class DSO:
             for q in range(p)
         ]  # fmt: skip
         wstates = [
-            (arrays["w"][cols[r]], arrays["w_acc"][cols[r]], wpart("w_snap", r), wpart("u_snap", r))
+            _ColumnBlock(
+                arrays["w"][cols[r]], arrays["w_acc"][cols[r]], wpart("w_snap", r),
+                wpart("u_snap", r),
+            )
             for r in range(p)
-        ]
+        ]  # fmt: skip
         z_avg = [arrays["z_avg"][rb[q] : rb[q + 1]].copy() for q in range(p)]
         w_avg = [arrays["w_avg"][cols[r]] for r in range(p)]
         if client is not None:
             owner = [_owner(state.settings, state.workers, q) for q in range(p)]
             zstates = _scatter_each(client, zstates, owner)
             z_avg = _scatter_each(client, z_avg, owner)
-            wstates = _scatter_each(client, wstates, owner)
-            w_avg = _scatter_each(client, w_avg, owner)
+            home = [_w_home(state.settings, state.workers, r) for r in range(p)]
+            wstates = _scatter_each(client, wstates, home)
+            w_avg = _scatter_each(client, w_avg, home)
         return dataclasses.replace(
             state,
             zstates=tuple(zstates),
