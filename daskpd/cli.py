@@ -40,13 +40,24 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="memory limit per LocalCluster worker, e.g. 2GiB (default: Dask's share)",
     )
+    group.add_argument(
+        "--threads-per-worker",
+        type=_positive_int("--threads-per-worker"),
+        default=None,
+        help="threads of each LocalCluster worker process (default: 1). On one machine, "
+        "--workers 1 --threads-per-worker CORES lets DSO hand w blocks between its tasks "
+        "in memory instead of sending them between processes",
+    )
 
 
 def _cluster_options(args):
     from daskpd._cluster import ClusterOptions
 
     return ClusterOptions(
-        scheduler=args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit
+        scheduler=args.scheduler,
+        n_workers=args.workers,
+        memory_limit=args.memory_limit,
+        threads_per_worker=args.threads_per_worker or 1,
     )
 
 
@@ -126,7 +137,7 @@ def _run_partition(args) -> int:
     from daskpd.dataset import partition_dataset
 
     # --scheduler / --workers: one task per row group on Dask workers; else one streaming pass
-    start = bool(args.scheduler or args.workers)
+    start = bool(args.scheduler or args.workers or args.threads_per_worker)
     with cluster_client(_cluster_options(args), start=start) as client:
         if client is not None:
             _print_dashboard(client)
@@ -179,7 +190,7 @@ def _ingest_client(args):
     otherwise local threads (the numba kernels release the GIL)."""
     from daskpd._cluster import cluster_client
 
-    start = bool(args.scheduler or args.workers)
+    start = bool(args.scheduler or args.workers or args.threads_per_worker)
     return cluster_client(_cluster_options(args), start=start)
 
 
@@ -312,7 +323,7 @@ def _run_ingest(args) -> int:
     if args.range_bytes:
         sizes["range_bytes"] = args.range_bytes
     with _ingest_client(args) as client:
-        if client is not None and (args.scheduler or args.workers):
+        if client is not None and (args.scheduler or args.workers or args.threads_per_worker):
             _print_dashboard(client)
         if kind == "svmlight":
             from daskpd.io.svmlight import ingest_svmlight
@@ -479,7 +490,7 @@ def _run_generate(args) -> int:
     if args.dtype:
         common["dtype"] = args.dtype
     with _ingest_client(args) as client:
-        if client is not None and (args.scheduler or args.workers):
+        if client is not None and (args.scheduler or args.workers or args.threads_per_worker):
             _print_dashboard(client)
         common["client"] = client
         if args.kind == "splice":
@@ -639,7 +650,7 @@ def _run_client(args, *, start):
     from daskpd._cluster import SchedulerUnreachable, cluster_client
 
     if getattr(args, "in_process", False):
-        if args.scheduler or args.workers or args.memory_limit:
+        if args.scheduler or args.workers or args.memory_limit or args.threads_per_worker:
             raise UsageError("--in-process cannot be combined with cluster options")
         yield None
         return
@@ -880,7 +891,7 @@ def _model_scores(args):
         raise UsageError(
             f"DATA has {data.n_features} features but the model has {model.w.shape[0]}"
         )
-    start = bool(args.scheduler or args.workers or args.memory_limit)
+    start = bool(args.scheduler or args.workers or args.memory_limit or args.threads_per_worker)
     with _run_client(args, start=start) as client:
         scores = score_rows(model.w, data, client=client)
     return model, data, scores

@@ -130,6 +130,8 @@ def test_regression_metrics(stores, capsys, tmp_path):
         (("train", "{train}", "--out", "/nonexistent/dir/m.zarr"), "does not exist"),
         (("train", "{train}", "--in-process", "--workers", "2"), "--in-process cannot"),
         (("train", "{train}", "--workers", "0"), "--workers must be >= 1"),
+        (("train", "{train}", "--threads-per-worker", "0"), "--threads-per-worker must be >= 1"),
+        (("train", "{train}", "--in-process", "--threads-per-worker", "2"), "--in-process cannot"),
         (("ingest", "{root}/a.svm", "{root}/i.zarr", "--workers", "0"), "--workers must be >= 1"),
         (("evaluate", "/nonexistent/model.zarr", "{train}"), "no model at"),
         (("evaluate", "{train}", "{train}"), "is not a daskpd model"),

@@ -490,3 +490,36 @@ def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
     # the zero-start step throws the start away: why a start gets its own default step
     thrown = solve(data, "hinge", "l2", 1e-4, "dso", eta0=0.5, dual_eta0=0.5, **common)
     assert thrown.history[0]["primal"] > 2 * start.primal
+
+
+@pytest.mark.parametrize("snapshots", [False, True])
+def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
+    import pickle
+
+    from dask.sizeof import sizeof
+
+    from daskpd.solvers.dso import _ColumnBlock
+
+    rng = np.random.default_rng(0)
+    n = 1000
+    w, w_acc, inv = rng.normal(size=n), rng.uniform(size=n), rng.uniform(size=n)
+    w_snap, u_snap = (rng.normal(size=n), rng.normal(size=n)) if snapshots else (w[:0], w[:0])
+    block = _ColumnBlock(w, w_acc, w_snap, u_snap)
+    records = block.records(inv)
+    assert records.shape == (n, 8 if snapshots else 4)
+    assert np.array_equal(records[:, 2], inv)
+    records[:, 0] += 1.0  # a task's update
+    packed = _ColumnBlock.of_records(records)
+    # the next task on this worker may update these records; otherwise it gets a copy
+    assert packed.records(inv, in_place=True) is records
+    copy = packed.records(inv)
+    assert not np.shares_memory(copy, records) and np.array_equal(copy, records)
+    assert np.array_equal(packed[0], w + 1.0) and np.array_equal(packed[1], w_acc)
+    assert sizeof(packed) == records.nbytes
+    # pickled (to another worker, the client or disk): the four arrays, contiguous
+    sent = pickle.loads(pickle.dumps(packed, protocol=5))
+    for got, want in zip(sent, (w + 1.0, w_acc, w_snap, u_snap), strict=True):
+        assert got.flags.c_contiguous and np.array_equal(got, want)
+    assert sizeof(sent) == (4 if snapshots else 2) * n * 8
+    # and packed again on arrival, into the same records
+    assert np.array_equal(sent.records(inv), records)

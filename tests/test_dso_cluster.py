@@ -88,19 +88,18 @@ def test_in_memory_data_on_two_workers_equals_serial_replay(local_cluster):
     _check_equal(local_cluster, solver, state, reference)
 
 
-def test_one_worker_equals_serial_replay(disk_data):
-    from distributed import Client, LocalCluster
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_worker_equals_serial_replay(disk_data, threads):
+    from daskpd._cluster import ClusterOptions, cluster_client
 
     problem = Problem("hinge", "l2", 1e-2)
     options = DSOOptions(grid=4)
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
-        solver, state = _epochs(client, problem, disk_data, options, n_epochs=2, seed=2)
-        reference = serial_replay(problem, disk_data, n_epochs=2, seed=2, options=options)
+    # the CLI's LocalCluster (--workers 1 --threads-per-worker N); with 2 threads the tasks
+    # of a round run at once and update the w blocks they were handed in place
+    with cluster_client(ClusterOptions(n_workers=1, threads_per_worker=threads)) as client:
+        assert list(client.nthreads().values()) == [threads]
+        solver, state = _epochs(client, problem, disk_data, options, n_epochs=3, seed=2)
+        reference = serial_replay(problem, disk_data, n_epochs=3, seed=2, options=options)
         _check_equal(client, solver, state, reference)
 
 
