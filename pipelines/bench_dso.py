@@ -129,8 +129,11 @@ def bench_kernel(data, problem, grid, repeats, options):
 # epochs on a LocalCluster
 
 
-def bench_epochs(data, problem, grid, n_workers, n_epochs, options):
-    """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache)."""
+def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
+    """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache).
+
+    ``n_workers`` processes of ``threads`` threads each.
+    """
     from distributed import Client, LocalCluster
 
     from daskpd.solvers import dso
@@ -139,7 +142,10 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options):
     options = dso.DSOOptions(grid=grid, **options)
     with (
         LocalCluster(
-            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=n_workers,
+            threads_per_worker=threads,
+            processes=True,
+            dashboard_address=":0",
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
     ):
@@ -155,6 +161,7 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options):
             epoch_seconds.append(time.perf_counter() - tick)
     return {
         "n_workers": n_workers,
+        "threads_per_worker": threads,
         "grid": grid,
         "init_seconds": init_seconds,
         "epoch_seconds": epoch_seconds,
@@ -173,7 +180,9 @@ def _read_all(data):
     return sp.csr_matrix(X), np.asarray(y)
 
 
-def bench_race(data, test, problem, grid, n_workers, max_epochs, max_seconds, options, alpha):
+def bench_race(
+    data, test, problem, grid, n_workers, max_epochs, max_seconds, options, alpha, threads=1
+):
     """Time to reach liblinear's test AUPRC - 0.005; peers' times on the same objective."""
     from distributed import Client, LocalCluster
 
@@ -197,7 +206,10 @@ def bench_race(data, test, problem, grid, n_workers, max_epochs, max_seconds, op
     reached = None
     with (
         LocalCluster(
-            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=n_workers,
+            threads_per_worker=threads,
+            processes=True,
+            dashboard_address=":0",
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
     ):
@@ -239,6 +251,7 @@ def bench_race(data, test, problem, grid, n_workers, max_epochs, max_seconds, op
         "dso_options": {k: v for k, v in options.__dict__.items()},
         "dso_init_included": True,
         "n_workers": n_workers,
+        "threads_per_worker": threads,
         "grid": grid,
     }
 
@@ -265,6 +278,8 @@ def main(argv=None):
     parser.add_argument("--race-svrg-every", type=int, default=1)
     parser.add_argument("--race-init", choices=("zero", "dcd"), default="dcd")
     parser.add_argument("--race-dcd-passes", type=int, default=5)
+    parser.add_argument("--race-workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--race-threads", type=int, default=1, help="threads per worker")
     parser.add_argument("--parts", default="kernel,epochs,race")
     parser.add_argument("--svrg-every", type=int, default=0)
     parser.add_argument("--out", default=None)
@@ -307,9 +322,11 @@ def main(argv=None):
         ]
         _log(json.dumps(results["ablation"], indent=1))
     if "epochs" in parts:
+        # 2 cores as 2 processes (w blocks sent between them) and as 2 threads of one
+        # process (handed over in memory)
         results["epochs"] = [
-            bench_epochs(data, problem, args.grid, workers, args.epochs + 1, options)
-            for workers in (1, 2)
+            bench_epochs(data, problem, args.grid, workers, args.epochs + 1, options, threads)
+            for workers, threads in ((1, 1), (2, 1), (1, 2))
         ]
         _log(json.dumps(results["epochs"], indent=1))
     if "race" in parts:
@@ -320,8 +337,8 @@ def main(argv=None):
             "dcd_passes": args.race_dcd_passes,
         }
         results["race"] = bench_race(
-            data, test, problem, args.grid, 2, args.race_epochs, args.race_seconds,
-            race_options, args.alpha,
+            data, test, problem, args.grid, args.race_workers, args.race_epochs,
+            args.race_seconds, race_options, args.alpha, args.race_threads,
         )  # fmt: skip
     results["load_average_end"] = os.getloadavg()
     text = json.dumps(results, indent=1)

@@ -523,3 +523,21 @@ def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
     assert sizeof(sent) == (4 if snapshots else 2) * n * 8
     # and packed again on arrival, into the same records
     assert np.array_equal(sent.records(inv), records)
+
+
+def test_a_state_is_spent_by_run_epoch():
+    # run_epoch updates the w blocks of the state it was given in place; that state's w no
+    # longer is its epoch's, so reading it or running from it again is refused
+    X, y = _classification()
+    problem = Problem("hinge", "l2", 1e-2)
+    solver, state = _run(problem, MemoryDataset(X, y), DSOOptions(grid=2), n_epochs=1)
+    w_before = solver.iterate(state).w
+    after = solver.run_epoch(state, 2)
+    for use in (
+        lambda: solver.run_epoch(state, 2),
+        lambda: solver.iterate(state),
+        lambda: solver.state_arrays(state),
+    ):
+        with pytest.raises(ValueError, match="was given to run_epoch"):
+            use()
+    assert not np.array_equal(solver.iterate(after).w, w_before)

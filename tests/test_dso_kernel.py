@@ -313,3 +313,17 @@ def test_shuffle_runs_permutes_inside_each_run_as_a_function_of_the_seed():
     assert not np.array_equal(other[1], out[1])
     binary = kernels.shuffle_runs(rows, cols, np.zeros(0), True, bounds, np.uint64(9))
     assert np.array_equal(binary[1], out[1]) and binary[2].shape == (0,)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 1000])
+def test_running_mean_equals_numpy_bit_for_bit(count):
+    rng = np.random.default_rng(count)
+    records = rng.normal(size=(5000, 4)) * 10.0 ** rng.integers(-8, 8, size=(5000, 1))
+    average = rng.normal(size=5000)
+    out = np.empty(5000)
+    kernels.running_mean(average, records[:, 0], float(count), out)  # a strided column
+    assert np.array_equal(out, average + (records[:, 0] - average) / count)
+    contiguous = records[:, 0].copy()
+    again = np.empty(5000)
+    kernels.running_mean(average, contiguous, float(count), again)
+    assert np.array_equal(again, out)

@@ -599,6 +599,27 @@ def unpack_columns(columns, w, w_acc):
 
 
 @njit
+def running_mean(average, x, count, out):
+    """``out = average + (x - average) / count``, one pass (``x`` may be strided).
+
+    Parameters
+    ----------
+    average, x, out : ndarray of shape (n,)
+        ``x`` may be a column of the packed records (:func:`pack_columns`).
+    count : float
+        Epochs averaged, including ``x``.
+
+    Notes
+    -----
+    Each element is rounded as numpy's three whole-array steps round it (subtract, divide,
+    add), so the result matches the serial replay's ``average + (x - average) / count``
+    bit for bit; one pass reads ``x``'s cache lines once instead of three array passes.
+    """
+    for j in range(out.shape[0]):
+        out[j] = (x[j] - average[j]) / count + average[j]
+
+
+@njit
 def tile_read_only(rows, cols, vals, binary, segment_ptr, order, w, z):
     """Bare loop with the same memory traffic as :func:`dso_tile` and no arithmetic.
 

@@ -24,7 +24,10 @@ A solver is a class with a ``name`` and an ``Options`` frozen dataclass, and the
         ``dask.compute``, which then runs on the threaded or configured scheduler).
     run_epoch(state, epoch) -> state
         One epoch (epoch = 1, 2, ...), ONE Dask compute or one wave of futures. Tasks are
-        pure: they copy what they mutate, so a retried task gives the same bits.
+        pure: they copy what they mutate, so a retried task gives the same bits. The one
+        exception is a block that a single task reads, updated in place only after
+        everything in the task that can fail (DSO's ``w`` blocks); the state given to such
+        a ``run_epoch`` is spent, and the driver uses only the state it returns.
     iterate(state) -> Iterate
         The current answer: ``w`` (and ``w_avg``) as ndarray (n_features,); ``z`` an ndarray
         (n_samples,), or a list of per-range arrays / futures with ``z_bounds``, or ``None``

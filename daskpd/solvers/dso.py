@@ -549,15 +549,15 @@ def _row_constants_task(source, class_pair, settings, start, stop):
     }
 
 
-def _tile_task(
-    source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz, own_w
-):
+def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz):
     """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states.
 
     ``zsrc``/``wsrc`` are block states, or with an integer ``zpick``/``wpick`` the
     ``(z state, w block)`` pair of the task that made them on this worker (no split task
-    between the two). ``own_w``: this task is the only reader of the ``w`` block, which it
-    may then update in place (see :class:`_ColumnBlock`).
+    between the two). The task is the last reader of its ``w`` block, which it updates in
+    place when the block is packed (see :class:`_ColumnBlock`): the epoch's other readers
+    of a block (the averages) run before the next epoch starts, and a state given to
+    :meth:`DSO.run_epoch` is spent.
     """
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals = tile[:3]
@@ -568,7 +568,7 @@ def _tile_task(
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
     # nothing after this line raises: a retried task must find its w block as it was
-    columns = block.records(inv_col_nnz, in_place=own_w)
+    columns = block.records(inv_col_nnz, in_place=True)
     kernels.dso_tile(
         rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
         z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
@@ -758,11 +758,9 @@ def _snapshot_w_task(wstate, *xt_z_parts):
 
 
 def _average_task(average, source, pick, count):
-    # average + (x - average) / count, in one recycled buffer (the same bits: + commutes)
+    # average + (x - average) / count, in one recycled buffer
     out = _OUTPUTS.empty(average.shape[0])
-    np.subtract(_picked(source, pick)[0], average, out=out)
-    out /= count
-    out += average
+    kernels.running_mean(average, _picked(source, pick)[0], float(count), out)
     return out
 
 
@@ -894,6 +892,18 @@ class _State:
     z_avg: tuple
     w_avg: tuple
     epoch: int
+    #: set by run_epoch: the epoch's tasks update this state's w blocks in place
+    spent: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+
+def _fresh(state):
+    """``state``, unless :meth:`DSO.run_epoch` has already run from it."""
+    if state.spent:
+        raise ValueError(
+            f"this DSO state (epoch {state.epoch}) was given to run_epoch, whose tasks update "
+            "its w blocks in place; use the state that run_epoch returned"
+        )
+    return state
 
 
 def _owner(settings, workers, q):
@@ -985,9 +995,6 @@ def _epoch_graph(state, epoch, graph):
             pair = graph.call(
                 _tile_task, state.tile_sources[q][r], settings, state.seed, epoch, q, r,
                 *zref[q], *wref[r], state.row_consts[q], state.col_consts[r],
-                # from round 1 on, the w block is the previous round's, read by this task
-                # only; in round 0 it is the last epoch's state, which others read
-                rnd > 0,
                 worker=owner[q], name=name,
             )  # fmt: skip
             if last:
@@ -1306,7 +1313,9 @@ class DSO:
         Parameters
         ----------
         state
-            From :meth:`init`, :meth:`run_epoch` or :meth:`restore`.
+            From :meth:`init`, :meth:`run_epoch` or :meth:`restore`. Spent: its ``w`` blocks
+            are updated in place (no copy of every block per epoch), so this method,
+            :meth:`iterate` and :meth:`state_arrays` refuse it afterwards.
         epoch : int
             1, 2, ...
 
@@ -1314,6 +1323,7 @@ class DSO:
         -------
         state
         """
+        _fresh(state).spent["by_epoch"] = epoch
         graph = _graph(state.client, f"{state.token}-{epoch}")
         zstates, wstates, z_avg, w_avg = _epoch_graph(state, epoch, graph)
         p = state.settings.grid
@@ -1340,7 +1350,7 @@ class DSO:
             ``w``/``z`` are the last iterate (or the averaged one with
             ``report="average"``); ``w_avg``/``z_avg`` the other (``None`` at epoch 0).
         """
-        client, p = state.client, state.settings.grid
+        client, p = _fresh(state).client, state.settings.grid
         owner = [_owner(state.settings, state.workers, q) for q in range(p)]
         d, cols = state.settings.n_features, state.block_cols
         if client is None:
@@ -1379,7 +1389,7 @@ class DSO:
         -------
         dict of str to ndarray
         """
-        zstates, wstates, z_avg, w_avg = _local_blocks(state)
+        zstates, wstates, z_avg, w_avg = _local_blocks(_fresh(state))
 
         def columns(parts):
             # w-sized arrays in the data's column order, whatever the grid's; SVRG snapshots
