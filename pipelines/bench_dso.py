@@ -154,11 +154,15 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
             problem, data, seed=np.random.SeedSequence(0), client=client, options=options
         )
         init_seconds = time.perf_counter() - tick
-        epoch_seconds = []
+        epoch_seconds, kernel_seconds = [], []
         for epoch in range(1, n_epochs + 1):
+            # the kernel time of the epoch's own tasks, read on the workers outside the timing
+            before = sum(client.run(dso.kernel_seconds).values())
             tick = time.perf_counter()
             state = solver.run_epoch(state, epoch)
             epoch_seconds.append(time.perf_counter() - tick)
+            kernel_seconds.append(sum(client.run(dso.kernel_seconds).values()) - before)
+    overheads = [e / k - 1.0 for e, k in zip(epoch_seconds[1:], kernel_seconds[1:], strict=True)]
     return {
         "n_workers": n_workers,
         "threads_per_worker": threads,
@@ -166,6 +170,10 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
         "init_seconds": init_seconds,
         "epoch_seconds": epoch_seconds,
         "median_epoch_seconds": statistics.median(epoch_seconds[1:]),
+        "epoch_kernel_seconds": kernel_seconds,
+        # per epoch: wall time / sum of its tasks' kernel times - 1 (1 worker, 1 thread: Dask's
+        # overhead; with more, the kernels overlap and this goes negative)
+        "median_overhead_in_epoch": statistics.median(overheads),
     }
 
 

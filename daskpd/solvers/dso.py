@@ -25,6 +25,7 @@ import dataclasses
 import math
 import operator
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -569,6 +570,7 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
     eta_w, eta_z = settings.steps(epoch)
     # nothing after this line raises: a retried task must find its w block as it was
     columns = block.records(inv_col_nnz, in_place=True)
+    tick = time.perf_counter()
     kernels.dso_tile(
         rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
         z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
@@ -577,7 +579,32 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
         settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
         settings.eps, settings.svrg_every > 0, settings.reg_step,
     )  # fmt: skip
+    _KERNEL_CLOCK.add(time.perf_counter() - tick)
     return (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns)
+
+
+class _Clock:
+    """Seconds summed over the threads of a process (lock: tasks may run in parallel)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.lock = threading.Lock()
+
+    def add(self, seconds):
+        with self.lock:
+            self.seconds += seconds
+
+
+_KERNEL_CLOCK = _Clock()
+
+
+def kernel_seconds():
+    """Seconds this process's DSO tasks have spent in the tile kernel so far.
+
+    What the Dask overhead of an epoch is measured against: read it on every worker
+    (``client.run(kernel_seconds)``) before and after the epoch and sum the differences.
+    """
+    return _KERNEL_CLOCK.seconds
 
 
 def _picked(source, pick):
