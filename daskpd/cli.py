@@ -50,6 +50,11 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _cluster_asked(args):
+    """Whether the command line asks for Dask workers (a scheduler or a LocalCluster shape)."""
+    return bool(args.scheduler or args.workers or args.threads_per_worker)
+
+
 def _cluster_options(args):
     from daskpd._cluster import ClusterOptions
 
@@ -137,7 +142,7 @@ def _run_partition(args) -> int:
     from daskpd.dataset import partition_dataset
 
     # --scheduler / --workers: one task per row group on Dask workers; else one streaming pass
-    start = bool(args.scheduler or args.workers or args.threads_per_worker)
+    start = _cluster_asked(args)
     with cluster_client(_cluster_options(args), start=start) as client:
         if client is not None:
             _print_dashboard(client)
@@ -190,7 +195,7 @@ def _ingest_client(args):
     otherwise local threads (the numba kernels release the GIL)."""
     from daskpd._cluster import cluster_client
 
-    start = bool(args.scheduler or args.workers or args.threads_per_worker)
+    start = _cluster_asked(args)
     return cluster_client(_cluster_options(args), start=start)
 
 
@@ -323,7 +328,7 @@ def _run_ingest(args) -> int:
     if args.range_bytes:
         sizes["range_bytes"] = args.range_bytes
     with _ingest_client(args) as client:
-        if client is not None and (args.scheduler or args.workers or args.threads_per_worker):
+        if client is not None and _cluster_asked(args):
             _print_dashboard(client)
         if kind == "svmlight":
             from daskpd.io.svmlight import ingest_svmlight
@@ -490,7 +495,7 @@ def _run_generate(args) -> int:
     if args.dtype:
         common["dtype"] = args.dtype
     with _ingest_client(args) as client:
-        if client is not None and (args.scheduler or args.workers or args.threads_per_worker):
+        if client is not None and _cluster_asked(args):
             _print_dashboard(client)
         common["client"] = client
         if args.kind == "splice":
@@ -650,7 +655,7 @@ def _run_client(args, *, start):
     from daskpd._cluster import SchedulerUnreachable, cluster_client
 
     if getattr(args, "in_process", False):
-        if args.scheduler or args.workers or args.memory_limit or args.threads_per_worker:
+        if _cluster_asked(args) or args.memory_limit:
             raise UsageError("--in-process cannot be combined with cluster options")
         yield None
         return
@@ -891,7 +896,7 @@ def _model_scores(args):
         raise UsageError(
             f"DATA has {data.n_features} features but the model has {model.w.shape[0]}"
         )
-    start = bool(args.scheduler or args.workers or args.memory_limit or args.threads_per_worker)
+    start = bool(_cluster_asked(args) or args.memory_limit)
     with _run_client(args, start=start) as client:
         scores = score_rows(model.w, data, client=client)
     return model, data, scores

@@ -238,7 +238,7 @@ def thread_scratch(name, size):
     """This thread's float64 scratch ``name`` of at least ``size`` entries.
 
     Grown, never shrunk, and reused by every later call with that name in the thread: for
-    the packed ``w`` block and dual records of a task, which live only during the call.
+    the dual records of a task, which live only during the call.
     """
     buffer = getattr(_SCRATCH, name, None)
     if buffer is None or buffer.shape[0] < size:
@@ -548,8 +548,8 @@ def pack_columns(w, w_acc, inv_col_nnz, w_snap=None, u_snap=None, out=None):
     w_snap, u_snap : ndarray of shape (n_cols_block,), optional
         SVRG snapshot vectors (both or neither).
     out : ndarray, optional
-        Flat float64 scratch of at least ``n_cols_block * 8`` entries to pack into (its
-        start is returned, reshaped). A DSO task reuses one per thread: a fresh 37 MB
+        Flat float64 scratch of at least ``n_cols_block * width`` entries to pack into (its
+        start is returned, reshaped). DSO's tasks take recycled buffers: a fresh 74 MB
         block's page faults cost 20x the packing itself.
 
     Returns

@@ -569,7 +569,7 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
     # nothing after this line raises: a retried task must find its w block as it was
-    columns = block.records(inv_col_nnz, in_place=True)
+    columns = block.records(inv_col_nnz)
     tick = time.perf_counter()
     kernels.dso_tile(
         rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
@@ -618,11 +618,10 @@ class _ColumnBlock:
     The kernel works on packed records, one cache line per column
     (:func:`daskpd.kernels.dso.pack_columns`). Packing a 2.3M-column block and unpacking it
     again cost 11 ms a task, 8% of an epoch on one worker, so a block stays packed on the
-    worker whose task made it, and the next task there updates those records in place when
-    it is their only reader (a later round of the same epoch). Pickled (sent to another
-    worker or the client, spilled), a block becomes the four plain arrays: half the bytes of
-    the records, which carry ``1 / |Omegabar_j|`` and padding; the receiving task packs them
-    into new records.
+    worker whose task made it, and the next task there, its last reader, updates those
+    records in place. Pickled (sent to another worker or the client, spilled), a block
+    becomes the four plain arrays: half the bytes of the records, which carry
+    ``1 / |Omegabar_j|`` and padding; the receiving task packs them into new records.
 
     Indexing and iteration give the four arrays (views into the records when packed), like
     the tuple this replaces.
@@ -655,14 +654,10 @@ class _ColumnBlock:
             records[:, 4] if snapshots else empty,
         )
 
-    def records(self, inv_col_nnz, in_place=False):
-        """Packed records for a task to update: these ones (``in_place``) or a new copy."""
-        if self._records is not None and in_place:
-            return self._records
+    def records(self, inv_col_nnz):
+        """Packed records for a task to update in place: these ones, or the arrays packed."""
         if self._records is not None:
-            out = _OUTPUTS.empty(self._records.size).reshape(self._records.shape)
-            np.copyto(out, self._records)
-            return out
+            return self._records
         w, w_acc, w_snap, u_snap = self._arrays
         width = 8 if w_snap.shape[0] == w.shape[0] > 0 else 4
         out = _OUTPUTS.empty(w.shape[0] * width)
