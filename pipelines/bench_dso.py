@@ -23,6 +23,7 @@ Timings are medians over ``--repeats`` runs; the JSON holds every run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,8 +38,11 @@ def _log(*parts):
 
 
 def ensure_data(path, n_samples, seed, grids, hash_bits=0):
-    """Open (or generate, then partition) a splice-like dataset (WD features hashed into
-    ``2**hash_bits`` columns when ``hash_bits``)."""
+    """Open (or generate, then partition) a splice-like dataset.
+
+    With ``hash_bits``, a generated dataset has its WD features hashed into
+    ``2**hash_bits`` columns.
+    """
     from daskpd.dataset import open_dataset, partition_dataset
     from daskpd.datasets import make_splice_like
 
@@ -129,17 +133,11 @@ def bench_kernel(data, problem, grid, repeats, options):
 # epochs on a LocalCluster
 
 
-def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
-    """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache).
-
-    ``n_workers`` processes of ``threads`` threads each.
-    """
+@contextlib.contextmanager
+def _local_client(n_workers, threads):
+    """A client of a fresh LocalCluster of ``n_workers`` processes x ``threads`` threads."""
     from distributed import Client, LocalCluster
 
-    from daskpd.solvers import dso
-
-    solver = dso.DSO()
-    options = dso.DSOOptions(grid=grid, **options)
     with (
         LocalCluster(
             n_workers=n_workers,
@@ -149,6 +147,19 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
     ):
+        yield client
+
+
+def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
+    """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache).
+
+    ``n_workers`` processes of ``threads`` threads each.
+    """
+    from daskpd.solvers import dso
+
+    solver = dso.DSO()
+    options = dso.DSOOptions(grid=grid, **options)
+    with _local_client(n_workers, threads) as client:
         tick = time.perf_counter()
         state = solver.init(
             problem, data, seed=np.random.SeedSequence(0), client=client, options=options
@@ -192,8 +203,6 @@ def bench_race(
     data, test, problem, grid, n_workers, max_epochs, max_seconds, options, alpha, threads=1
 ):
     """Time to reach liblinear's test AUPRC - 0.005; peers' times on the same objective."""
-    from distributed import Client, LocalCluster
-
     from daskpd import peers
     from daskpd.metrics import auprc
     from daskpd.solvers import dso
@@ -212,15 +221,7 @@ def bench_race(
     options = dso.DSOOptions(grid=grid, **options)
     curve = []
     reached = None
-    with (
-        LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=threads,
-            processes=True,
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):
+    with _local_client(n_workers, threads) as client:
         tick = time.perf_counter()
         state = solver.init(
             problem, data, seed=np.random.SeedSequence(0), client=client, options=options

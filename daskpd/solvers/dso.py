@@ -775,7 +775,7 @@ def _snapshot_z_task(zstate, *x_w_parts):
 
 
 def _snapshot_w_task(wstate, *xt_z_parts):
-    w, w_acc, _, _ = (np.ascontiguousarray(part) for part in wstate)
+    w, w_acc = np.ascontiguousarray(wstate[0]), np.ascontiguousarray(wstate[1])
     return _ColumnBlock(w, w_acc, w.copy(), _sum_task(*xt_z_parts))
 
 
@@ -958,11 +958,11 @@ def _epoch_graph(state, epoch, graph):
     p = settings.grid
     zstates = list(state.zstates)
     wstates = list(state.wstates)
+    owner = [_owner(settings, state.workers, q) for q in range(p)]
+    home = [_w_home(settings, state.workers, r) for r in range(p)]
     if settings.snapshot_epoch(epoch):
         # z and w taken out of their block states where those live (_w_home for w), once
         # each: only w travels, not its accumulator
-        owner = [_owner(settings, state.workers, q) for q in range(p)]
-        home = [_w_home(settings, state.workers, r) for r in range(p)]
         z_now = [_first(graph, zstates[q], owner[q], f"e{epoch}-zs{q}") for q in range(p)]
         w_now = [_first(graph, wstates[r], home[r], f"e{epoch}-ws{r}") for r in range(p)]
         products = [
@@ -976,7 +976,7 @@ def _epoch_graph(state, epoch, graph):
                     z_now[q],
                     w_now[r],
                     nout=2,
-                    worker=_owner(settings, state.workers, q),
+                    worker=owner[q],
                     name=f"e{epoch}-prod-{q}-{r}",
                 )  # fmt: skip
                 for r in range(p)
@@ -988,7 +988,7 @@ def _epoch_graph(state, epoch, graph):
                 _snapshot_z_task,
                 zstates[q],
                 *[products[q][r][1] for r in range(p)],
-                worker=_owner(settings, state.workers, q),
+                worker=owner[q],
                 name=f"e{epoch}-zsnap-{q}",
             )  # fmt: skip
             for q in range(p)
@@ -1006,7 +1006,6 @@ def _epoch_graph(state, epoch, graph):
     # A task's (z, w) pair goes straight to a consumer on the same worker, which picks its
     # part (one scheduler round trip fewer than a split task in between); a part that
     # moves, and the epoch's final states, are split off where the pair was made.
-    owner = [_owner(settings, state.workers, q) for q in range(p)]
     zref = [(zs, None) for zs in zstates]
     wref = [(ws, None) for ws in wstates]
     for rnd in range(p):
@@ -1049,7 +1048,7 @@ def _epoch_graph(state, epoch, graph):
             state.w_avg[r],
             *wref[r],
             epoch,
-            worker=_w_home(settings, state.workers, r),
+            worker=home[r],
             name=f"e{epoch}-wavg-{r}",
         )  # fmt: skip
         for r in range(p)
