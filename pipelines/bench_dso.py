@@ -6,8 +6,9 @@ Parts (``--parts``, default all):
   the grid, against a bare numba loop that only reads the same tile in the same order.
 * ``ablation`` (not in the default): the same kernel measurement without the AdaGrad
   arithmetic (``step="sqrt"``) and with smaller or larger chunks, to see where its time goes.
-* ``epochs``: wall time of an epoch on a LocalCluster with 1 and 2 single-threaded worker
-  processes, and its overhead over the sum of kernel times measured by ``kernel``.
+* ``epochs``: wall time of an epoch on a LocalCluster: 1 single-threaded worker process,
+  2 of them (``w`` blocks handed over in shared memory, then sent by Dask), 1 process of 2
+  threads; and its overhead over the sum of its tasks' kernel times.
 * ``race``: wall time until DSO's test AUPRC reaches liblinear's minus 0.005, against
   liblinear's and SGDClassifier's own training times on the same objective.
 
@@ -150,6 +151,10 @@ def _local_client(n_workers, threads):
         yield client
 
 
+#: (worker processes, threads each, shared_memory) of ``--parts epochs``
+_EPOCH_LAYOUTS = ((1, 1, True), (2, 1, True), (2, 1, False), (1, 2, True))
+
+
 def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
     """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache).
 
@@ -165,6 +170,7 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
             problem, data, seed=np.random.SeedSequence(0), client=client, options=options
         )
         init_seconds = time.perf_counter() - tick
+        shared = state.settings.shared_dir is not None
         epoch_seconds, kernel_seconds = [], []
         for epoch in range(1, n_epochs + 1):
             # the kernel time of the epoch's own tasks, read on the workers outside the timing
@@ -177,6 +183,7 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
     return {
         "n_workers": n_workers,
         "threads_per_worker": threads,
+        "shared_memory": shared,
         "grid": grid,
         "init_seconds": init_seconds,
         "epoch_seconds": epoch_seconds,
@@ -331,11 +338,19 @@ def main(argv=None):
         ]
         _log(json.dumps(results["ablation"], indent=1))
     if "epochs" in parts:
-        # 2 cores as 2 processes (w blocks sent between them) and as 2 threads of one
-        # process (handed over in memory)
+        # 2 cores as 2 processes (w blocks handed over in shared memory, or sent by Dask)
+        # and as 2 threads of one process (handed over by reference)
         results["epochs"] = [
-            bench_epochs(data, problem, args.grid, workers, args.epochs + 1, options, threads)
-            for workers, threads in ((1, 1), (2, 1), (1, 2))
+            bench_epochs(
+                data,
+                problem,
+                args.grid,
+                workers,
+                args.epochs + 1,
+                dict(options, shared_memory=shared),
+                threads,
+            )  # fmt: skip
+            for workers, threads, shared in _EPOCH_LAYOUTS
         ]
         _log(json.dumps(results["epochs"], indent=1))
     if "race" in parts:

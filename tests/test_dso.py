@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import dask
 import numpy as np
 import pytest
@@ -505,13 +508,14 @@ def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
     w, w_acc, inv = rng.normal(size=n), rng.uniform(size=n), rng.uniform(size=n)
     w_snap, u_snap = (rng.normal(size=n), rng.normal(size=n)) if snapshots else (w[:0], w[:0])
     block = _ColumnBlock(w, w_acc, w_snap, u_snap)
-    records = block.records(inv)
+    assert block.records is None
+    packed = block.packed(inv)
+    records = packed.records
     assert records.shape == (n, 8 if snapshots else 4)
     assert np.array_equal(records[:, 2], inv)
     records[:, 0] += 1.0  # a task's update
-    packed = _ColumnBlock.of_records(records)
     # the next task on this worker updates these same records
-    assert packed.records(inv) is records
+    assert packed.packed(inv) is packed and packed.shared is None
     assert np.array_equal(packed[0], w + 1.0) and np.array_equal(packed[1], w_acc)
     assert sizeof(packed) == records.nbytes
     # pickled (to another worker, the client or disk): the four arrays, contiguous
@@ -519,8 +523,47 @@ def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
     for got, want in zip(sent, (w + 1.0, w_acc, w_snap, u_snap), strict=True):
         assert got.flags.c_contiguous and np.array_equal(got, want)
     assert sizeof(sent) == (4 if snapshots else 2) * n * 8
-    # and packed again on arrival, into the same records
-    assert np.array_equal(sent.records(inv), records)
+    # and packed again on arrival, into new records
+    assert np.array_equal(sent.packed(inv).records, records)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
+def test_a_shared_column_block_travels_as_its_file_name():
+    import gc
+    import pickle
+
+    from daskpd.solvers import _shared
+    from daskpd.solvers.dso import _ColumnBlock
+
+    rng = np.random.default_rng(1)
+    n = 100_000
+    w, w_acc, inv = rng.normal(size=n), rng.uniform(size=n), rng.uniform(size=n)
+    directory = _shared.SharedDir(tempfile.mkdtemp(dir="/dev/shm", prefix="daskpd-test-"))
+    path = directory.file("w0")
+    block = _ColumnBlock(w, w_acc, w[:0], w[:0]).packed(inv, share=path)
+    assert block.shared is not None and block.shared[0] == path
+    assert np.array_equal(block[0], w) and np.array_equal(block[1], w_acc)
+    # a handle, not the 1.6 MB of arrays
+    message = pickle.dumps(block, protocol=5)
+    assert len(message) < 1000
+    other = pickle.loads(message)
+    # the same pages: an update through one is seen through the other, in place
+    other.records[:, 0] += 1.0
+    assert np.array_equal(block[0], w + 1.0)
+    assert other.shared == block.shared and other.packed(inv) is other
+    # a handle never maps a newer file that replaced its own
+    newer = _ColumnBlock(w, w_acc, w[:0], w[:0]).packed(inv, share=path)
+    assert newer.shared[1] != block.shared[1]
+    with pytest.raises(RuntimeError, match="replaced"):
+        pickle.loads(message)
+    assert np.array_equal(block[0], w + 1.0)  # mapped pages outlive their file's name
+    # the directory goes with its last reference; mapped arrays stay readable
+    del directory
+    gc.collect()
+    assert not os.path.exists(path)
+    with pytest.raises(FileNotFoundError):
+        pickle.loads(pickle.dumps(newer, protocol=5))
+    assert np.array_equal(newer[0], w)
 
 
 def test_a_state_is_spent_by_run_epoch():

@@ -78,6 +78,48 @@ def test_two_workers_equal_serial_replay(local_cluster, disk_data, options):
         assert set(local_cluster.who_has([future])[future.key]) == {owner}
 
 
+def _shared_files(dask_worker):
+    """``(key, shared file)`` of the DSO w blocks in a worker's memory."""
+    from daskpd.solvers.dso import _ColumnBlock
+
+    return [
+        (key, value.shared)
+        for key, value in dask_worker.data.items()
+        if isinstance(value, _ColumnBlock)
+    ]
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_w_blocks_change_worker_through_shared_memory(local_cluster, disk_data, shared_memory):
+    import gc
+    import os
+
+    problem = Problem("logistic", "l2", 1e-2)
+    options = DSOOptions(grid=2, shared_memory=shared_memory, svrg_every=2)
+    solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=3, seed=4)
+    reference = serial_replay(problem, disk_data, n_epochs=3, seed=4, options=options)
+    _check_equal(local_cluster, solver, state, reference)
+    directory = state.settings.shared_dir
+    held = local_cluster.run(_shared_files)
+    keys = {future.key for future in state.wstates}
+    found = {key: shared for blocks in held.values() for key, shared in blocks if key in keys}
+    assert set(found) == keys
+    if not shared_memory:
+        assert directory is None
+        assert all(shared is None for shared in found.values())
+        return
+    # every w block has been on both workers (grid 2: each round it changes worker) and is
+    # still the file its first task made, or the one the SVRG snapshot of epoch 3 made
+    assert sorted(os.listdir(directory)) == ["w0", "w1"]
+    assert {shared[0] for shared in found.values()} == {f"{directory}/w0", f"{directory}/w1"}
+    for path, inode in found.values():
+        assert os.stat(path).st_ino == inode
+    # the run's files go with its last state
+    del state, solver
+    gc.collect()
+    assert not os.path.exists(directory)
+
+
 def test_in_memory_data_on_two_workers_equals_serial_replay(local_cluster):
     X, y = _data(seed=3)
     data = MemoryDataset(X, y)

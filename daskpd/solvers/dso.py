@@ -22,8 +22,10 @@ serial replay :func:`serial_replay` in the order (epoch, round, row group, visit
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import operator
+import os
 import threading
 import time
 import weakref
@@ -35,9 +37,12 @@ import numpy as np
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
+from daskpd.solvers import _shared
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
 
 __all__ = ["DSO", "DSOOptions", "serial_replay"]
+
+_LOG = logging.getLogger(__name__)
 
 _STEPS = ("adagrad", "sqrt")
 _ORDERS = ("shuffled", "blocked", "rows", "random", "storage")
@@ -132,6 +137,12 @@ class DSOOptions:
         worker's memory limit (of the machine's memory without a worker). On a worker with
         a memory limit, a tile is also only kept while the process stays under half the
         limit, below Dask's spill and pause thresholds.
+    shared_memory : bool, default=True
+        Hand ``w`` blocks between the worker processes of one machine through shared
+        memory (``/dev/shm``): a block that changes worker is its file's name, not 16
+        bytes a column over TCP (:mod:`daskpd.solvers._shared`). Used when the client and
+        every worker see the same ``/dev/shm``; otherwise, or with ``False``, blocks
+        travel by Dask. The result is the same bits either way.
     """
 
     grid: int | None = None
@@ -150,6 +161,7 @@ class DSOOptions:
     w_box: bool = True
     report: str = "last"
     tile_cache_bytes: int | None = None
+    shared_memory: bool = True
 
     def __post_init__(self):
         for name, value, valid in (
@@ -183,6 +195,8 @@ class DSOOptions:
             raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
         if self.svrg_every is not None and int(self.svrg_every) < 0:
             raise ValueError(f"svrg_every must be >= 0 or None, got {self.svrg_every!r}")
+        if not isinstance(self.shared_memory, bool | np.bool_):
+            raise ValueError(f"shared_memory must be True or False, got {self.shared_memory!r}")
         if self.tile_cache_bytes is not None and int(self.tile_cache_bytes) < 0:
             raise ValueError(f"tile_cache_bytes must be >= 0, got {self.tile_cache_bytes!r}")
 
@@ -226,6 +240,8 @@ class _Settings:
     svrg_every: int
     cache_bytes: int | None
     report_average: bool
+    #: the run's directory of shared w blocks (None: blocks travel by Dask)
+    shared_dir: str | None = None
 
     def steps(self, epoch):
         """Primal and dual steps of an epoch."""
@@ -568,8 +584,10 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
     z, z_acc = z.copy(), z_acc.copy()
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
+    share = None if settings.shared_dir is None else os.path.join(settings.shared_dir, f"w{r}")
     # nothing after this line raises: a retried task must find its w block as it was
-    columns = block.records(inv_col_nnz)
+    block = block.packed(inv_col_nnz, share)
+    columns = block.records
     tick = time.perf_counter()
     kernels.dso_tile(
         rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
@@ -580,7 +598,7 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
         settings.eps, settings.svrg_every > 0, settings.reg_step,
     )  # fmt: skip
     _KERNEL_CLOCK.add(time.perf_counter() - tick)
-    return (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns)
+    return (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns, block.shared)
 
 
 class _Clock:
@@ -617,28 +635,37 @@ class _ColumnBlock:
 
     The kernel works on packed records, one cache line per column
     (:func:`daskpd.kernels.dso.pack_columns`). Packing a 2.3M-column block and unpacking it
-    again cost 11 ms a task, 8% of an epoch on one worker, so a block stays packed on the
-    worker whose task made it, and the next task there, its last reader, updates those
-    records in place. Pickled (sent to another worker or the client, spilled), a block
-    becomes the four plain arrays: half the bytes of the records, which carry
+    again cost 11 ms a task, 8% of an epoch on one worker, so a block stays packed, and the
+    next task, its last reader, updates those records in place.
+
+    Records in a process's own memory travel as the four plain arrays when pickled (sent to
+    another worker or the client, spilled): half the bytes of the records, which carry
     ``1 / |Omegabar_j|`` and padding; the receiving task packs them into new records.
+    Records in a file of a run's :class:`~daskpd.solvers._shared.SharedDir` travel as the
+    file's name, and the receiver maps the same pages: every process of one machine updates
+    the block where it is.
 
     Indexing and iteration give the four arrays (views into the records when packed), like
     the tuple this replaces.
     """
 
-    __slots__ = ("_arrays", "_records", "__weakref__")
+    __slots__ = ("_arrays", "_records", "_shared", "__weakref__")
 
     def __init__(self, w, w_acc, w_snap, u_snap):
         self._arrays = (w, w_acc, w_snap, u_snap)
         self._records = None
+        self._shared = None
 
     @classmethod
-    def of_records(cls, records):
-        """A block held as packed records (``pack_columns``'s layout)."""
+    def of_records(cls, records, shared=None):
+        """A block held as packed records (``pack_columns``'s layout).
+
+        ``shared``: ``(path, inode)`` of the file the records are mapped from, if they are.
+        """
         block = cls.__new__(cls)
         block._arrays = None
         block._records = records
+        block._shared = shared
         return block
 
     def parts(self):
@@ -654,14 +681,40 @@ class _ColumnBlock:
             records[:, 4] if snapshots else empty,
         )
 
-    def records(self, inv_col_nnz):
-        """Packed records for a task to update in place: these ones, or the arrays packed."""
+    @property
+    def records(self):
+        """The packed records (``None`` for a block of plain arrays)."""
+        return self._records
+
+    def packed(self, inv_col_nnz, share=None):
+        """This block if packed, else its arrays packed into new records.
+
+        ``share``: the file to put new records in (see :mod:`daskpd.solvers._shared`);
+        ``None`` for this process's memory.
+        """
         if self._records is not None:
-            return self._records
+            return self
         w, w_acc, w_snap, u_snap = self._arrays
         width = 8 if w_snap.shape[0] == w.shape[0] > 0 else 4
-        out = _OUTPUTS.empty(w.shape[0] * width)
-        return kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap, out=out)
+        n = w.shape[0] * width
+        shared = None
+        out = None
+        if share is not None and n > 0:
+            try:
+                out, inode = _shared.create(share, (n,))
+                shared = (share, inode)
+            except OSError as exc:
+                # /dev/shm full: the block stays in this process and travels by Dask
+                _LOG.warning("w block kept in process memory: %s", exc)
+        if out is None:
+            out = _OUTPUTS.empty(n)
+        records = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap, out=out)
+        return _ColumnBlock.of_records(records, shared)
+
+    @property
+    def shared(self):
+        """``(path, inode)`` of the shared file holding the records, or ``None``."""
+        return self._shared
 
     @property
     def nbytes(self):
@@ -680,6 +733,8 @@ class _ColumnBlock:
         return 4
 
     def __reduce__(self):
+        if self._shared is not None:
+            return _attached_block, (*self._shared, self._records.shape)
         if self._records is None:
             return _ColumnBlock, self._arrays
         n = self._records.shape[0]
@@ -687,6 +742,11 @@ class _ColumnBlock:
         kernels.unpack_columns(self._records, w, w_acc)
         _, _, w_snap, u_snap = self.parts()
         return _ColumnBlock, (w, w_acc, np.ascontiguousarray(w_snap), np.ascontiguousarray(u_snap))
+
+
+def _attached_block(path, inode, shape):
+    """Unpickle a block whose records are in a shared file: map them."""
+    return _ColumnBlock.of_records(_shared.attach(path, inode, shape), (path, inode))
 
 
 def _register_sizeof():
@@ -914,6 +974,8 @@ class _State:
     z_avg: tuple
     w_avg: tuple
     epoch: int
+    #: the run's SharedDir (kept alive by every state of the run) or None
+    shared: Any = None
     #: set by run_epoch: the epoch's tasks update this state's w blocks in place
     spent: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -1222,6 +1284,9 @@ class DSO:
         settings = _settings(problem, data, options, grid, started=started)
         row_bounds, block_cols = _grid_info(data, grid)
         token = _token()
+        shared = _shared.shared_dir(client, token) if options.shared_memory else None
+        if shared is not None:
+            settings = dataclasses.replace(settings, shared_dir=shared.path)
         p = grid
         on_disk = _is_on_disk(data)
         # On-disk rows are read by the worker owning the row group; in-memory data is
@@ -1326,6 +1391,7 @@ class DSO:
             z_avg=tuple(z_avg),
             w_avg=tuple(w_avg),
             epoch=0,
+            shared=shared,
         )
 
     def run_epoch(self, state, epoch):
