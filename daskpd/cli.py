@@ -44,9 +44,7 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         "--threads-per-worker",
         type=_positive_int("--threads-per-worker"),
         default=None,
-        help="threads of each LocalCluster worker process (default: 1). On one machine, "
-        "--workers 1 --threads-per-worker CORES lets DSO hand w blocks between its tasks "
-        "in memory instead of sending them between processes",
+        help="threads of each LocalCluster worker process (default: 1)",
     )
 
 

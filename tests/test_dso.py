@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import dask
 import numpy as np
 import pytest
@@ -527,21 +524,27 @@ def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
     assert np.array_equal(sent.packed(inv).records, records)
 
 
-@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
-def test_a_shared_column_block_travels_as_its_file_name():
-    import gc
+def test_a_shared_column_block_travels_as_its_file_name(tmp_path, monkeypatch):
     import pickle
 
     from daskpd.solvers import _shared
     from daskpd.solvers.dso import _ColumnBlock
 
+    # any directory serves for the test (a machine's is /dev/shm); a second one stands for
+    # another machine's
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir(), there.mkdir()
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(there))
+    other_domain = _shared.join("daskpd-run")
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(here))
+    domain = _shared.join("daskpd-run")
+    assert domain is not None and _shared.join("daskpd-run") == domain != other_domain
+
     rng = np.random.default_rng(1)
     n = 100_000
     w, w_acc, inv = rng.normal(size=n), rng.uniform(size=n), rng.uniform(size=n)
-    directory = _shared.SharedDir(tempfile.mkdtemp(dir="/dev/shm", prefix="daskpd-test-"))
-    path = directory.file("w0")
-    block = _ColumnBlock(w, w_acc, w[:0], w[:0]).packed(inv, share=path)
-    assert block.shared is not None and block.shared[0] == path
+    block = _ColumnBlock(w, w_acc, w[:0], w[:0]).packed(inv, share=("daskpd-run", "w0"))
+    assert block.shared[:3] == ("daskpd-run", "w0", domain)
     assert np.array_equal(block[0], w) and np.array_equal(block[1], w_acc)
     # a handle, not the 1.6 MB of arrays
     message = pickle.dumps(block, protocol=5)
@@ -551,19 +554,37 @@ def test_a_shared_column_block_travels_as_its_file_name():
     other.records[:, 0] += 1.0
     assert np.array_equal(block[0], w + 1.0)
     assert other.shared == block.shared and other.packed(inv) is other
+    # plain: what goes to another machine
+    plain = block.plain()
+    assert plain.records is None and plain.shared is None
+    for got, want in zip(plain, (w + 1.0, w_acc, w[:0], w[:0]), strict=True):
+        assert np.array_equal(got, want)
+    # another machine does not map it, even where a run of the same name exists
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(there))
+    with pytest.raises(RuntimeError, match="another machine"):
+        pickle.loads(message)
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(here))
     # a handle never maps a newer file that replaced its own
-    newer = _ColumnBlock(w, w_acc, w[:0], w[:0]).packed(inv, share=path)
-    assert newer.shared[1] != block.shared[1]
+    newer = _ColumnBlock(w, w_acc, w[:0], w[:0]).packed(inv, share=("daskpd-run", "w0"))
+    assert newer.shared[3] != block.shared[3]
     with pytest.raises(RuntimeError, match="replaced"):
         pickle.loads(message)
     assert np.array_equal(block[0], w + 1.0)  # mapped pages outlive their file's name
-    # the directory goes with its last reference; mapped arrays stay readable
-    del directory
-    gc.collect()
-    assert not os.path.exists(path)
-    with pytest.raises(FileNotFoundError):
+    # the run's files go with remove(); mapped arrays stay readable
+    _shared.remove("daskpd-run")
+    assert not (here / "daskpd-run").exists()
+    with pytest.raises(FileNotFoundError, match="gone"):
         pickle.loads(pickle.dumps(newer, protocol=5))
     assert np.array_equal(newer[0], w)
+
+
+def test_no_shared_memory_where_the_directory_is_missing(tmp_path, monkeypatch):
+    from daskpd.solvers import _shared
+
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path / "missing"))
+    assert _shared.root() is None and _shared.join("daskpd-run") is None
+    with pytest.raises(OSError, match="no shared-memory directory"):
+        _shared.create("daskpd-run", "w0", (8,))
 
 
 def test_a_state_is_spent_by_run_epoch():

@@ -94,30 +94,113 @@ def test_w_blocks_change_worker_through_shared_memory(local_cluster, disk_data, 
     import gc
     import os
 
+    from daskpd.solvers import _shared
+
     problem = Problem("logistic", "l2", 1e-2)
     options = DSOOptions(grid=2, shared_memory=shared_memory, svrg_every=2)
     solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=3, seed=4)
     reference = serial_replay(problem, disk_data, n_epochs=3, seed=4, options=options)
     _check_equal(local_cluster, solver, state, reference)
-    directory = state.settings.shared_dir
+    run = state.settings.shared_run
     held = local_cluster.run(_shared_files)
     keys = {future.key for future in state.wstates}
     found = {key: shared for blocks in held.values() for key, shared in blocks if key in keys}
     assert set(found) == keys
     if not shared_memory:
-        assert directory is None
+        assert run is None
         assert all(shared is None for shared in found.values())
         return
     # every w block has been on both workers (grid 2: each round it changes worker) and is
     # still the file its first task made, or the one the SVRG snapshot of epoch 3 made
-    assert sorted(os.listdir(directory)) == ["w0", "w1"]
-    assert {shared[0] for shared in found.values()} == {f"{directory}/w0", f"{directory}/w1"}
-    for path, inode in found.values():
-        assert os.stat(path).st_ino == inode
+    directory = _shared.run_dir(run)
+    assert sorted(os.listdir(directory)) == ["domain", "w0", "w1"]
+    assert {shared[:2] for shared in found.values()} == {(run, "w0"), (run, "w1")}
+    for _, name, _, inode in found.values():
+        assert os.stat(os.path.join(directory, name)).st_ino == inode
     # the run's files go with its last state
     del state, solver
     gc.collect()
     assert not os.path.exists(directory)
+
+
+def _new_runs(before):
+    import glob
+
+    return set(glob.glob("/dev/shm/daskpd-*")) - before
+
+
+def test_solve_removes_its_shared_memory_files(local_cluster, disk_data):
+    import glob
+
+    before = set(glob.glob("/dev/shm/daskpd-*"))
+    seen = []
+
+    def during(info):
+        seen.append(_new_runs(before))
+
+    result = solve(
+        disk_data, "hinge", "l2", 1e-2, "dso", max_epochs=2, client=local_cluster, grid=2,
+        callbacks=[during],
+    )  # fmt: skip
+    assert result.n_epochs == 2
+    assert all(len(runs) == 1 for runs in seen)  # used while training
+    assert _new_runs(before) == set()  # and removed at the end
+
+
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory):
+    """A cluster whose two workers stand for two machines: each has its own shared root."""
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    from daskpd.solvers._shared import ROOT_VARIABLE
+
+    roots = [tmp_path_factory.mktemp(f"shm-{k}") for k in "ab"]
+    workers = {
+        f"w{k}": {
+            "cls": Nanny,
+            "options": {"nthreads": 1, "env": {ROOT_VARIABLE: str(root)}},
+        }
+        for k, root in enumerate(roots)
+    }
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+    cluster = SpecCluster(workers=workers, scheduler=scheduler)
+    client = Client(cluster, set_as_default=False)
+    yield client, roots
+    client.close()
+    cluster.close()
+
+
+@pytest.mark.parametrize("client_on", ["a third machine", "the first worker's machine"])
+def test_w_blocks_cross_machines_as_plain_arrays(two_machines, disk_data, monkeypatch, client_on):
+    import os
+
+    from daskpd.solvers import _shared
+
+    client, roots = two_machines
+    here = roots[0] if client_on == "the first worker's machine" else roots[0].parent / "client"
+    here.mkdir(exist_ok=True)
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(here))
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=4, svrg_every=2)
+    solver, state = _epochs(client, problem, disk_data, options, n_epochs=3, seed=6)
+    shared = state.shared
+    if client_on == "a third machine":
+        # no two processes share memory: nothing to hand over
+        assert shared is None
+    else:
+        # each worker made its row groups' blocks in its own machine's memory; a block
+        # crossed to the other worker as plain arrays, and came to the client through its
+        # machine's memory or as plain arrays
+        assert shared is not None
+        name = {info["name"]: a for a, info in client.scheduler_info()["workers"].items()}
+        assert shared.same(name["w0"], None) and not shared.same(name["w1"], None)
+        assert not shared.same(name["w0"], name["w1"])
+        for root in roots:
+            assert any(name.startswith("w") for name in os.listdir(root / shared.name))
+    reference = serial_replay(problem, disk_data, n_epochs=3, seed=6, options=options)
+    _check_equal(client, solver, state, reference)
+    solver.close(state)
+    assert all(not (root / f"daskpd-{state.token}").exists() for root in [*roots, here])
 
 
 def test_in_memory_data_on_two_workers_equals_serial_replay(local_cluster):

@@ -38,6 +38,9 @@ A solver is a class with a ``name`` and an ``Options`` frozen dataclass, and the
     restore(problem, data, arrays, *, seed, client, options) -> state
         Inverse of ``state_arrays``: the state after the checkpointed epoch. ``seed`` is the
         same root SeedSequence that ``init`` received.
+    close(state) -> None   (optional)
+        Release what the run holds outside Dask (DSO: its shared-memory files). Called
+        once when the run ends, and on a state given up for a replay after a lost worker.
 
 The solver never prints, never evaluates the objective for the driver's sake, and never
 calls ``compute`` inside an inner loop.
@@ -1015,6 +1018,7 @@ def _loop(
             except lost as exc:
                 if tick is not None:
                     progress.seconds += time.perf_counter() - tick
+                _close(method, state)
                 state, back_to, retries = _recover_with_retries(
                     recover, retries, max_retries, epoch, exc
                 )
@@ -1055,6 +1059,7 @@ def _loop(
         # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
         converged = progress.history[-1]["gap"] <= tol
     finally:
+        _close(method, state)
         for callback in callback_list:
             callback.on_train_end()
 
@@ -1074,6 +1079,13 @@ def _loop(
         seed_entropy=int(seed.entropy),
         recoveries=retries,
     )
+
+
+def _close(method, state):
+    """``method.close(state)``, for the solvers that hold something outside Dask."""
+    close = getattr(method, "close", None)
+    if close is not None and state is not None:
+        close(state)
 
 
 def _recover_with_retries(recover, retries, max_retries, epoch, error):

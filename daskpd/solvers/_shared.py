@@ -4,17 +4,20 @@ DSO's ``w`` blocks change worker every round. Between two worker processes, Dask
 block over TCP: pickled, copied through the kernel's socket buffers, unpickled into new
 memory on the other side. On one machine that work runs on the cores the kernels need (a
 37 MB block took 34-177 ms a round on 2 cores, BENCHMARKS.md). Here an array lives in a file
-of a RAM-backed file system (``/dev/shm``), mapped by every process that holds it: a block
-sent to another process is its file's name, and the receiver maps the same pages.
+of a RAM-backed file system (``/dev/shm``, or ``$DASKPD_SHM_DIR``), mapped by every process
+that holds it: a block sent to another process of the same machine is the file's name, and
+the receiver maps the same pages.
 
-A run's files sit in one directory (:class:`SharedDir`), removed with the run's last
-reference to it, or at exit. :func:`shared_dir` makes one only when the client and every
-worker see the same ``/dev/shm`` (one machine, or containers sharing it); otherwise the
-arrays stay private and travel by Dask as before.
+A run has one directory on every machine, ``<root>/daskpd-<token>``. The processes that see
+the same directory (one machine, or containers sharing its ``/dev/shm``) form a *domain*,
+named by a random id that the first of them writes into the directory. A handle carries its
+domain; the caller sends shared arrays only inside their domain and plain arrays across
+(:func:`join`, :class:`SharedRun`).
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import secrets
@@ -24,84 +27,147 @@ import weakref
 
 import numpy as np
 
-#: Where the shared files live: a RAM-backed file system on Linux.
-ROOT = "/dev/shm"
+_LOG = logging.getLogger(__name__)
+
+#: Environment variable naming the RAM-backed directory to use instead of ``/dev/shm``.
+ROOT_VARIABLE = "DASKPD_SHM_DIR"
 
 
-class SharedDir:
-    """A directory of shared arrays, removed when this object is collected (or at exit)."""
-
-    def __init__(self, path):
-        self.path = path
-        self._remove = weakref.finalize(self, shutil.rmtree, path, True)
-
-    def file(self, name):
-        """Path of the array called ``name``."""
-        return os.path.join(self.path, name)
-
-    def remove(self):
-        """Remove the directory now (mapped arrays stay valid until unmapped)."""
-        self._remove()
+def root():
+    """This process's directory for shared files, or ``None`` where there is none."""
+    configured = os.environ.get(ROOT_VARIABLE)
+    if configured:
+        return configured if os.path.isdir(configured) else None
+    if sys.platform.startswith("linux") and os.path.isdir("/dev/shm"):
+        return "/dev/shm"
+    return None
 
 
-def _sees(path, secret):
-    """On a worker: whether ``path`` holds ``secret`` and this process may add files."""
-    try:
-        with open(path, "rb") as f:
-            same = f.read() == secret
-        probe = f"{path}.{os.getpid()}"
-        with open(probe, "wb"):
-            pass
-        os.unlink(probe)
-    except OSError:
-        return False
-    return same
+def run_dir(run):
+    """This process's directory of the run called ``run`` (it may not exist)."""
+    base = root()
+    return None if base is None else os.path.join(base, run)
 
 
-def shared_dir(client, token):
-    """A new :class:`SharedDir` for a run, or ``None`` when shared memory cannot be used.
+def join(run):
+    """Make or join this machine's directory of ``run``; return its domain id.
 
-    ``None`` off Linux, without a writable ``/dev/shm``, or when a worker does not see the
-    file the client writes there (another machine, another container).
+    Runs in every process of a run (the client and, through ``client.run``, each worker).
+    Processes that return the same id share the directory's files. ``None``: no shared
+    memory here (no ``/dev/shm``, or it is not writable).
     """
-    if client is None or not sys.platform.startswith("linux") or not os.path.isdir(ROOT):
+    path = run_dir(run)
+    if path is None:
         return None
-    path = os.path.join(ROOT, f"daskpd-{os.getpid()}-{token}")
+    marker = os.path.join(path, "domain")
     try:
-        os.mkdir(path, 0o700)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        # The first process to link its id in place names the domain; a link is atomic, so
+        # nobody reads a half-written id.
+        proposal = f"{marker}.{os.getpid()}-{secrets.token_hex(4)}"
+        with open(proposal, "w") as f:
+            f.write(secrets.token_hex(16))
+        try:
+            os.link(proposal, marker)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(proposal)
+        with open(marker) as f:
+            return f.read()
     except OSError:
         return None
-    directory = SharedDir(path)
-    secret = secrets.token_bytes(16)
-    probe = directory.file("probe")
-    with open(probe, "wb") as f:
-        f.write(secret)
-    try:
-        seen = client.run(_sees, probe, secret)
-    finally:
-        os.unlink(probe)
-    if not seen or not all(seen.values()):
-        directory.remove()
+
+
+def remove(run):
+    """Remove this machine's directory of ``run`` (mapped arrays stay valid until unmapped)."""
+    path = run_dir(run)
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class SharedRun:
+    """The shared-memory directories of a run: where they are, who shares which.
+
+    Parameters
+    ----------
+    name : str
+        The directory's name on every machine.
+    domains : dict
+        Worker address -> domain id (``None``: that worker has no shared memory).
+    client_domain : str or None
+        The domain of the process that made this object.
+    client : distributed.Client
+        To remove the directories on the workers' machines.
+    """
+
+    def __init__(self, name, domains, client_domain, client):
+        self.name = name
+        self.domains = dict(domains)
+        self.client_domain = client_domain
+        self._client = client
+        # the backstop when close() is never called: this machine's directory at least
+        self._remove_here = weakref.finalize(self, remove, name)
+
+    def same(self, a, b):
+        """Whether workers ``a`` and ``b`` (``None``: this process) share their arrays."""
+        da = self.client_domain if a is None else self.domains.get(a)
+        db = self.client_domain if b is None else self.domains.get(b)
+        return da is not None and da == db
+
+    def close(self):
+        """Remove the run's directory on every machine (best effort: a lost worker's stays)."""
+        client, self._client = self._client, None
+        if client is not None and client.status == "running":
+            try:
+                client.run(remove, self.name, on_error="ignore")
+            except Exception as exc:  # noqa: BLE001
+                # the run is over either way; what stays is in RAM-backed files that the
+                # machine's own cleanup (or a reboot) removes
+                _LOG.warning("shared-memory files of %s not removed: %s", self.name, exc)
+        self._remove_here()
+
+
+def open_run(client, token):
+    """A :class:`SharedRun` for a new run on ``client``'s workers, or ``None``.
+
+    ``None`` when no two of the workers share a domain, nor any worker with this process:
+    there is nothing to hand over through shared memory (blocks travel by Dask).
+    """
+    if client is None:
         return None
-    return directory
+    name = f"daskpd-{token}"
+    client_domain = join(name)
+    domains = client.run(join, name)
+    ids = [d for d in domains.values() if d is not None]
+    if len(set(ids)) == len(ids) and client_domain not in ids:
+        client.run(remove, name, on_error="ignore")
+        remove(name)
+        return None
+    return SharedRun(name, domains, client_domain, client)
 
 
-def create(path, shape):
-    """A new float64 array of ``shape`` in the file ``path`` (replacing any file there).
+def create(run, name, shape):
+    """A new float64 array of ``shape`` in file ``name`` of the run (replacing any there).
 
     The space is reserved before mapping: a full ``/dev/shm`` raises ``OSError`` here
-    rather than killing the process with SIGBUS on a later write. A file already at
-    ``path`` is replaced by a rename, so processes still mapping it keep their pages.
+    rather than killing the process with SIGBUS on a later write. A file already there is
+    replaced by a rename, so processes still mapping it keep their pages.
 
     Returns
     -------
     array : ndarray
-        Zero-filled, writable, mapped from ``path``.
-    inode : int
-        The file's inode: :func:`attach` checks it, so that a handle never maps a newer
-        file that replaced the one it was made for.
+        Zero-filled, writable, mapped from the file.
+    handle : tuple
+        What :func:`attach` maps again, in this domain: ``(run, name, domain, inode)``.
+        The inode makes sure a handle never maps a newer file that replaced its own.
     """
+    directory = run_dir(run)
+    if directory is None:
+        raise OSError(f"no shared-memory directory in this process for run {run}")
+    domain = _domain_of(directory)
     nbytes = int(np.prod(shape)) * 8
+    path = os.path.join(directory, name)
     tmp = f"{path}.{os.getpid()}-{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
@@ -113,19 +179,29 @@ def create(path, shape):
         raise
     finally:
         os.close(fd)
-    return array, inode
+    return array, (run, name, domain, inode)
 
 
-def attach(path, inode, shape):
-    """Map the array that :func:`create` made at ``path`` (the same pages, writable).
+def attach(handle, shape):
+    """Map the array of ``handle`` (from :func:`create`): the same pages, writable.
 
     Raises
     ------
-    FileNotFoundError
-        The file is gone (its run ended).
     RuntimeError
-        Another file replaced it.
+        The array is in another domain (another machine), or another file replaced it.
+    FileNotFoundError
+        Its run's directory is gone.
     """
+    run, name, domain, inode = handle
+    directory = run_dir(run)
+    if directory is None or not os.path.isdir(directory):
+        raise FileNotFoundError(f"shared array {name}: the directory of {run} is gone")
+    if _domain_of(directory) != domain:
+        raise RuntimeError(
+            f"shared array {name} of {run} is in the memory of another machine; the caller "
+            "must send it as plain arrays"
+        )
+    path = os.path.join(directory, name)
     fd = os.open(path, os.O_RDWR)
     try:
         array, found = _map(fd, shape, int(np.prod(shape)) * 8)
@@ -134,6 +210,14 @@ def attach(path, inode, shape):
     if found != inode:
         raise RuntimeError(f"shared array {path} was replaced by a newer one")
     return array
+
+
+def _domain_of(directory):
+    try:
+        with open(os.path.join(directory, "domain")) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
 
 
 def _map(fd, shape, nbytes):

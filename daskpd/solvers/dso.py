@@ -25,7 +25,6 @@ import dataclasses
 import logging
 import math
 import operator
-import os
 import threading
 import time
 import weakref
@@ -139,10 +138,10 @@ class DSOOptions:
         limit, below Dask's spill and pause thresholds.
     shared_memory : bool, default=True
         Hand ``w`` blocks between the worker processes of one machine through shared
-        memory (``/dev/shm``): a block that changes worker is its file's name, not 16
-        bytes a column over TCP (:mod:`daskpd.solvers._shared`). Used when the client and
-        every worker see the same ``/dev/shm``; otherwise, or with ``False``, blocks
-        travel by Dask. The result is the same bits either way.
+        memory (``/dev/shm``, or ``$DASKPD_SHM_DIR``): a block that changes worker is its
+        file's name, not 16 bytes a column over TCP (:mod:`daskpd.solvers._shared`).
+        Between machines, and everywhere with ``False``, blocks travel by Dask. The
+        result is the same bits either way.
     """
 
     grid: int | None = None
@@ -240,8 +239,8 @@ class _Settings:
     svrg_every: int
     cache_bytes: int | None
     report_average: bool
-    #: the run's directory of shared w blocks (None: blocks travel by Dask)
-    shared_dir: str | None = None
+    #: name of the run's shared-memory directories (None: blocks travel by Dask)
+    shared_run: str | None = None
 
     def steps(self, epoch):
         """Primal and dual steps of an epoch."""
@@ -566,7 +565,9 @@ def _row_constants_task(source, class_pair, settings, start, stop):
     }
 
 
-def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz):
+def _tile_task(
+    source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz, share
+):
     """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states.
 
     ``zsrc``/``wsrc`` are block states, or with an integer ``zpick``/``wpick`` the
@@ -574,7 +575,8 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
     between the two). The task is the last reader of its ``w`` block, which it updates in
     place when the block is packed (see :class:`_ColumnBlock`): the epoch's other readers
     of a block (the averages) run before the next epoch starts, and a state given to
-    :meth:`DSO.run_epoch` is spent.
+    :meth:`DSO.run_epoch` is spent. ``share``: a block packed here goes into shared memory
+    (its next worker is on this machine).
     """
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals = tile[:3]
@@ -584,9 +586,8 @@ def _tile_task(source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, ro
     z, z_acc = z.copy(), z_acc.copy()
     order = _visit_order(tile, settings, seed, epoch, q, r)
     eta_w, eta_z = settings.steps(epoch)
-    share = None if settings.shared_dir is None else os.path.join(settings.shared_dir, f"w{r}")
     # nothing after this line raises: a retried task must find its w block as it was
-    block = block.packed(inv_col_nnz, share)
+    block = block.packed(inv_col_nnz, (settings.shared_run, f"w{r}") if share else None)
     columns = block.records
     tick = time.perf_counter()
     kernels.dso_tile(
@@ -641,9 +642,10 @@ class _ColumnBlock:
     Records in a process's own memory travel as the four plain arrays when pickled (sent to
     another worker or the client, spilled): half the bytes of the records, which carry
     ``1 / |Omegabar_j|`` and padding; the receiving task packs them into new records.
-    Records in a file of a run's :class:`~daskpd.solvers._shared.SharedDir` travel as the
-    file's name, and the receiver maps the same pages: every process of one machine updates
-    the block where it is.
+    Records in a shared-memory file of the run (:mod:`daskpd.solvers._shared`) travel as
+    the file's handle, and the receiver maps the same pages: every process of one machine
+    updates the block where it is. Such a block is sent to another machine (or a client
+    there) only as :meth:`plain` arrays.
 
     Indexing and iteration give the four arrays (views into the records when packed), like
     the tuple this replaces.
@@ -660,7 +662,7 @@ class _ColumnBlock:
     def of_records(cls, records, shared=None):
         """A block held as packed records (``pack_columns``'s layout).
 
-        ``shared``: ``(path, inode)`` of the file the records are mapped from, if they are.
+        ``shared``: the handle of the shared file the records are mapped from, if they are.
         """
         block = cls.__new__(cls)
         block._arrays = None
@@ -689,8 +691,8 @@ class _ColumnBlock:
     def packed(self, inv_col_nnz, share=None):
         """This block if packed, else its arrays packed into new records.
 
-        ``share``: the file to put new records in (see :mod:`daskpd.solvers._shared`);
-        ``None`` for this process's memory.
+        ``share``: ``(run, file name)`` of the shared file to put new records in (see
+        :mod:`daskpd.solvers._shared`); ``None`` for this process's memory.
         """
         if self._records is not None:
             return self
@@ -701,8 +703,7 @@ class _ColumnBlock:
         out = None
         if share is not None and n > 0:
             try:
-                out, inode = _shared.create(share, (n,))
-                shared = (share, inode)
+                out, shared = _shared.create(*share, (n,))
             except OSError as exc:
                 # /dev/shm full: the block stays in this process and travels by Dask
                 _LOG.warning("w block kept in process memory: %s", exc)
@@ -713,8 +714,21 @@ class _ColumnBlock:
 
     @property
     def shared(self):
-        """``(path, inode)`` of the shared file holding the records, or ``None``."""
+        """The handle of the shared file holding the records, or ``None``."""
         return self._shared
+
+    def plain(self):
+        """This block as four plain arrays in this process (what goes to another machine)."""
+        if self._records is None:
+            return self
+        return _ColumnBlock(*self._plain_arrays())
+
+    def _plain_arrays(self):
+        n = self._records.shape[0]
+        w, w_acc = np.empty(n), np.empty(n)
+        kernels.unpack_columns(self._records, w, w_acc)
+        _, _, w_snap, u_snap = self.parts()
+        return w, w_acc, np.ascontiguousarray(w_snap), np.ascontiguousarray(u_snap)
 
     @property
     def nbytes(self):
@@ -734,19 +748,20 @@ class _ColumnBlock:
 
     def __reduce__(self):
         if self._shared is not None:
-            return _attached_block, (*self._shared, self._records.shape)
+            return _attached_block, (self._shared, self._records.shape)
         if self._records is None:
             return _ColumnBlock, self._arrays
-        n = self._records.shape[0]
-        w, w_acc = np.empty(n), np.empty(n)
-        kernels.unpack_columns(self._records, w, w_acc)
-        _, _, w_snap, u_snap = self.parts()
-        return _ColumnBlock, (w, w_acc, np.ascontiguousarray(w_snap), np.ascontiguousarray(u_snap))
+        return _ColumnBlock, self._plain_arrays()
 
 
-def _attached_block(path, inode, shape):
+def _attached_block(handle, shape):
     """Unpickle a block whose records are in a shared file: map them."""
-    return _ColumnBlock.of_records(_shared.attach(path, inode, shape), (path, inode))
+    return _ColumnBlock.of_records(_shared.attach(handle, shape), handle)
+
+
+def _plain_task(source, pick):
+    """Task: the ``w`` block ``source`` (or ``source[pick]``) as plain arrays."""
+    return _picked(source, pick).plain()
 
 
 def _register_sizeof():
@@ -974,7 +989,7 @@ class _State:
     z_avg: tuple
     w_avg: tuple
     epoch: int
-    #: the run's SharedDir (kept alive by every state of the run) or None
+    #: the run's SharedRun (every state of the run holds it) or None
     shared: Any = None
     #: set by run_epoch: the epoch's tasks update this state's w blocks in place
     spent: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
@@ -1022,6 +1037,8 @@ def _epoch_graph(state, epoch, graph):
     wstates = list(state.wstates)
     owner = [_owner(settings, state.workers, q) for q in range(p)]
     home = [_w_home(settings, state.workers, r) for r in range(p)]
+    # a block made by row group q's task next goes to row group q - 1
+    share = [_shares(state, owner[q], owner[(q - 1) % p]) for q in range(p)]
     if settings.snapshot_epoch(epoch):
         # z and w taken out of their block states where those live (_w_home for w), once
         # each: only w travels, not its accumulator
@@ -1069,7 +1086,11 @@ def _epoch_graph(state, epoch, graph):
     # part (one scheduler round trip fewer than a split task in between); a part that
     # moves, and the epoch's final states, are split off where the pair was made.
     zref = [(zs, None) for zs in zstates]
-    wref = [(ws, None) for ws in wstates]
+    # round 0 takes block r from its home to row group r
+    wref = [
+        (_handed(graph, ws, None, home[r], owner[r], state, f"e{epoch}-w{r}"), None)
+        for r, ws in enumerate(wstates)
+    ]
     for rnd in range(p):
         last = rnd == p - 1
         for q in range(p):
@@ -1077,7 +1098,7 @@ def _epoch_graph(state, epoch, graph):
             name = f"e{epoch}-r{rnd}-q{q}"
             pair = graph.call(
                 _tile_task, state.tile_sources[q][r], settings, state.seed, epoch, q, r,
-                *zref[q], *wref[r], state.row_consts[q], state.col_consts[r],
+                *zref[q], *wref[r], state.row_consts[q], state.col_consts[r], share[q],
                 worker=owner[q], name=name,
             )  # fmt: skip
             if last:
@@ -1089,10 +1110,11 @@ def _epoch_graph(state, epoch, graph):
             else:
                 zref[q] = (pair, 0)
                 # next round, w block r goes to row group q - 1
-                if owner[(q - 1) % p] == owner[q]:
+                nxt = owner[(q - 1) % p]
+                if nxt == owner[q]:
                     wref[r] = (pair, 1)
                 else:
-                    wref[r] = (graph.part(pair, 1, owner[q], name), None)
+                    wref[r] = (_handed(graph, pair, 1, owner[q], nxt, state, name), None)
     z_avg = [
         graph.call(
             _average_task,
@@ -1116,6 +1138,23 @@ def _epoch_graph(state, epoch, graph):
         for r in range(p)
     ]
     return zstates, wstates, z_avg, w_avg
+
+
+def _shares(state, a, b):
+    """Whether a ``w`` block made on worker ``a``, bound for worker ``b``, goes in shared memory."""
+    return state.shared is not None and state.shared.same(a, b)
+
+
+def _handed(graph, source, pick, src, dst, state, name):
+    """``source`` (``source[pick]``), split off on worker ``src``, as it may travel to ``dst``.
+
+    A block in shared memory travels as its handle to a worker of its machine, as plain
+    arrays to any other (``dst`` ``None``: this process); one in process memory is pickled
+    as plain arrays anyway. Nothing is split when ``src`` is ``dst``.
+    """
+    if src == dst or state.shared is None or state.shared.same(src, dst):
+        return source if pick is None else graph.part(source, pick, src, name)
+    return graph.call(_plain_task, source, pick, worker=src, name=f"{name}-plain")
 
 
 def _first(graph, block_state, worker, name):
@@ -1284,9 +1323,9 @@ class DSO:
         settings = _settings(problem, data, options, grid, started=started)
         row_bounds, block_cols = _grid_info(data, grid)
         token = _token()
-        shared = _shared.shared_dir(client, token) if options.shared_memory else None
+        shared = _shared.open_run(client, token) if options.shared_memory else None
         if shared is not None:
-            settings = dataclasses.replace(settings, shared_dir=shared.path)
+            settings = dataclasses.replace(settings, shared_run=shared.name)
         p = grid
         on_disk = _is_on_disk(data)
         # On-disk rows are read by the worker owning the row group; in-memory data is
@@ -1445,7 +1484,7 @@ class DSO:
             w_avg = _assemble(state.w_avg, cols, d)
             z = [zs[0] for zs in state.zstates]
         else:
-            w = _assemble([ws[0] for ws in client.gather(list(state.wstates))], cols, d)
+            w = _assemble([ws[0] for ws in client.gather(_w_for_client(state))], cols, d)
             w_avg = _assemble(client.gather(list(state.w_avg)), cols, d)
             # z never leaves its worker: pick it out of the block state where it lives.
             z = [
@@ -1571,11 +1610,36 @@ class DSO:
             epoch=int(arrays["epoch"]),
         )
 
+    def close(self, state):
+        """Remove the run's shared-memory files on every machine.
+
+        The driver calls this once when a run ends (or a state is given up for a replay).
+        Every state of the run shares these files: none of them can run on afterwards.
+        Without a call, the files on this machine go when the run's last state is collected
+        (or at exit); on the workers' other machines they stay.
+
+        Parameters
+        ----------
+        state
+        """
+        if state.shared is not None:
+            state.shared.close()
+
+
+def _w_for_client(state):
+    """The ``w`` block states, as they can come to this process (futures)."""
+    graph = _graph(state.client, f"{state.token}-{state.epoch}")
+    return [
+        _handed(graph, ws, None, _w_home(state.settings, state.workers, r), None, state, f"w{r}")
+        for r, ws in enumerate(state.wstates)
+    ]
+
 
 def _local_blocks(state):
     zstates, wstates = list(state.zstates), list(state.wstates)
     z_avg, w_avg = list(state.z_avg), list(state.w_avg)
     if state.client is not None:
+        wstates = _w_for_client(state)
         zstates, wstates, z_avg, w_avg = state.client.gather([zstates, wstates, z_avg, w_avg])
     return zstates, wstates, z_avg, w_avg
 
