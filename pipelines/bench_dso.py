@@ -170,7 +170,7 @@ def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
             problem, data, seed=np.random.SeedSequence(0), client=client, options=options
         )
         init_seconds = time.perf_counter() - tick
-        shared = state.settings.shared_dir is not None
+        shared = state.shared is not None
         epoch_seconds, kernel_seconds = [], []
         for epoch in range(1, n_epochs + 1):
             # the kernel time of the epoch's own tasks, read on the workers outside the timing
