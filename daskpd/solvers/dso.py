@@ -17,6 +17,10 @@ The Dask graph of an epoch is a dataflow, not a sequence of barriers: task ``(r,
 only on ``z`` block ``q`` (from task ``(r - 1, q)``) and on ``w`` block ``sigma_r(q)`` (from task
 ``(r - 1, q + 1)``). Lemma 2 of the paper makes any such execution equal, bit for bit, to the
 serial replay :func:`serial_replay` in the order (epoch, round, row group, visit order).
+
+A ``w`` block that moves between two worker processes of one machine goes through shared
+memory (:mod:`daskpd.solvers._shared`): the next task maps and updates the same pages. Between
+machines it travels as plain arrays through Dask.
 """
 
 from __future__ import annotations
