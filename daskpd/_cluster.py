@@ -121,3 +121,13 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
     finally:
         client.close()
         cluster.close()
+
+
+def worker_addresses(client):
+    """The addresses of the cluster's workers, sorted, as the scheduler knows them now.
+
+    Not ``client.scheduler_info()["workers"]``: that returns the client's cached identity,
+    which the client's periodic refresh can replace, between the fetch and the return, with
+    one that lists no workers (distributed 2026.8).
+    """
+    return tuple(sorted(client.nthreads()))

@@ -968,6 +968,7 @@ def _run_demo(args) -> int:
     import time
     from pathlib import Path
 
+    from daskpd._cluster import worker_addresses
     from daskpd.checkpoint import save_model
     from daskpd.dataset import partition_dataset
     from daskpd.datasets import make_splice_like
@@ -981,7 +982,7 @@ def _run_demo(args) -> int:
         root = Path(tempfile.mkdtemp(prefix="daskpd-demo-"))
     try:
         with _run_client(args, start=True) as client:
-            workers = len(client.scheduler_info()["workers"]) if client is not None else 2
+            workers = len(worker_addresses(client)) if client is not None else 2
             grid = args.grid or max(2, workers)
             if "grid" in _solver_fields(args.solver) and args.grid is None:
                 args.grid = grid

@@ -166,7 +166,9 @@ def _partition_in_memory(data, grid, client):
     if getattr(base, "path", None) is not None or not hasattr(base, "partition"):
         return
     if grid is None:
-        grid = len(client.scheduler_info()["workers"]) if client is not None else 1
+        from daskpd._cluster import worker_addresses
+
+        grid = len(worker_addresses(client)) if client is not None else 1
     grid = int(grid)
     if 1 <= grid <= min(base.n_samples, base.n_features):
         base.partition(grid)

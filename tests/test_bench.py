@@ -187,6 +187,10 @@ def test_dso_options_carry_the_step():
     assert "eta0 = dual_eta0 = 0.25, an SVRG snapshot every 1 epoch(s)" in text
 
 
+def _memory_limit(dask_worker):
+    return dask_worker.memory_manager.memory_limit
+
+
 def test_dask_ml_gets_workers_of_its_own_memory_limit():
     from dask.utils import parse_bytes
 
@@ -194,7 +198,7 @@ def test_dask_ml_gets_workers_of_its_own_memory_limit():
 
     config = BenchConfig(workers=2, memory_limit="1GiB", dask_ml_memory_limit="1536MiB")
     with _peer_cluster(config, "dask-ml") as client:
-        limits = [w["memory_limit"] for w in client.scheduler_info()["workers"].values()]
+        limits = list(client.run(_memory_limit).values())
     assert limits == [parse_bytes("1536MiB")] * 2
     with _peer_cluster(config, "liblinear") as client:
         assert client is None

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from daskpd._cluster import worker_addresses
 from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
 from daskpd.solvers._driver import solve
 from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
 
 pytestmark = pytest.mark.cluster
+
+#: The tests that look into /dev/shm (where the workers of a LocalCluster share blocks).
+needs_dev_shm = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
 
 
 def _data(n=320, d=90, seed=0):
@@ -71,7 +77,7 @@ def test_two_workers_equal_serial_replay(local_cluster, disk_data, options):
     reference = serial_replay(problem, disk_data, n_epochs=3, seed=9, options=options)
     _check_equal(local_cluster, solver, state, reference)
     # the dual blocks never left the worker that owns their row group
-    workers = sorted(local_cluster.scheduler_info()["workers"])
+    workers = worker_addresses(local_cluster)
     p = options.grid
     for q, future in enumerate(state.zstates):
         owner = workers[q * len(workers) // p]
@@ -89,10 +95,10 @@ def _shared_files(dask_worker):
     ]
 
 
+@needs_dev_shm
 @pytest.mark.parametrize("shared_memory", [True, False])
 def test_w_blocks_change_worker_through_shared_memory(local_cluster, disk_data, shared_memory):
     import gc
-    import os
 
     from daskpd.solvers import _shared
 
@@ -129,6 +135,7 @@ def _new_runs(before):
     return set(glob.glob("/dev/shm/daskpd-*")) - before
 
 
+@needs_dev_shm
 def test_solve_removes_its_shared_memory_files(local_cluster, disk_data):
     import glob
 
@@ -145,6 +152,10 @@ def test_solve_removes_its_shared_memory_files(local_cluster, disk_data):
     assert result.n_epochs == 2
     assert all(len(runs) == 1 for runs in seen)  # used while training
     assert _new_runs(before) == set()  # and removed at the end
+
+
+def _worker_name(dask_worker):
+    return dask_worker.name
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +183,6 @@ def two_machines(tmp_path_factory):
 
 @pytest.mark.parametrize("client_on", ["a third machine", "the first worker's machine"])
 def test_w_blocks_cross_machines_as_plain_arrays(two_machines, disk_data, monkeypatch, client_on):
-    import os
-
     from daskpd.solvers import _shared
 
     client, roots = two_machines
@@ -192,7 +201,7 @@ def test_w_blocks_cross_machines_as_plain_arrays(two_machines, disk_data, monkey
         # crossed to the other worker as plain arrays, and came to the client through its
         # machine's memory or as plain arrays
         assert shared is not None
-        name = {info["name"]: a for a, info in client.scheduler_info()["workers"].items()}
+        name = {name: address for address, name in client.run(_worker_name).items()}
         assert shared.same(name["w0"], None) and not shared.same(name["w1"], None)
         assert not shared.same(name["w0"], name["w1"])
         for root in roots:
@@ -296,13 +305,13 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
     ):  # fmt: skip
-        workers_before = set(client.scheduler_info()["workers"])
+        workers_before = set(worker_addresses(client))
         # default tile cache: it keeps tiles only while a worker is under half its limit
         result = solve(
             data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
         )  # fmt: skip
         # no worker was restarted (a restarted worker comes back under a new address)
-        assert set(client.scheduler_info()["workers"]) == workers_before
+        assert set(worker_addresses(client)) == workers_before
         peaks = client.run(_worker_peak_mib)
     assert max(peaks.values()) < limit_mib, peaks
     assert result.n_epochs == 2

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from daskpd._cluster import worker_addresses
 from daskpd.checkpoint import CheckpointStore, load_model
 from daskpd.cli import main
 from daskpd.dataset import partition_dataset, write_dataset
@@ -196,7 +197,7 @@ class PinnedGradient:
             raise ValueError("test-pinned-gd handles logistic loss only")
 
     def _pin(self, w, client, problem, data, options):
-        first = sorted(client.scheduler_info()["workers"])[0]
+        first = worker_addresses(client)[0]
         future = client.scatter(np.asarray(w), workers=[first], hash=False)
         return _PinnedState(future, client, problem, data, options)
 
@@ -221,11 +222,11 @@ class PinnedGradient:
 
 
 def _kill_first_worker(client):
-    first = sorted(client.scheduler_info()["workers"])[0]
+    first = worker_addresses(client)[0]
     pid = client.run(os.getpid, workers=[first])[first]
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while first in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+    while first in worker_addresses(client) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

@@ -1205,7 +1205,12 @@ def _is_on_disk(data):
 def _workers(client):
     if client is None:
         return ()
-    return tuple(sorted(client.scheduler_info()["workers"]))
+    from daskpd._cluster import worker_addresses
+
+    workers = worker_addresses(client)
+    if not workers:
+        raise ValueError(f"the Dask cluster at {client.scheduler.address} has no workers")
+    return workers
 
 
 def _choose_grid(data, options, n_workers):
