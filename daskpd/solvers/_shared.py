@@ -17,6 +17,7 @@ domain; the caller sends shared arrays only inside their domain and plain arrays
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -68,9 +69,8 @@ def join(run):
         with open(proposal, "w") as f:
             f.write(secrets.token_hex(16))
         try:
-            os.link(proposal, marker)
-        except FileExistsError:
-            pass
+            with contextlib.suppress(FileExistsError):
+                os.link(proposal, marker)
         finally:
             os.unlink(proposal)
         with open(marker) as f:

@@ -1156,7 +1156,7 @@ def _handed(graph, source, pick, src, dst, state, name):
     arrays to any other (``dst`` ``None``: this process); one in process memory is pickled
     as plain arrays anyway. Nothing is split when ``src`` is ``dst``.
     """
-    if src == dst or state.shared is None or state.shared.same(src, dst):
+    if src == dst or state.shared is None or _shares(state, src, dst):
         return source if pick is None else graph.part(source, pick, src, name)
     return graph.call(_plain_task, source, pick, worker=src, name=f"{name}-plain")
 
