@@ -578,6 +578,30 @@ def test_a_shared_column_block_travels_as_its_file_name(tmp_path, monkeypatch):
     assert np.array_equal(newer[0], w)
 
 
+def test_a_process_keeps_its_shared_arrays_mapped(tmp_path, monkeypatch):
+    from daskpd.solvers import _shared
+
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
+    _shared.join("daskpd-run")
+    made, handle = _shared.create("daskpd-run", "w0", (1000, 4))
+    again, other = _shared.attach(handle, (1000, 4)), _shared.attach(handle, (1000, 4))
+    # the same addresses: no new mapping (and no page faults) when a block comes back
+    assert np.shares_memory(made, again) and np.shares_memory(again, other)
+    assert again is not other and again is not made
+    # a newer file of the same name is mapped afresh; the old handle is refused
+    newer, newer_handle = _shared.create("daskpd-run", "w0", (1000, 4))
+    assert not np.shares_memory(_shared.attach(newer_handle, (1000, 4)), made)
+    with pytest.raises(RuntimeError, match="replaced"):
+        _shared.attach(handle, (1000, 4))
+    # another shape of the same file is mapped afresh, not served from the kept mapping
+    assert _shared.attach(newer_handle, (4000,)).shape == (4000,)
+    # removing the run lets this process's mappings go (the arrays held stay readable)
+    _shared.remove("daskpd-run")
+    assert not [p for p in _shared._MAPPED if p.startswith(str(tmp_path))]
+    newer[0, 0] = 1.0
+    assert again[0, 0] == 0.0 and newer[0, 0] == 1.0
+
+
 def test_no_shared_memory_where_the_directory_is_missing(tmp_path, monkeypatch):
     from daskpd.solvers import _shared
 

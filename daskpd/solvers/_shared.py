@@ -24,6 +24,7 @@ import os
 import secrets
 import shutil
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -32,6 +33,13 @@ _LOG = logging.getLogger(__name__)
 
 #: Environment variable naming the RAM-backed directory to use instead of ``/dev/shm``.
 ROOT_VARIABLE = "DASKPD_SHM_DIR"
+
+#: This process's mappings, file path -> (inode, array). A block comes back to a process
+#: every epoch; mapped afresh, its first touches fault in every page again (3.4-7.7 ms for a
+#: 75 MB block here, MAP_POPULATE no cheaper), kept mapped they cost nothing. An entry goes
+#: when its run is removed here, or its directory is found gone.
+_MAPPED = {}
+_MAPPED_LOCK = threading.Lock()
 
 
 def root():
@@ -84,6 +92,7 @@ def remove(run):
     path = run_dir(run)
     if path is not None:
         shutil.rmtree(path, ignore_errors=True)
+    _forget_gone()
 
 
 class SharedRun:
@@ -179,6 +188,7 @@ def create(run, name, shape):
         raise
     finally:
         os.close(fd)
+    _remember(path, inode, array)
     return array, (run, name, domain, inode)
 
 
@@ -202,6 +212,12 @@ def attach(handle, shape):
             "must send it as plain arrays"
         )
     path = os.path.join(directory, name)
+    shape = tuple(shape)
+    if os.stat(path).st_ino == inode:
+        with _MAPPED_LOCK:
+            known = _MAPPED.get(path)
+        if known is not None and known[0] == inode and known[1].shape == shape:
+            return known[1].view()
     fd = os.open(path, os.O_RDWR)
     try:
         array, found = _map(fd, shape, int(np.prod(shape)) * 8)
@@ -209,7 +225,8 @@ def attach(handle, shape):
         os.close(fd)
     if found != inode:
         raise RuntimeError(f"shared array {path} was replaced by a newer one")
-    return array
+    _remember(path, inode, array)
+    return array.view()
 
 
 def _domain_of(directory):
@@ -218,6 +235,20 @@ def _domain_of(directory):
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def _remember(path, inode, array):
+    """Keep ``array`` mapped for the next :func:`attach` of ``path`` in this process."""
+    _forget_gone()
+    with _MAPPED_LOCK:
+        _MAPPED[path] = (inode, array)
+
+
+def _forget_gone():
+    """Unmap (once their last user lets go) the arrays of runs whose directory is gone."""
+    with _MAPPED_LOCK:
+        for path in [p for p in _MAPPED if not os.path.isdir(os.path.dirname(p))]:
+            del _MAPPED[path]
 
 
 def _map(fd, shape, nbytes):
