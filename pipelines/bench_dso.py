@@ -8,7 +8,8 @@ Parts (``--parts``, default all):
   arithmetic (``step="sqrt"``) and with smaller or larger chunks, to see where its time goes.
 * ``epochs``: wall time of an epoch on a LocalCluster: 1 single-threaded worker process,
   2 of them (``w`` blocks handed over in shared memory, then sent by Dask), 1 process of 2
-  threads; and its overhead over the sum of its tasks' kernel times.
+  threads, taking turns for ``--rounds`` rounds of ``--epochs`` epochs each; its overhead
+  over the sum of its tasks' kernel times, and the speed-up over 1 process round by round.
 * ``race``: wall time until DSO's test AUPRC reaches liblinear's minus 0.005, against
   liblinear's and SGDClassifier's own training times on the same objective.
 
@@ -155,44 +156,72 @@ def _local_client(n_workers, threads):
 _EPOCH_LAYOUTS = ((1, 1, True), (2, 1, True), (2, 1, False), (1, 2, True))
 
 
-def bench_epochs(data, problem, grid, n_workers, n_epochs, options, threads=1):
-    """Wall time of epochs 2.. on a LocalCluster (epoch 1 reads the tiles into the cache).
+def bench_epochs(data, problem, grid, layouts, n_rounds, epochs_per_round, options):
+    """Wall time of epochs on one LocalCluster per layout, the layouts taking turns.
 
-    ``n_workers`` processes of ``threads`` threads each.
+    All clusters are started (and run their first epoch, which reads the tiles into their
+    caches) before any timing; then every round runs ``epochs_per_round`` epochs on each
+    layout in turn, the order rotating from round to round. This machine's speed drifts by
+    a fifth within minutes: compared round by round, the layouts see the same drift.
+
+    Returns one row per layout: every timed epoch with its round and its tasks' kernel
+    time, and ``speedup_by_round``, the first layout's median epoch of the round over this
+    layout's.
     """
     from daskpd.solvers import dso
 
     solver = dso.DSO()
-    options = dso.DSOOptions(grid=grid, **options)
-    with _local_client(n_workers, threads) as client:
-        tick = time.perf_counter()
-        state = solver.init(
-            problem, data, seed=np.random.SeedSequence(0), client=client, options=options
-        )
-        init_seconds = time.perf_counter() - tick
-        shared = state.shared is not None
-        epoch_seconds, kernel_seconds = [], []
-        for epoch in range(1, n_epochs + 1):
-            # the kernel time of the epoch's own tasks, read on the workers outside the timing
-            before = sum(client.run(dso.kernel_seconds).values())
+    rows, runs = [], []
+    with contextlib.ExitStack() as stack:
+        for n_workers, threads, shared in layouts:
+            client = stack.enter_context(_local_client(n_workers, threads))
             tick = time.perf_counter()
-            state = solver.run_epoch(state, epoch)
-            epoch_seconds.append(time.perf_counter() - tick)
-            kernel_seconds.append(sum(client.run(dso.kernel_seconds).values()) - before)
-    overheads = [e / k - 1.0 for e, k in zip(epoch_seconds[1:], kernel_seconds[1:], strict=True)]
-    return {
-        "n_workers": n_workers,
-        "threads_per_worker": threads,
-        "shared_memory": shared,
-        "grid": grid,
-        "init_seconds": init_seconds,
-        "epoch_seconds": epoch_seconds,
-        "median_epoch_seconds": statistics.median(epoch_seconds[1:]),
-        "epoch_kernel_seconds": kernel_seconds,
-        # per epoch: wall time / sum of its tasks' kernel times - 1 (1 worker, 1 thread: Dask's
-        # overhead; with more, the kernels overlap and this goes negative)
-        "median_overhead_in_epoch": statistics.median(overheads),
-    }
+            state = solver.init(
+                problem, data, seed=np.random.SeedSequence(0), client=client,
+                options=dso.DSOOptions(grid=grid, **dict(options, shared_memory=shared)),
+            )  # fmt: skip
+            init_seconds = time.perf_counter() - tick
+            runs.append({"client": client, "state": solver.run_epoch(state, 1), "epoch": 1})
+            rows.append({
+                "n_workers": n_workers, "threads_per_worker": threads,
+                "shared_memory": state.shared is not None, "grid": grid,
+                "init_seconds": init_seconds, "epoch_seconds": [], "epoch_kernel_seconds": [],
+                "epoch_round": [],
+            })  # fmt: skip
+        for rnd in range(n_rounds):
+            for i in (np.arange(len(runs)) + rnd) % len(runs):
+                run, row = runs[i], rows[i]
+                for _ in range(epochs_per_round):
+                    run["epoch"] += 1
+                    # the kernel time of the epoch's tasks, read on the workers outside the timing
+                    before = sum(run["client"].run(dso.kernel_seconds).values())
+                    tick = time.perf_counter()
+                    run["state"] = solver.run_epoch(run["state"], run["epoch"])
+                    row["epoch_seconds"].append(time.perf_counter() - tick)
+                    row["epoch_kernel_seconds"].append(
+                        sum(run["client"].run(dso.kernel_seconds).values()) - before
+                    )
+                    row["epoch_round"].append(rnd)
+        for run in runs:
+            solver.close(run.pop("state"))
+
+    def round_median(row, rnd):
+        pairs = zip(row["epoch_seconds"], row["epoch_round"], strict=True)
+        return statistics.median(t for t, k in pairs if k == rnd)
+
+    for row in rows:
+        row["median_epoch_seconds"] = statistics.median(row["epoch_seconds"])
+        # per epoch: wall time / sum of its tasks' kernel times - 1 (1 worker, 1 thread:
+        # Dask's overhead; with more, the kernels overlap and this goes negative)
+        row["median_overhead_in_epoch"] = statistics.median(
+            e / k - 1.0
+            for e, k in zip(row["epoch_seconds"], row["epoch_kernel_seconds"], strict=True)
+        )
+        row["speedup_by_round"] = [
+            round_median(rows[0], rnd) / round_median(row, rnd) for rnd in range(n_rounds)
+        ]
+        row["median_speedup"] = statistics.median(row["speedup_by_round"])
+    return rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,7 +316,10 @@ def main(argv=None):
     )
     parser.add_argument("--alpha", type=float, default=1e-5)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per layout and round")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="--parts epochs: turns of every layout"
+    )
     parser.add_argument("--race-epochs", type=int, default=30)
     parser.add_argument("--race-seconds", type=float, default=900.0)
     parser.add_argument("--race-eta0", type=float, default=0.05)
@@ -339,19 +371,10 @@ def main(argv=None):
         _log(json.dumps(results["ablation"], indent=1))
     if "epochs" in parts:
         # 2 cores as 2 processes (w blocks handed over in shared memory, or sent by Dask)
-        # and as 2 threads of one process (handed over by reference)
-        results["epochs"] = [
-            bench_epochs(
-                data,
-                problem,
-                args.grid,
-                workers,
-                args.epochs + 1,
-                dict(options, shared_memory=shared),
-                threads,
-            )  # fmt: skip
-            for workers, threads, shared in _EPOCH_LAYOUTS
-        ]
+        # and as 2 threads of one process (handed over by reference), against 1 process
+        results["epochs"] = bench_epochs(
+            data, problem, args.grid, _EPOCH_LAYOUTS, args.rounds, args.epochs, options
+        )
         _log(json.dumps(results["epochs"], indent=1))
     if "race" in parts:
         race_options = {

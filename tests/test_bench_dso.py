@@ -19,7 +19,8 @@ def test_bench_dso_runs_every_part(tmp_path):
     command = [
         sys.executable, SCRIPT, "--data", str(tmp_path / "train.zarr"),
         "--test", str(tmp_path / "test.zarr"), "--n-train", "2000", "--n-test", "500",
-        "--grid", "2", "--repeats", "1", "--epochs", "2", "--parts", "kernel,epochs,race",
+        "--grid", "2", "--repeats", "1", "--epochs", "2", "--rounds", "2",
+        "--parts", "kernel,epochs,race",
         "--race-epochs", "1", "--race-dcd-passes", "1", "--out", str(out),
     ]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, timeout=600)
@@ -35,8 +36,12 @@ def test_bench_dso_runs_every_part(tmp_path):
     shm = os.path.isdir("/dev/shm")
     assert layouts == [(1, 1, shm), (2, 1, shm), (2, 1, False), (1, 2, shm)]
     for row in results["epochs"]:
-        assert len(row["epoch_seconds"]) == len(row["epoch_kernel_seconds"]) == 3
+        # 2 rounds of 2 epochs each, after the untimed first
+        assert len(row["epoch_seconds"]) == len(row["epoch_kernel_seconds"]) == 4
+        assert row["epoch_round"] == [0, 0, 1, 1]
         assert all(seconds > 0 for seconds in row["epoch_kernel_seconds"])
+        assert len(row["speedup_by_round"]) == 2 and row["median_speedup"] > 0
+    assert results["epochs"][0]["speedup_by_round"] == [1.0, 1.0]
     # 1% positives: a random ranking scores about 0.01
     race = results["race"]
     assert race["liblinear"]["auprc"] > 0.1

@@ -570,8 +570,9 @@ def _row_constants_task(source, class_pair, settings, start, stop):
 
 
 def _tile_task(
-    source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz, share
-):
+    source, settings, seed, epoch, q, r, zsrc, zpick, wsrc, wpick, rowc, inv_col_nnz, share,
+    z_avg=None, w_avg=None,
+):  # fmt: skip
     """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states.
 
     ``zsrc``/``wsrc`` are block states, or with an integer ``zpick``/``wpick`` the
@@ -580,7 +581,11 @@ def _tile_task(
     place when the block is packed (see :class:`_ColumnBlock`): the epoch's other readers
     of a block (the averages) run before the next epoch starts, and a state given to
     :meth:`DSO.run_epoch` is spent. ``share``: a block packed here goes into shared memory
-    (its next worker is on this machine).
+    (its next worker is on this machine). In the epoch's last round, ``z_avg`` and
+    ``w_avg`` are the averages of the epochs before; the task returns them updated with
+    this epoch's ``z_q`` and ``w_r`` too (Theorem 1), read before the next epoch's first
+    task updates ``w_r`` in place, and without a task and a scheduler round trip of their
+    own at the end of every epoch.
     """
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals = tile[:3]
@@ -603,7 +608,10 @@ def _tile_task(
         settings.eps, settings.svrg_every > 0, settings.reg_step,
     )  # fmt: skip
     _KERNEL_CLOCK.add(time.perf_counter() - tick)
-    return (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns, block.shared)
+    zstate, block = (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns, block.shared)
+    if z_avg is None:
+        return zstate, block
+    return zstate, block, _running_mean(z_avg, z, epoch), _running_mean(w_avg, block[0], epoch)
 
 
 class _Clock:
@@ -858,10 +866,10 @@ def _snapshot_w_task(wstate, *xt_z_parts):
     return _ColumnBlock(w, w_acc, w.copy(), _sum_task(*xt_z_parts))
 
 
-def _average_task(average, source, pick, count):
-    # average + (x - average) / count, in one recycled buffer
+def _running_mean(average, x, count):
+    """``average + (x - average) / count``, in a recycled buffer."""
     out = _OUTPUTS.empty(average.shape[0])
-    kernels.running_mean(average, _picked(source, pick)[0], float(count), out)
+    kernels.running_mean(average, x, float(count), out)
     return out
 
 
@@ -929,43 +937,91 @@ class _LocalGraph:
     def part(self, pair, k, worker=None, name=None):
         return self._delayed(operator.getitem, pure=True)(pair, k)
 
-    def run(self, outputs):
+    def run(self, outputs, done_with=(), wait_for=()):
         import dask
 
         return list(dask.compute(*outputs))
 
 
 class _ClientGraph:
-    """Submits one epoch as a wave of futures pinned to the worker owning each row group."""
+    """Builds one epoch as tasks pinned to the worker owning each row group; runs it as one graph.
+
+    The epoch goes to the scheduler in one message. Submitted one by one, its tasks reached
+    the scheduler in batches (the client sends at most one message per 10 ms), so the
+    first round could wait for the rest of the epoch to arrive.
+    """
 
     def __init__(self, client, token):
         self.client = client
         self.token = token
+        self._layers = {}
 
     def call(self, fn, *args, nout=None, worker=None, name=None):
-        pin = {} if worker is None else {"workers": [worker], "allow_other_workers": False}
+        from dask.task_spec import TaskRef
+
         key = f"dso-{name}-{self.token}"
-        future = self.client.submit(fn, *args, key=key, retries=2, **pin)
+        self._add(key, fn, args, worker, retries=2)
         if nout is None:
-            return future
+            return TaskRef(key)
         # Split on the same worker, so each part travels (or stays) on its own.
-        return tuple(self.part(future, k, worker, name) for k in range(nout))
+        return tuple(self.part(TaskRef(key), k, worker, name) for k in range(nout))
 
     def part(self, pair, k, worker=None, name=None):
         """Task: ``pair[k]`` on ``worker`` (where ``pair`` was made: nothing moves)."""
-        pin = {} if worker is None else {"workers": [worker], "allow_other_workers": False}
-        key = f"dso-{name}-{self.token}-{k}"
-        return self.client.submit(operator.getitem, pair, k, key=key, **pin)
+        from dask.task_spec import TaskRef
 
-    def run(self, outputs):
+        key = f"dso-{name}-{self.token}-{k}"
+        self._add(key, operator.getitem, (pair, k), worker)
+        return TaskRef(key)
+
+    def _add(self, key, fn, args, worker, retries=None):
+        from dask.highlevelgraph import MaterializedLayer
+        from dask.task_spec import Task, TaskRef
+
+        # a task's inputs are arguments of their own (futures are TaskRefs): one nested in a
+        # container would not be seen as an input
+        for arg in args:
+            if isinstance(arg, (tuple, list, dict)) and any(
+                isinstance(x, TaskRef) for x in (arg.values() if isinstance(arg, dict) else arg)
+            ):
+                raise TypeError(f"task {key}: pass each input as an argument of its own")
+        annotations = {}
+        if worker is not None:
+            annotations.update(workers=[worker], allow_other_workers=False)
+        if retries:
+            annotations["retries"] = retries
+        self._layers[key] = MaterializedLayer(
+            {key: Task(key, fn, *args)}, annotations=annotations or None
+        )
+
+    def run(self, outputs, done_with=(), wait_for=()):
+        """Submit the graph; wait for ``outputs`` (its tasks, or futures); return futures.
+
+        ``done_with``: futures to release once the graph is submitted (the scheduler keeps
+        what the graph needs). Released at the end of an epoch instead, their message would
+        hold up the next epoch's graph: the client sends at most one message per 10 ms.
+        ``wait_for``: wait for these tasks of the graph instead of ``outputs``.
+        """
+        from dask.highlevelgraph import HighLevelGraph
         from distributed import wait
 
+        layers, self._layers = self._layers, {}
+        refs = [*outputs, *wait_for]
+        keys = [ref.key for ref in refs if ref.key in layers]
+        made = {}
+        if keys:
+            graph = HighLevelGraph(layers, {key: set() for key in layers})
+            made = dict(zip(keys, self.client.get(graph, keys, sync=False), strict=True))
+        for future in done_with:
+            future.release()
+        futures = [made.get(ref.key, ref) for ref in refs]
+        waited = futures[len(outputs) :] or futures[: len(outputs)]
         with self.client.as_current():
-            wait(outputs)
-        failed = [f for f in outputs if f.status == "error"]
+            wait(waited)
+        failed = [f for f in waited if f.status == "error"]
         if failed:
             failed[0].result()
-        return list(outputs)
+        return futures[: len(outputs)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1034,7 +1090,12 @@ def _graph(state_or_client, token):
 
 
 def _epoch_graph(state, epoch, graph):
-    """Add the tasks of one epoch to ``graph``; return the new blocks and averages."""
+    """Add the tasks of one epoch to ``graph``.
+
+    Returns the new block states and averages, and the last round's tasks: once those are
+    done, so is every update of the epoch (what is left, splitting their results, moves
+    nothing and runs while the next epoch is submitted).
+    """
     settings = state.settings
     p = settings.grid
     zstates = list(state.zstates)
@@ -1095,53 +1156,33 @@ def _epoch_graph(state, epoch, graph):
         (_handed(graph, ws, None, home[r], owner[r], state, f"e{epoch}-w{r}"), None)
         for r, ws in enumerate(wstates)
     ]
+    z_avg, w_avg, finals = list(state.z_avg), list(state.w_avg), []
     for rnd in range(p):
         last = rnd == p - 1
         for q in range(p):
             r = (q + rnd) % p
             name = f"e{epoch}-r{rnd}-q{q}"
+            # the last round's task on (q, r) also averages z_q and w_r (r's home is there)
+            averages = (z_avg[q], w_avg[r]) if last else ()
             pair = graph.call(
                 _tile_task, state.tile_sources[q][r], settings, state.seed, epoch, q, r,
                 *zref[q], *wref[r], state.row_consts[q], state.col_consts[r], share[q],
-                worker=owner[q], name=name,
+                *averages, worker=owner[q], name=name,
             )  # fmt: skip
             if last:
-                zstates[q] = graph.part(pair, 0, owner[q], name)
-                wstates[r] = graph.part(pair, 1, owner[q], name)
-                # the averages read the pair where it is: not one more round trip
-                zref[q] = (pair, 0)
-                wref[r] = (pair, 1)  # q = r + 1: the average runs here (_w_home)
+                zstates[q], wstates[r], z_avg[q], w_avg[r] = (
+                    graph.part(pair, k, owner[q], name) for k in range(4)
+                )
+                finals.append(pair)
+                continue
+            zref[q] = (pair, 0)
+            # next round, w block r goes to row group q - 1
+            nxt = owner[(q - 1) % p]
+            if nxt == owner[q]:
+                wref[r] = (pair, 1)
             else:
-                zref[q] = (pair, 0)
-                # next round, w block r goes to row group q - 1
-                nxt = owner[(q - 1) % p]
-                if nxt == owner[q]:
-                    wref[r] = (pair, 1)
-                else:
-                    wref[r] = (_handed(graph, pair, 1, owner[q], nxt, state, name), None)
-    z_avg = [
-        graph.call(
-            _average_task,
-            state.z_avg[q],
-            *zref[q],
-            epoch,
-            worker=owner[q],
-            name=f"e{epoch}-zavg-{q}",
-        )  # fmt: skip
-        for q in range(p)
-    ]
-    w_avg = [
-        graph.call(
-            _average_task,
-            state.w_avg[r],
-            *wref[r],
-            epoch,
-            worker=home[r],
-            name=f"e{epoch}-wavg-{r}",
-        )  # fmt: skip
-        for r in range(p)
-    ]
-    return zstates, wstates, z_avg, w_avg
+                wref[r] = (_handed(graph, pair, 1, owner[q], nxt, state, name), None)
+    return zstates, wstates, z_avg, w_avg, finals
 
 
 def _shares(state, a, b):
@@ -1460,9 +1501,13 @@ class DSO:
         """
         _fresh(state).spent["by_epoch"] = epoch
         graph = _graph(state.client, f"{state.token}-{epoch}")
-        zstates, wstates, z_avg, w_avg = _epoch_graph(state, epoch, graph)
+        zstates, wstates, z_avg, w_avg, finals = _epoch_graph(state, epoch, graph)
         p = state.settings.grid
-        results = graph.run([*zstates, *wstates, *z_avg, *w_avg])
+        # the given state is spent: its blocks go once the scheduler has the new epoch
+        spent = [*state.zstates, *state.wstates, *state.z_avg, *state.w_avg]
+        results = graph.run(
+            [*zstates, *wstates, *z_avg, *w_avg], done_with=_futures(spent), wait_for=finals
+        )
         return dataclasses.replace(
             state,
             zstates=tuple(results[:p]),
@@ -1506,7 +1551,8 @@ class DSO:
                 )
                 for q, zs in enumerate(state.zstates)
             ]
-        z_avg = list(state.z_avg)
+        # references of their own: run_epoch releases the state's when it has spent it
+        z_avg = [_another_reference(f) for f in state.z_avg]
         if state.epoch == 0:
             return Iterate(w=w, z=z, z_bounds=state.row_bounds)
         if state.settings.report_average:
@@ -1638,10 +1684,29 @@ class DSO:
 def _w_for_client(state):
     """The ``w`` block states, as they can come to this process (futures)."""
     graph = _graph(state.client, f"{state.token}-{state.epoch}")
-    return [
-        _handed(graph, ws, None, _w_home(state.settings, state.workers, r), None, state, f"w{r}")
-        for r, ws in enumerate(state.wstates)
-    ]
+    home = [_w_home(state.settings, state.workers, r) for r in range(state.settings.grid)]
+    return graph.run(
+        [
+            _handed(graph, ws, None, home[r], None, state, f"w{r}")
+            for r, ws in enumerate(state.wstates)
+        ]
+    )
+
+
+def _futures(values):
+    """The Dask futures among ``values`` (block states of a run without a cluster are arrays)."""
+    from dask.task_spec import TaskRef
+
+    return [v for v in values if isinstance(v, TaskRef)]
+
+
+def _another_reference(value):
+    """A new future of the same key as future ``value`` (else ``value`` itself)."""
+    if not _futures([value]):
+        return value
+    from distributed import Future
+
+    return Future(value.key, value.client)
 
 
 def _local_blocks(state):
