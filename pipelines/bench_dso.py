@@ -157,12 +157,14 @@ _EPOCH_LAYOUTS = ((1, 1, True), (2, 1, True), (2, 1, False), (1, 2, True))
 
 
 def bench_epochs(data, problem, grid, layouts, n_rounds, epochs_per_round, options):
-    """Wall time of epochs on one LocalCluster per layout, the layouts taking turns.
+    """Wall time of epochs on a LocalCluster of each layout, the layouts taking turns.
 
-    All clusters are started (and run their first epoch, which reads the tiles into their
-    caches) before any timing; then every round runs ``epochs_per_round`` epochs on each
-    layout in turn, the order rotating from round to round. This machine's speed drifts by
-    a fifth within minutes: compared round by round, the layouts see the same drift.
+    Every round starts a cluster of each layout in turn (the order rotating from round to
+    round), runs its first epoch (which reads the tiles into the workers' caches) and times
+    the next ``epochs_per_round``. This machine's speed drifts by a fifth within minutes:
+    compared round by round, the layouts see the same drift. One cluster at a time: the idle
+    processes of others (their event loops, heartbeats, profilers) took 15-25% off the
+    2-process epochs of a first version that kept them all running.
 
     Returns one row per layout: every timed epoch with its round and its tasks' kernel
     time, and ``speedup_by_round``, the first layout's median epoch of the round over this
@@ -171,39 +173,43 @@ def bench_epochs(data, problem, grid, layouts, n_rounds, epochs_per_round, optio
     from daskpd.solvers import dso
 
     solver = dso.DSO()
-    rows, runs = [], []
-    with contextlib.ExitStack() as stack:
-        for n_workers, threads, shared in layouts:
-            client = stack.enter_context(_local_client(n_workers, threads))
-            tick = time.perf_counter()
-            state = solver.init(
-                problem, data, seed=np.random.SeedSequence(0), client=client,
-                options=dso.DSOOptions(grid=grid, **dict(options, shared_memory=shared)),
-            )  # fmt: skip
-            init_seconds = time.perf_counter() - tick
-            runs.append({"client": client, "state": solver.run_epoch(state, 1), "epoch": 1})
-            rows.append({
-                "n_workers": n_workers, "threads_per_worker": threads,
-                "shared_memory": state.shared is not None, "grid": grid,
-                "init_seconds": init_seconds, "epoch_seconds": [], "epoch_kernel_seconds": [],
-                "epoch_round": [],
-            })  # fmt: skip
-        for rnd in range(n_rounds):
-            for i in (np.arange(len(runs)) + rnd) % len(runs):
-                run, row = runs[i], rows[i]
-                for _ in range(epochs_per_round):
-                    run["epoch"] += 1
-                    # the kernel time of the epoch's tasks, read on the workers outside the timing
-                    before = sum(run["client"].run(dso.kernel_seconds).values())
+    rows = [
+        {
+            "n_workers": n_workers,
+            "threads_per_worker": threads,
+            "shared_memory": shared,
+            "grid": grid,
+            "init_seconds": [],
+            "epoch_seconds": [],
+            "epoch_kernel_seconds": [],
+            "epoch_round": [],
+        }
+        for n_workers, threads, shared in layouts
+    ]
+    for rnd in range(n_rounds):
+        for i in (np.arange(len(rows)) + rnd) % len(rows):
+            row = rows[i]
+            layout = dso.DSOOptions(grid=grid, shared_memory=row["shared_memory"], **options)
+            with _local_client(row["n_workers"], row["threads_per_worker"]) as client:
+                tick = time.perf_counter()
+                state = solver.init(
+                    problem, data, seed=np.random.SeedSequence(0), client=client, options=layout
+                )
+                row["init_seconds"].append(time.perf_counter() - tick)
+                # shared memory asked for and found (not on a machine without /dev/shm)
+                row["shared_memory"] = state.shared is not None
+                state = solver.run_epoch(state, 1)
+                for epoch in range(2, epochs_per_round + 2):
+                    # the kernel time of the epoch's tasks, read on the workers, untimed
+                    before = sum(client.run(dso.kernel_seconds).values())
                     tick = time.perf_counter()
-                    run["state"] = solver.run_epoch(run["state"], run["epoch"])
+                    state = solver.run_epoch(state, epoch)
                     row["epoch_seconds"].append(time.perf_counter() - tick)
                     row["epoch_kernel_seconds"].append(
-                        sum(run["client"].run(dso.kernel_seconds).values()) - before
+                        sum(client.run(dso.kernel_seconds).values()) - before
                     )
                     row["epoch_round"].append(rnd)
-        for run in runs:
-            solver.close(run.pop("state"))
+                solver.close(state)
 
     def round_median(row, rnd):
         pairs = zip(row["epoch_seconds"], row["epoch_round"], strict=True)

@@ -38,7 +38,7 @@ def test_bench_dso_runs_every_part(tmp_path):
     for row in results["epochs"]:
         # 2 rounds of 2 epochs each, after the untimed first
         assert len(row["epoch_seconds"]) == len(row["epoch_kernel_seconds"]) == 4
-        assert row["epoch_round"] == [0, 0, 1, 1]
+        assert row["epoch_round"] == [0, 0, 1, 1] and len(row["init_seconds"]) == 2
         assert all(seconds > 0 for seconds in row["epoch_kernel_seconds"])
         assert len(row["speedup_by_round"]) == 2 and row["median_speedup"] > 0
     assert results["epochs"][0]["speedup_by_round"] == [1.0, 1.0]
