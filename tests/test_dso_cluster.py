@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -82,6 +83,35 @@ def test_two_workers_equal_serial_replay(local_cluster, disk_data, options):
     for q, future in enumerate(state.zstates):
         owner = workers[q * len(workers) // p]
         assert set(local_cluster.who_has([future])[future.key]) == {owner}
+
+
+def test_an_iterate_outlives_the_epochs_after_it(local_cluster, disk_data):
+    # run_epoch releases the blocks of the state it spends as soon as the next epoch is
+    # submitted; an iterate taken before holds references of its own
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2)
+    solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=2, seed=3)
+    it = solver.iterate(state)
+    z, z_avg = local_cluster.gather(it.z), local_cluster.gather(it.z_avg)
+    spent = {f.key for f in (*state.zstates, *state.wstates, *state.w_avg)}
+    for epoch in (3, 4):
+        state = solver.run_epoch(state, epoch)
+
+    def known(dask_scheduler, keys):
+        return sorted(key for key in keys if key in dask_scheduler.tasks)
+
+    deadline = time.monotonic() + 10
+    while local_cluster.run_on_scheduler(known, keys=spent) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert local_cluster.run_on_scheduler(known, keys=spent) == []
+    for got, want in ((it.z, z), (it.z_avg, z_avg)):
+        for a, b in zip(local_cluster.gather(got), want, strict=True):
+            assert np.array_equal(a, b)
+    # and the run went on as the serial replay of the same updates
+    _check_equal(
+        local_cluster, solver, state,
+        serial_replay(problem, disk_data, n_epochs=4, seed=3, options=options),
+    )  # fmt: skip
 
 
 def _shared_files(dask_worker):

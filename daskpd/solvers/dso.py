@@ -577,15 +577,14 @@ def _tile_task(
 
     ``zsrc``/``wsrc`` are block states, or with an integer ``zpick``/``wpick`` the
     ``(z state, w block)`` pair of the task that made them on this worker (no split task
-    between the two). The task is the last reader of its ``w`` block, which it updates in
-    place when the block is packed (see :class:`_ColumnBlock`): the epoch's other readers
-    of a block (the averages) run before the next epoch starts, and a state given to
+    between the two). The task is the only reader of its ``w`` block, which it updates in
+    place when the block is packed (see :class:`_ColumnBlock`), and a state given to
     :meth:`DSO.run_epoch` is spent. ``share``: a block packed here goes into shared memory
     (its next worker is on this machine). In the epoch's last round, ``z_avg`` and
-    ``w_avg`` are the averages of the epochs before; the task returns them updated with
-    this epoch's ``z_q`` and ``w_r`` too (Theorem 1), read before the next epoch's first
-    task updates ``w_r`` in place, and without a task and a scheduler round trip of their
-    own at the end of every epoch.
+    ``w_avg`` are the averages of the epochs before: the task returns them updated with
+    this epoch's ``z_q`` and ``w_r`` (Theorem 1), so the average reads ``w_r`` before the
+    next epoch's first task updates it in place, and costs no task and no scheduler round
+    trip of its own at the end of every epoch.
     """
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals = tile[:3]
