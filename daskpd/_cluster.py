@@ -131,3 +131,13 @@ def worker_addresses(client):
     one that lists no workers (distributed 2026.8).
     """
     return tuple(sorted(client.nthreads()))
+
+
+def worker_memory_limit():
+    """The memory limit of the Dask worker running this code, in bytes (0: none, or no worker)."""
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().memory_manager.memory_limit or 0)
+    except (ImportError, ValueError, AttributeError):
+        return 0

@@ -122,11 +122,11 @@ def test_tile_cache_stays_under_half_the_worker_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(dso, "_CACHE_USED", [0])
     rss = psutil.Process().memory_info().rss
     # a worker already at 60% of its limit: no tile is kept, however large the budget
-    monkeypatch.setattr(dso, "_worker_memory_limit", lambda: int(rss / 0.6))
+    monkeypatch.setattr(dso, "worker_memory_limit", lambda: int(rss / 0.6))
     dso._load_tile(data, settings, 0, 0)
     assert dso._TILE_CACHE == {} and dso._CACHE_USED == [0]
     # far below half of it: the tile is kept, and a second load is the same object
-    monkeypatch.setattr(dso, "_worker_memory_limit", lambda: 8 * rss)
+    monkeypatch.setattr(dso, "worker_memory_limit", lambda: 8 * rss)
     tile = dso._load_tile(data, settings, 0, 0)
     assert len(dso._TILE_CACHE) == 1 and dso._CACHE_USED[0] == sum(a.nbytes for a in tile)
     assert dso._load_tile(data, settings, 0, 0) is tile
@@ -600,6 +600,26 @@ def test_a_process_keeps_its_shared_arrays_mapped(tmp_path, monkeypatch):
     assert not [p for p in _shared._MAPPED if p.startswith(str(tmp_path))]
     newer[0, 0] = 1.0
     assert again[0, 0] == 0.0 and newer[0, 0] == 1.0
+
+
+def test_kept_mappings_stay_within_a_share_of_the_worker_limit(tmp_path, monkeypatch):
+    import daskpd._cluster
+    from daskpd.solvers import _shared
+
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
+    _shared.join("daskpd-run")
+    nbytes = 1000 * 4 * 8
+    # room for one block's mapping: the first stays kept, the second is mapped per use
+    limit = int(1.5 * nbytes / _shared.KEEP_FRACTION)
+    monkeypatch.setattr(daskpd._cluster, "worker_memory_limit", lambda: limit)
+    first, first_handle = _shared.create("daskpd-run", "w0", (1000, 4))
+    second, second_handle = _shared.create("daskpd-run", "w1", (1000, 4))
+    assert np.shares_memory(_shared.attach(first_handle, (1000, 4)), first)
+    assert not np.shares_memory(_shared.attach(second_handle, (1000, 4)), second)
+    # still the same pages: a write through one mapping shows through the other
+    _shared.attach(second_handle, (1000, 4))[0, 0] = 2.0
+    assert second[0, 0] == 2.0
+    _shared.remove("daskpd-run")
 
 
 def test_no_shared_memory_where_the_directory_is_missing(tmp_path, monkeypatch):

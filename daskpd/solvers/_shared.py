@@ -41,6 +41,13 @@ ROOT_VARIABLE = "DASKPD_SHM_DIR"
 _MAPPED = {}
 _MAPPED_LOCK = threading.Lock()
 
+#: Fraction of a Dask worker's memory limit its kept mappings may take. Mapped pages count
+#: in the process's resident memory, which Dask holds against the limit, although every
+#: process of the machine maps the same pages: past this share, a block is mapped for its
+#: task only (the first ones stay kept: the blocks come round in a cycle, where replacing
+#: the oldest would drop the one needed next).
+KEEP_FRACTION = 0.125
+
 
 def root():
     """This process's directory for shared files, or ``None`` where there is none."""
@@ -239,9 +246,16 @@ def _domain_of(directory):
 
 def _remember(path, inode, array):
     """Keep ``array`` mapped for the next :func:`attach` of ``path`` in this process."""
+    from daskpd._cluster import worker_memory_limit
+
     _forget_gone()
+    limit = worker_memory_limit()
     with _MAPPED_LOCK:
-        _MAPPED[path] = (inode, array)
+        # a newer file of the same name replaces its entry
+        _MAPPED.pop(path, None)
+        kept = sum(a.nbytes for _, a in _MAPPED.values())
+        if not limit or kept + array.nbytes <= KEEP_FRACTION * limit:
+            _MAPPED[path] = (inode, array)
 
 
 def _forget_gone():

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from daskpd._cluster import worker_memory_limit
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
@@ -368,15 +369,6 @@ _CACHE_USED = [0]
 CACHE_RSS_FRACTION = 0.5
 
 
-def _worker_memory_limit():
-    try:
-        from distributed import get_worker
-
-        return int(get_worker().memory_manager.memory_limit or 0)
-    except (ImportError, ValueError, AttributeError):
-        return 0
-
-
 def _cache_budget(requested, limit):
     """Bytes of tiles a process may cache: ``requested``, else a quarter of its memory."""
     if requested is not None:
@@ -393,7 +385,7 @@ def _cache_budget(requested, limit):
 
 def _cache_admits(size, requested):
     """Whether a tile of ``size`` bytes may join the cache (lock held)."""
-    limit = _worker_memory_limit()
+    limit = worker_memory_limit()
     if _CACHE_USED[0] + size > _cache_budget(requested, limit):
         return False
     if not limit:
@@ -450,6 +442,9 @@ def _load_tile(source, settings, q, r):
         vals = np.ascontiguousarray(vals)
     if block_cols:
         tile = kernels.block_layout(rows, cols, vals, settings.binary, block_cols)
+        # the storage-order copy goes before the shuffled one is made: two copies of the
+        # tile at a time, not three (out of core, tiles are read again every epoch)
+        del rows, cols, vals
         if settings.visit_order == "shuffled":
             tile = _shuffled_layout(tile, settings.chunk_nnz, (settings.grid, q, r))
     else:
@@ -827,7 +822,7 @@ class _OutputPool:
         return np.asarray(lease)
 
     def _give_back(self, raw):
-        limit = _worker_memory_limit()
+        limit = worker_memory_limit()
         max_bytes = limit // 16 if limit else 1 << 30
         with self.lock:
             stack = self.free.setdefault(raw.shape[0], [])
