@@ -174,7 +174,7 @@ def _labels_pm1(y):
     return y
 
 
-def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
+def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, random_state=0):
     """Train liblinear (through scikit-learn) on our objective.
 
     Parameters
@@ -192,6 +192,9 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
         liblinear's stopping tolerance.
     max_iter : int
         Iteration cap of liblinear.
+    random_state : int
+        Seed of liblinear's coordinate order (unseeded, it comes from numpy's global
+        generator, and a run could not be repeated).
 
     Returns
     -------
@@ -205,16 +208,18 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000):
     if loss == "squared":
         model = LinearSVR(
             loss="squared_epsilon_insensitive", epsilon=0.0, dual=True, C=c,
-            fit_intercept=False, tol=tol, max_iter=max_iter,
+            fit_intercept=False, tol=tol, max_iter=max_iter, random_state=random_state,
         )  # fmt: skip
     elif loss == "logistic":
         model = LogisticRegression(
-            solver="liblinear", C=c, fit_intercept=False, tol=tol, max_iter=max_iter
-        )
+            solver="liblinear", C=c, fit_intercept=False, tol=tol, max_iter=max_iter,
+            random_state=random_state,
+        )  # fmt: skip
     elif loss in ("hinge", "squared_hinge"):
         model = LinearSVC(
-            loss=loss, dual=True, C=c, fit_intercept=False, tol=tol, max_iter=max_iter
-        )
+            loss=loss, dual=True, C=c, fit_intercept=False, tol=tol, max_iter=max_iter,
+            random_state=random_state,
+        )  # fmt: skip
     else:
         raise ValueError(
             f"loss must be 'hinge', 'squared_hinge', 'logistic' or 'squared', got {loss!r}"
@@ -271,7 +276,7 @@ def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0)
     return PeerFit("sgd", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
 
 
-def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000):
+def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000, random_state=0):
     """Train scikit-learn's SAGA on our objective: logistic regression or ridge.
 
     Parameters
@@ -286,6 +291,8 @@ def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000):
     tol : float
     max_iter : int
         Passes over the data.
+    random_state : int
+        Seed of SAGA's sampling (unseeded, it comes from numpy's global generator).
 
     Returns
     -------
@@ -297,12 +304,12 @@ def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000):
     if loss == "squared":
         model = Ridge(
             solver="saga", alpha=alpha_to_ridge_alpha(alpha, X.shape[0]),
-            fit_intercept=False, tol=tol, max_iter=max_iter,
+            fit_intercept=False, tol=tol, max_iter=max_iter, random_state=random_state,
         )  # fmt: skip
     elif loss == "logistic":
         model = LogisticRegression(
             solver="saga", C=alpha_to_c(alpha, X.shape[0]),
-            fit_intercept=False, tol=tol, max_iter=max_iter,
+            fit_intercept=False, tol=tol, max_iter=max_iter, random_state=random_state,
         )  # fmt: skip
     else:
         raise ValueError(f"loss must be 'logistic' or 'squared', got {loss!r}")

@@ -243,7 +243,12 @@ def test_hinge_l2_reaches_liblinear_objective_and_gap_falls():
     problem = Problem("hinge", "l2", alpha)
     data = MemoryDataset(X, y)
     svc = LinearSVC(
-        loss="hinge", C=1 / (alpha * n), fit_intercept=False, tol=1e-10, max_iter=200000
+        loss="hinge",
+        C=1 / (alpha * n),
+        fit_intercept=False,
+        tol=1e-10,
+        max_iter=200000,
+        random_state=0,
     )
     svc.fit(X, y)
     optimum = problem.evaluate(svc.coef_.ravel(), data).primal

@@ -160,3 +160,27 @@ def test_peer_regressors_refuse_non_finite_targets():
     y[4] = np.nan
     with pytest.raises(ValueError, match="finite targets"):
         peers.fit_liblinear(X, y, ALPHA, loss="squared")
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda X, y, seed: peers.fit_liblinear(
+            X, y, ALPHA, tol=1e-1, max_iter=3, random_state=seed
+        ),
+        lambda X, y, seed: peers.fit_saga(X, y, ALPHA, tol=1e-1, max_iter=2, random_state=seed),
+    ],
+    ids=["liblinear", "saga"],
+)
+def test_randomized_peers_repeat_with_their_seed(fit):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _problem()
+    with warnings.catch_warnings():
+        # stopped after a few passes on purpose: there, the visiting order shows
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first, again, other = fit(X, y, 0), fit(X, y, 0), fit(X, y, 1)
+    assert np.array_equal(first.coef, again.coef)
+    assert not np.array_equal(first.coef, other.coef)

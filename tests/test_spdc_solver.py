@@ -169,7 +169,7 @@ def test_hinge_with_perturbation_is_delta_close(rng):
     y = np.where(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
     alpha = 0.01
     ref = LinearSVC(C=1.0 / (n * alpha), loss="hinge", dual=True, fit_intercept=False,
-                    tol=1e-12, max_iter=10**6).fit(X, y)  # fmt: skip
+                    tol=1e-12, max_iter=10**6, random_state=0).fit(X, y)  # fmt: skip
     problem = Problem("hinge", "l2", alpha)
     p_star = problem.evaluate(ref.coef_.ravel(), (X, y)).primal
     delta = 1e-3
