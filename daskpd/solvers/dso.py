@@ -932,6 +932,11 @@ class _LocalGraph:
         return self._delayed(operator.getitem, pure=True)(pair, k)
 
     def run(self, outputs, done_with=(), wait_for=()):
+        """Compute ``outputs`` in this process.
+
+        ``done_with`` and ``wait_for`` are :class:`_ClientGraph`'s: here the blocks are
+        arrays (nothing to release) and one compute runs every task before it returns.
+        """
         import dask
 
         return list(dask.compute(*outputs))
@@ -1009,13 +1014,13 @@ class _ClientGraph:
         for future in done_with:
             future.release()
         futures = [made.get(ref.key, ref) for ref in refs]
-        waited = futures[len(outputs) :] or futures[: len(outputs)]
+        results, waited = futures[: len(outputs)], futures[len(outputs) :] or futures
         with self.client.as_current():
             wait(waited)
         failed = [f for f in waited if f.status == "error"]
         if failed:
             failed[0].result()
-        return futures[: len(outputs)]
+        return results
 
 
 # --------------------------------------------------------------------------------------------
@@ -1689,9 +1694,9 @@ def _w_for_client(state):
 
 def _futures(values):
     """The Dask futures among ``values`` (block states of a run without a cluster are arrays)."""
-    from dask.task_spec import TaskRef
+    from distributed import Future
 
-    return [v for v in values if isinstance(v, TaskRef)]
+    return [v for v in values if isinstance(v, Future)]
 
 
 def _another_reference(value):
