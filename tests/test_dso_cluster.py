@@ -85,6 +85,26 @@ def test_two_workers_equal_serial_replay(local_cluster, disk_data, options):
         assert set(local_cluster.who_has([future])[future.key]) == {owner}
 
 
+@pytest.mark.parametrize("whole", [True, False], ids=["tuples-whole", "blocks-split-off"])
+def test_two_workers_equal_serial_replay_either_way_blocks_travel(
+    local_cluster, disk_data, monkeypatch, whole
+):
+    # A task's (z, w, ...) tuple goes whole to the next task of its w block while it is
+    # small; above the size, the block is split off by a task of its own. The same updates
+    # either way, and the dual blocks stay where they live.
+    from daskpd.solvers import dso
+
+    monkeypatch.setattr(dso, "WHOLE_TUPLE_BYTES", 1 << 30 if whole else 0)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2)
+    solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=3, seed=4)
+    assert dso._whole(state, *worker_addresses(local_cluster)) == whole
+    _check_equal(
+        local_cluster, solver, state,
+        serial_replay(problem, disk_data, n_epochs=3, seed=4, options=options),
+    )  # fmt: skip
+
+
 def test_an_iterate_outlives_the_epochs_after_it(local_cluster, disk_data):
     # run_epoch releases the blocks of the state it spends as soon as the next epoch is
     # submitted; an iterate taken before holds references of its own
@@ -93,9 +113,13 @@ def test_an_iterate_outlives_the_epochs_after_it(local_cluster, disk_data):
     solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=2, seed=3)
     it = solver.iterate(state)
     z, z_avg = local_cluster.gather(it.z), local_cluster.gather(it.z_avg)
-    spent = {f.key for f in (*state.zstates, *state.wstates, *state.w_avg)}
+    spent = {f.key for f in (*state.zstates, *state.wstates, *(t for t, _ in state.handoff))}
+    assert len(spent) == 3 * options.grid  # the last round's tuples hand the blocks over
+    w_avg = state.w_avg
     for epoch in (3, 4):
         state = solver.run_epoch(state, epoch)
+    # the average of w goes on in place (one array per block for the whole run)
+    assert [f.key for f in state.w_avg] == [f.key for f in w_avg]
 
     def known(dask_scheduler, keys):
         return sorted(key for key in keys if key in dask_scheduler.tasks)

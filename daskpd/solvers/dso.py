@@ -571,15 +571,18 @@ def _tile_task(
     """Task ``(epoch, round, q)``: update (8) over tile ``(q, r)``; returns new z and w states.
 
     ``zsrc``/``wsrc`` are block states, or with an integer ``zpick``/``wpick`` the
-    ``(z state, w block)`` pair of the task that made them on this worker (no split task
-    between the two). The task is the only reader of its ``w`` block, which it updates in
-    place when the block is packed (see :class:`_ColumnBlock`), and a state given to
+    ``(z state, w block, ...)`` tuple of the task that made them (no split task between
+    the two). The task is the only reader of its ``w`` block, which it updates in place
+    when the block is packed (see :class:`_ColumnBlock`), and a state given to
     :meth:`DSO.run_epoch` is spent. ``share``: a block packed here goes into shared memory
     (its next worker is on this machine). In the epoch's last round, ``z_avg`` and
-    ``w_avg`` are the averages of the epochs before: the task returns them updated with
-    this epoch's ``z_q`` and ``w_r`` (Theorem 1), so the average reads ``w_r`` before the
-    next epoch's first task updates it in place, and costs no task and no scheduler round
-    trip of its own at the end of every epoch.
+    ``w_avg`` are the averages of the epochs before: the task returns ``z_avg`` updated
+    with this epoch's ``z_q``, and updates ``w_avg`` in place with ``w_r`` (Theorem 1).
+    The average so reads ``w_r`` before the next epoch's first task updates it, and costs
+    no task and no scheduler round trip of its own at the end of every epoch; ``w_avg``,
+    the size of a ``w`` block, is neither returned (the tuple stays small enough to travel
+    whole, :func:`_whole`) nor made anew every epoch (a new one is fresh memory whose page
+    faults cost as much as the average itself).
     """
     tile = _load_tile(source, settings, q, r)
     rows, cols, vals = tile[:3]
@@ -605,7 +608,8 @@ def _tile_task(
     zstate, block = (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns, block.shared)
     if z_avg is None:
         return zstate, block
-    return zstate, block, _running_mean(z_avg, z, epoch), _running_mean(w_avg, block[0], epoch)
+    kernels.running_mean(w_avg, block[0], float(epoch), w_avg)
+    return zstate, block, _running_mean(z_avg, z, epoch)
 
 
 class _Clock:
@@ -1006,7 +1010,7 @@ class _ClientGraph:
 
         layers, self._layers = self._layers, {}
         refs = [*outputs, *wait_for]
-        keys = [ref.key for ref in refs if ref.key in layers]
+        keys = list(dict.fromkeys(ref.key for ref in refs if ref.key in layers))
         made = {}
         if keys:
             graph = HighLevelGraph(layers, {key: set() for key in layers})
@@ -1046,10 +1050,16 @@ class _State:
     zstates: tuple
     wstates: tuple
     z_avg: tuple
+    #: made once and updated in place by every epoch's last round (see _tile_task)
     w_avg: tuple
     epoch: int
     #: the run's SharedRun (every state of the run holds it) or None
     shared: Any = None
+    #: ``(tuple, k)`` of the last round's tasks, where the next epoch takes ``z_q`` (the
+    #: first ``grid``) and ``w_r`` (the rest) without a split task; empty: take the parts
+    handoff: tuple = ()
+    #: bytes of the largest ``z`` arrays a task's tuple holds (see _whole)
+    tuple_bytes: int = 0
     #: set by run_epoch: the epoch's tasks update this state's w blocks in place
     spent: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -1146,47 +1156,73 @@ def _epoch_graph(state, epoch, graph):
             )  # fmt: skip
             for r in range(p)
         ]
-    # A task's (z, w) pair goes straight to a consumer on the same worker, which picks its
-    # part (one scheduler round trip fewer than a split task in between); a part that
-    # moves, and the epoch's final states, are split off where the pair was made.
-    zref = [(zs, None) for zs in zstates]
+    # A task's (z, w, ...) tuple goes straight to the next tasks of its blocks, which pick
+    # their part: on the same worker, or on another one of this machine while the tuple is
+    # small (_whole). One scheduler round trip fewer than a split task in between. A part
+    # bound elsewhere, and the epoch's final states, are split off where the tuple was made.
+    if state.handoff and not settings.snapshot_epoch(epoch):
+        zref, tuples = list(state.handoff[:p]), state.handoff[p:]
+        wref = [
+            tuples[r] if home[r] == owner[r] or _whole(state, home[r], owner[r])
+            else (wstates[r], None)
+            for r in range(p)
+        ]  # fmt: skip
+    else:
+        zref = [(zs, None) for zs in zstates]
+        wref = [(ws, None) for ws in wstates]
     # round 0 takes block r from its home to row group r
     wref = [
-        (_handed(graph, ws, None, home[r], owner[r], state, f"e{epoch}-w{r}"), None)
-        for r, ws in enumerate(wstates)
+        (_handed(graph, *wref[r], home[r], owner[r], state, f"e{epoch}-w{r}"), None)
+        if wref[r][1] is None
+        else wref[r]
+        for r in range(p)
     ]
-    z_avg, w_avg, finals = list(state.z_avg), list(state.w_avg), []
+    z_avg, finals, handoff = list(state.z_avg), [], [None] * (2 * p)
     for rnd in range(p):
         last = rnd == p - 1
         for q in range(p):
             r = (q + rnd) % p
             name = f"e{epoch}-r{rnd}-q{q}"
             # the last round's task on (q, r) also averages z_q and w_r (r's home is there)
-            averages = (z_avg[q], w_avg[r]) if last else ()
+            averages = (z_avg[q], state.w_avg[r]) if last else ()
             pair = graph.call(
                 _tile_task, state.tile_sources[q][r], settings, state.seed, epoch, q, r,
                 *zref[q], *wref[r], state.row_consts[q], state.col_consts[r], share[q],
                 *averages, worker=owner[q], name=name,
             )  # fmt: skip
             if last:
-                zstates[q], wstates[r], z_avg[q], w_avg[r] = (
-                    graph.part(pair, k, owner[q], name) for k in range(4)
+                zstates[q], wstates[r], z_avg[q] = (
+                    graph.part(pair, k, owner[q], name) for k in range(3)
                 )
                 finals.append(pair)
+                handoff[q], handoff[p + r] = (pair, 0), (pair, 1)
                 continue
             zref[q] = (pair, 0)
             # next round, w block r goes to row group q - 1
             nxt = owner[(q - 1) % p]
-            if nxt == owner[q]:
+            if nxt == owner[q] or _whole(state, owner[q], nxt):
                 wref[r] = (pair, 1)
             else:
                 wref[r] = (_handed(graph, pair, 1, owner[q], nxt, state, name), None)
-    return zstates, wstates, z_avg, w_avg, finals
+    return zstates, wstates, z_avg, finals, tuple(handoff)
 
 
 def _shares(state, a, b):
     """Whether a ``w`` block made on worker ``a``, bound for worker ``b``, goes in shared memory."""
     return state.shared is not None and state.shared.same(a, b)
+
+
+#: Largest ``(z state, w block, ...)`` tuple of a task (w as a shared-memory handle) that
+#: goes whole to the next task of its ``w`` block on another worker of the machine. Its
+#: ``z`` arrays go along unused, a millisecond a MiB between two processes here; a task
+#: splitting the ``w`` block off first costs a scheduler round trip, 3-8 ms measured on
+#: 2 busy cores (BENCHMARKS.md).
+WHOLE_TUPLE_BYTES = 2 << 20
+
+
+def _whole(state, a, b):
+    """Whether a task's tuple made on worker ``a`` goes whole to worker ``b``."""
+    return _shares(state, a, b) and state.tuple_bytes <= WHOLE_TUPLE_BYTES
 
 
 def _handed(graph, source, pick, src, dst, state, name):
@@ -1480,6 +1516,10 @@ class DSO:
             w_avg=tuple(w_avg),
             epoch=0,
             shared=shared,
+            # a tuple holds z, z_acc, (z_snap, v_snap,) and, the last round's, z_avg
+            tuple_bytes=int(np.diff(row_bounds).max(initial=0))
+            * 8
+            * (5 if settings.svrg_every > 0 else 3),
         )
 
     def run_epoch(self, state, epoch):
@@ -1500,19 +1540,23 @@ class DSO:
         """
         _fresh(state).spent["by_epoch"] = epoch
         graph = _graph(state.client, f"{state.token}-{epoch}")
-        zstates, wstates, z_avg, w_avg, finals = _epoch_graph(state, epoch, graph)
+        zstates, wstates, z_avg, finals, handoff = _epoch_graph(state, epoch, graph)
         p = state.settings.grid
         # the given state is spent: its blocks go once the scheduler has the new epoch
-        spent = [*state.zstates, *state.wstates, *state.z_avg, *state.w_avg]
+        # (not w_avg: the same arrays, updated in place, go on)
+        # (the tuples of the handoff: each is there twice, for its z and for its w)
+        spent = [*state.zstates, *state.wstates, *state.z_avg, *(t for t, _ in state.handoff[:p])]
         results = graph.run(
-            [*zstates, *wstates, *z_avg, *w_avg], done_with=_futures(spent), wait_for=finals
+            [*zstates, *wstates, *z_avg, *finals], done_with=_futures(spent), wait_for=finals
         )
+        made = {t.key: f for t, f in zip(finals, results[3 * p :], strict=True)}
         return dataclasses.replace(
             state,
             zstates=tuple(results[:p]),
             wstates=tuple(results[p : 2 * p]),
             z_avg=tuple(results[2 * p : 3 * p]),
-            w_avg=tuple(results[3 * p :]),
+            # in this process (no cluster) a task's tuple is no cheaper than its parts
+            handoff=tuple((made[t.key], k) for t, k in handoff) if state.client else (),
             epoch=epoch,
         )
 
