@@ -34,6 +34,11 @@ class ClusterOptions:
         Threads per local worker process.
     timeout : float
         Seconds to wait for a given scheduler before giving up.
+    profile : bool
+        Whether the workers of a local cluster run Dask's statistical profiler (the
+        dashboard's profile page). Off by default: it samples every thread's stack 100
+        times a second, and on a machine whose cores all run kernels that time comes out
+        of the kernels (2-process DSO epochs 3-7% slower here, BENCHMARKS.md).
     """
 
     scheduler: str | None = None
@@ -41,6 +46,7 @@ class ClusterOptions:
     memory_limit: str | int | None = None
     threads_per_worker: int = 1
     timeout: float = 10.0
+    profile: bool = False
 
     def __post_init__(self):
         if self.n_workers is not None and int(self.n_workers) < 1:
@@ -81,6 +87,7 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
     ------
     client : distributed.Client or None
     """
+    import dask
     from distributed import Client, LocalCluster
 
     options = options or ClusterOptions()
@@ -108,13 +115,15 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
         kwargs["memory_limit"] = options.memory_limit
     # One single-threaded process per core: the numba loops are memory-bound, and a
     # process per worker isolates a crashing task and gives each worker its own memory cap.
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=options.threads_per_worker,
-        processes=True,
-        dashboard_address=":0",
-        **kwargs,
-    )
+    # the workers take their configuration from this process when they start
+    with dask.config.set({"distributed.worker.profile.enabled": bool(options.profile)}):
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=options.threads_per_worker,
+            processes=True,
+            dashboard_address=":0",
+            **kwargs,
+        )
     client = Client(cluster)
     try:
         yield client

@@ -19,7 +19,7 @@ def test_bench_dso_runs_every_part(tmp_path):
     command = [
         sys.executable, SCRIPT, "--data", str(tmp_path / "train.zarr"),
         "--test", str(tmp_path / "test.zarr"), "--n-train", "2000", "--n-test", "500",
-        "--grid", "2", "--repeats", "1", "--epochs", "2", "--rounds", "2",
+        "--grid", "2", "--repeats", "1", "--epochs", "2", "--rounds", "2", "--warmup", "1",
         "--parts", "kernel,epochs,race",
         "--race-epochs", "1", "--race-dcd-passes", "1", "--out", str(out),
     ]  # fmt: skip
@@ -36,9 +36,10 @@ def test_bench_dso_runs_every_part(tmp_path):
     shm = os.path.isdir("/dev/shm")
     assert layouts == [(1, 1, shm), (2, 1, shm), (2, 1, False), (1, 2, shm)]
     for row in results["epochs"]:
-        # 2 rounds of 2 epochs each, after the untimed first
+        # 2 rounds of 2 epochs each, after 1 epoch timed apart
         assert len(row["epoch_seconds"]) == len(row["epoch_kernel_seconds"]) == 4
         assert row["epoch_round"] == [0, 0, 1, 1] and len(row["init_seconds"]) == 2
+        assert [len(warm) for warm in row["warmup_seconds"]] == [1, 1]
         assert all(seconds > 0 for seconds in row["epoch_kernel_seconds"])
         assert len(row["speedup_by_round"]) == 2 and row["median_speedup"] > 0
     assert results["epochs"][0]["speedup_by_round"] == [1.0, 1.0]

@@ -291,6 +291,17 @@ def test_one_worker_equals_serial_replay(disk_data, threads):
         _check_equal(client, solver, state, reference)
 
 
+@pytest.mark.parametrize("profile", [False, True])
+def test_started_cluster_profiles_its_workers_only_when_asked(profile):
+    from daskpd._cluster import ClusterOptions, cluster_client
+
+    def profiling(dask_worker):
+        return "profile" in dask_worker.periodic_callbacks
+
+    with cluster_client(ClusterOptions(n_workers=1, profile=profile)) as client:
+        assert list(client.run(profiling).values()) == [profile]
+
+
 def test_grid_must_be_a_multiple_of_the_workers(local_cluster, tmp_path):
     X, y = _data()
     write_dataset(X, y, tmp_path / "d.zarr")
