@@ -1163,10 +1163,8 @@ def _epoch_graph(state, epoch, graph):
     if state.handoff and not settings.snapshot_epoch(epoch):
         zref, tuples = list(state.handoff[:p]), state.handoff[p:]
         wref = [
-            tuples[r] if home[r] == owner[r] or _whole(state, home[r], owner[r])
-            else (wstates[r], None)
-            for r in range(p)
-        ]  # fmt: skip
+            tuples[r] if _whole(state, home[r], owner[r]) else (wstates[r], None) for r in range(p)
+        ]
     else:
         zref = [(zs, None) for zs in zstates]
         wref = [(ws, None) for ws in wstates]
@@ -1200,7 +1198,7 @@ def _epoch_graph(state, epoch, graph):
             zref[q] = (pair, 0)
             # next round, w block r goes to row group q - 1
             nxt = owner[(q - 1) % p]
-            if nxt == owner[q] or _whole(state, owner[q], nxt):
+            if _whole(state, owner[q], nxt):
                 wref[r] = (pair, 1)
             else:
                 wref[r] = (_handed(graph, pair, 1, owner[q], nxt, state, name), None)
@@ -1221,8 +1219,8 @@ WHOLE_TUPLE_BYTES = 2 << 20
 
 
 def _whole(state, a, b):
-    """Whether a task's tuple made on worker ``a`` goes whole to worker ``b``."""
-    return _shares(state, a, b) and state.tuple_bytes <= WHOLE_TUPLE_BYTES
+    """Whether a task's tuple made on worker ``a`` goes whole to worker ``b`` (or stays)."""
+    return a == b or (_shares(state, a, b) and state.tuple_bytes <= WHOLE_TUPLE_BYTES)
 
 
 def _handed(graph, source, pick, src, dst, state, name):
