@@ -1045,7 +1045,7 @@ def _solver_fields(name) -> set:
 # bench: daskpd against its peers (issue 8)
 
 
-@subcommand("bench", "run daskpd's solvers and peers on the same data; write BENCHMARKS tables")
+@subcommand("bench", "time daskpd's solvers and the peers to a certified optimum; write tables")
 def _add_bench(parser):
     parser.add_argument(
         "--dataset",
@@ -1062,26 +1062,55 @@ def _add_bench(parser):
     )
     parser.add_argument("--workdir", default="bench-work", help="datasets and raw results")
     parser.add_argument("--repeats", type=_positive_int("--repeats"), default=3)
-    parser.add_argument("--alpha", type=_positive_float("--alpha"), default=1e-5)
+    parser.add_argument(
+        "--alpha",
+        type=_positive_float("--alpha"),
+        default=1e-5,
+        help="the fixed alpha of the second table (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--alpha-grid",
+        default="1e-7,1e-6,1e-5,1e-4,1e-3",
+        help="alphas of the validation that picks the first table's alpha ('none': only "
+        "--alpha; default: %(default)s)",
+    )
     parser.add_argument(
         "--loss",
         choices=("hinge", "logistic", "squared"),
         default="hinge",
         help="hinge (default) or logistic on the classification sets, squared on ridge",
     )
-    parser.add_argument("--epochs", type=_positive_int("--epochs"), default=10)
-    parser.add_argument("--grid", type=_positive_int("--grid"), default=4)
+    parser.add_argument(
+        "--solvers",
+        default=None,
+        help="comma-separated daskpd solvers, the judged one first (default: the default "
+        "solver, dso, and spdc on the smooth losses)",
+    )
+    parser.add_argument("--max-epochs", type=_positive_int("--max-epochs"), default=500)
+    parser.add_argument(
+        "--budget",
+        type=_positive_float("--budget"),
+        default=120.0,
+        help="wall seconds of one daskpd run, and the fit time that ends a peer's ladder",
+    )
+    parser.add_argument(
+        "--rule-tol",
+        type=_positive_float("--rule-tol"),
+        default=1e-3,
+        help="daskpd's stopping rule: the first model with gap <= RULE_TOL x primal",
+    )
     parser.add_argument("--positive-rate", type=_positive_float("--positive-rate"), default=0.01)
     parser.add_argument(
         "--peers",
-        default="liblinear,sgd,saga,vw,dask-ml",
-        help="comma-separated subset of liblinear,sgd,saga,vw,dask-ml (saga: not on hinge runs)",
+        default="liblinear,liblinear-mc,snapml,sgd,saga,vw,dask-ml",
+        help="comma-separated subset of the peers (default: %(default)s; a peer without the "
+        "table's loss gets a row saying so)",
     )
     parser.add_argument(
         "--peer-memory",
         type=_positive_float("--peer-memory"),
         default=8.0,
-        help="GiB one in-memory peer may use (larger scales are reported as not run)",
+        help="GiB one in-memory peer may use",
     )
     parser.add_argument(
         "--markdown",
@@ -1111,35 +1140,13 @@ def _add_bench(parser):
         "--workers",
         type=_positive_int("--workers"),
         default=2,
-        help="LocalCluster worker processes",
+        help="LocalCluster worker processes (and the multi-core peers' threads)",
     )
     parser.add_argument("--memory-limit", default="4GiB", help="memory limit per worker")
     parser.add_argument(
         "--dask-ml-memory-limit",
         default=None,
         help="memory limit of each of dask-ml's workers (default: --memory-limit)",
-    )
-    parser.add_argument(
-        "--dso-init",
-        choices=("dcd", "zero"),
-        default="dcd",
-        help="DSO's start: local dual coordinate ascent averaged over row groups, or zero",
-    )
-    parser.add_argument(
-        "--dcd-passes", type=_positive_int("--dcd-passes"), default=3, help="passes of that start"
-    )
-    parser.add_argument(
-        "--dso-eta0",
-        type=_positive_float("--dso-eta0"),
-        default=None,
-        help="DSO's AdaGrad step, primal and dual (default: the solver's; 0.005 from a start)",
-    )
-    parser.add_argument(
-        "--dso-svrg-every",
-        type=_nonnegative_int("--dso-svrg-every"),
-        default=None,
-        help="DSO's SVRG snapshot period in epochs (0: plain DSO; default: the solver's, "
-        "every epoch from the DCD start)",
     )
     parser.set_defaults(run=_run_bench)
 
@@ -1162,34 +1169,35 @@ def _run_bench(args) -> int:
 
     from daskpd.bench import BenchConfig, markdown, plot, replace_section, run_benchmarks
 
-    try:
-        scales = tuple(int(float(text)) for text in args.scales.split(","))
-    except ValueError:
-        raise UsageError(f"--scales must be numbers like 1e7,1e8, got {args.scales!r}") from None
-    try:
-        dask_ml_iters = tuple(int(text) for text in args.dask_ml_iters.split(","))
-    except ValueError:
-        raise UsageError(
-            f"--dask-ml-iters must be integers like 5,20, got {args.dask_ml_iters!r}"
-        ) from None
+    def numbers(option, text, kind):
+        try:
+            return tuple(kind(float(part)) for part in text.split(",") if part)
+        except ValueError:
+            raise UsageError(f"{option} must be numbers like 1e7,1e8, got {text!r}") from None
+
+    alpha_grid = (
+        () if args.alpha_grid == "none" else numbers("--alpha-grid", args.alpha_grid, float)
+    )
+    solvers = None
+    if args.solvers:
+        solvers = tuple(name for name in args.solvers.split(",") if name)
     config = BenchConfig(
-        scales=scales,
+        scales=numbers("--scales", args.scales, int),
         workdir=args.workdir,
         repeats=args.repeats,
         alpha=args.alpha,
+        alpha_grid=alpha_grid,
         loss=args.loss,
-        epochs=args.epochs,
-        grid=args.grid,
+        solvers=solvers,
+        max_epochs=args.max_epochs,
+        budget=args.budget,
+        rule_tol=args.rule_tol,
         workers=args.workers,
         memory_limit=args.memory_limit,
         peer_memory_bytes=int(args.peer_memory * 2**30),
         positive_rate=args.positive_rate,
         peers=tuple(name for name in args.peers.split(",") if name),
-        dso_init=args.dso_init,
-        dcd_passes=args.dcd_passes,
-        dso_eta0=args.dso_eta0,
-        dso_svrg_every=args.dso_svrg_every,
-        dask_ml_iters=dask_ml_iters,
+        dask_ml_iters=numbers("--dask-ml-iters", args.dask_ml_iters, int),
         dask_ml_memory_limit=args.dask_ml_memory_limit,
         dataset=args.dataset,
     )

@@ -230,6 +230,106 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, rand
     return PeerFit("liblinear", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
 
 
+def fit_liblinear_multicore(X, y, alpha, *, loss="hinge", tol=0.1, threads=2, convert_seconds=None):
+    """Train multi-core LIBLINEAR (the ``liblinear-multicore`` package) on our objective.
+
+    Hinge runs its parallel dual coordinate descent (``-s 3``), logistic its parallel primal
+    trust-region Newton method (``-s 0``; its dual solver ``-s 7`` has no parallel version).
+    ``C = 1 / (alpha n)`` as for liblinear.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    alpha : float
+        Our regularization strength.
+    loss : {"hinge", "logistic"}
+    tol : float
+        LIBLINEAR's ``-e`` (its command line's default is 0.1 for ``-s 3``, 0.01 for ``-s 0``).
+    threads : int
+        ``-m``: threads of the parallel solver.
+    convert_seconds : list, optional
+        When given, the seconds spent converting ``X`` into LIBLINEAR's row format are appended
+        (they are not part of ``seconds``: a LIBLINEAR user loads data in that format).
+
+    Returns
+    -------
+    PeerFit
+        ``seconds`` is the time of ``train`` alone.
+    """
+    from liblinear.liblinearutil import parameter, problem, train
+
+    solvers = {"hinge": 3, "logistic": 0}
+    if loss not in solvers:
+        raise ValueError(f"loss must be 'hinge' or 'logistic', got {loss!r}")
+    if int(threads) < 1:
+        raise ValueError(f"threads must be >= 1, got {threads!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    y = _labels_pm1(y)
+    c = alpha_to_c(alpha, X.shape[0], loss=loss)
+    start = time.perf_counter()
+    data = problem(y, sp.csr_matrix(X))
+    if convert_seconds is not None:
+        convert_seconds.append(time.perf_counter() - start)
+    options = parameter(f"-s {solvers[loss]} -c {c:.17g} -e {tol:.17g} -m {int(threads)} -B -1 -q")
+    start = time.perf_counter()
+    model = train(data, options)
+    seconds = time.perf_counter() - start
+    coef = np.array([model.get_decfun_coef(j + 1) for j in range(X.shape[1])])
+    # LIBLINEAR orients w towards its first label seen; ours is +1
+    if model.get_labels()[0] != 1:
+        coef = -coef
+    return PeerFit("liblinear-mc", coef, seconds)
+
+
+def fit_snapml(X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, random_state=0):
+    """Train Snap ML (``snapml``, its CPU solver) on our objective.
+
+    Snap ML minimizes ``sum_i loss_i + (regularizer / 2) ||w||^2`` (checked against liblinear
+    in ``tests/test_peers.py``), so ``regularizer = alpha n``. Hinge runs
+    ``SupportVectorMachine``, logistic ``LogisticRegression``; both run its default, stochastic
+    dual coordinate ascent (the formulation it recommends when rows outnumber columns).
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    alpha : float
+        Our regularization strength.
+    loss : {"hinge", "logistic"}
+    tol : float
+        Snap ML's stopping tolerance (on the change of the coefficients).
+    n_jobs : int
+        Threads.
+    max_iter : int
+        Epochs at most.
+    random_state : int
+
+    Returns
+    -------
+    PeerFit
+    """
+    import snapml
+
+    estimators = {"hinge": snapml.SupportVectorMachine, "logistic": snapml.LogisticRegression}
+    if loss not in estimators:
+        raise ValueError(f"loss must be 'hinge' or 'logistic', got {loss!r}")
+    _check_alpha(alpha)
+    y = _labels_pm1(y)
+    model = estimators[loss](
+        regularizer=alpha * X.shape[0], fit_intercept=False, tol=tol, max_iter=int(max_iter),
+        n_jobs=int(n_jobs), random_state=random_state,
+    )  # fmt: skip
+    X = sp.csr_matrix(X)
+    start = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - start
+    return PeerFit("snapml", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+
+
 def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0):
     """Train scikit-learn's ``SGDClassifier`` (``SGDRegressor`` for the squared loss).
 
@@ -442,7 +542,9 @@ def write_vw(X, y, path):
             handle.write(f"{y[i]:.17g} |f {features}\n")
 
 
-def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, bits=24, extra=""):
+def fit_vw(
+    X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, bits=24, extra="", l2=None
+):
     """Train Vowpal Wabbit on our objective.
 
     Parameters
@@ -467,6 +569,9 @@ def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, 
         Hash table bits (``-b``); must exceed ``log2(n_features)`` to avoid collisions.
     extra : str
         Further VW arguments.
+    l2 : float, optional
+        VW's ``--l2`` as given, instead of the translation of ``alpha`` (online VW's nominal
+        translation over-regularizes; benchmarks choose it on a validation set).
 
     Returns
     -------
@@ -483,7 +588,10 @@ def fit_vw(X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, 
         raise ValueError(f"bits={bits} gives fewer hash slots than n_features={X.shape[1]}")
     if not batch and X_test is None:
         raise ValueError("online VW (batch=False) needs X_test: its weights are not readable")
-    l2 = alpha_to_vw_l2(alpha, X.shape[0], batch=batch, loss=loss)
+    if l2 is None:
+        l2 = alpha_to_vw_l2(alpha, X.shape[0], batch=batch, loss=loss)
+    elif not float(l2) >= 0:
+        raise ValueError(f"l2 must be >= 0, got {l2!r}")
     with tempfile.TemporaryDirectory(prefix="daskpd-vw-") as tmp:
         data = os.path.join(tmp, "train.vw")
         model_path = os.path.join(tmp, "model.vw")

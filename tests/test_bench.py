@@ -1,207 +1,130 @@
-"""The peers benchmark suite (``daskpd bench``) end to end on a tiny scale."""
+"""The benchmark protocol (``daskpd bench``): P*, the ladder, true medians, computed targets."""
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+import statistics
 
 import numpy as np
 import pytest
 
-from daskpd.bench import (
-    BenchConfig,
-    MethodResult,
-    markdown,
-    peer_feasibility,
-    plot,
-    run_benchmarks,
-    score_methods,
-)
+from daskpd.bench import BenchConfig, Run, markdown, plot, run_benchmarks, summarize
+from daskpd.bench.protocol import LADDER, seconds_to, target_lines, true_median
 
-pytestmark = pytest.mark.cluster
+INF = math.inf
 
 
-def test_bench_runs_daskpd_and_peers_on_the_same_data(tmp_path):
-    config = BenchConfig(
-        scales=(2 * 10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=2, grid=2,
-        peers=("liblinear", "sgd", "saga", "dask-ml"), memory_limit="2GiB", dask_ml_iters=(2,),
-    )  # fmt: skip
-    results = run_benchmarks(config)
-    # the raw results are saved beside the datasets
-    saved = json.loads((tmp_path / "work" / "results.json").read_text())
-    assert saved["config"]["scales"] == [2 * 10**5]
-    (scale,) = results["scales"]
-    methods = {m["method"]: m for m in scale["methods"]}
-    assert set(methods) == {"daskpd DSO", "liblinear", "sgd", "saga", "dask-ml"}
-    # SAGA solves logistic regression only: a hinge run says so instead of timing it
-    assert methods["saga"]["status"] == "not run" and "logistic" in methods["saga"]["reason"]
-    # dask-ml ran (on a cluster of its own) and its ladder has the one rung asked for
-    assert methods["dask-ml"]["status"] == "ok" and methods["dask-ml"]["epochs"] == 2
-    dso = methods["daskpd DSO"]
-    # the DCD start heads the curve, then one point per epoch
-    assert len(dso["curve"]) == 1 + config.epochs
-    seconds = [point[0] for point in dso["curve"]]
-    assert all(s > 0 for s in seconds) and seconds[1:] == sorted(seconds[1:])
-    assert math.isfinite(dso["final_gap"]) and dso["final_gap"] >= -1e-9
-    assert 0.0 <= dso["final_metric"] <= 1.0
-    assert math.isfinite(scale["p_star"]) and scale["p_star"] > 0
-    assert methods["liblinear"]["status"] == "ok" and methods["sgd"]["status"] == "ok"
-    assert scale["dso_epoch_seconds_1_worker"] > 0 and scale["dso_epoch_seconds_2_workers"] > 0
-    text = markdown(results, "daskpd bench --scales 2e5")
-    assert "| daskpd DSO | ok |" in text and "| liblinear | ok |" in text
-    figures = plot(results, str(tmp_path))
-    assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
+def test_true_medians_count_every_run_and_not_reached_is_infinite():
+    assert true_median([3.0, 1.0, 2.0]) == 2.0
+    assert true_median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    # the first (slow) run is a run like the others
+    assert true_median([9.0, 1.0, 1.2]) == 1.2
+    # a line most runs missed is not reached, whatever the others did
+    assert true_median([1.0, INF, INF]) == INF
+    assert true_median([1.0, 2.0, INF]) == 2.0
+    assert math.isnan(true_median([]))
 
 
-def test_logistic_run_times_saga_on_the_same_objective(tmp_path):
-    config = BenchConfig(
-        scales=(10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=2, grid=2,
-        loss="logistic", peers=("liblinear", "saga"), memory_limit="2GiB",
-    )  # fmt: skip
-    (scale,) = run_benchmarks(config)["scales"]
-    methods = {m["method"]: m for m in scale["methods"]}
-    saga = methods["saga"]
-    assert saga["status"] == "ok" and saga["epochs"] == 10
-    # its primal is our logistic objective, at or above the best primal seen
-    primals = [point[1] for point in saga["curve"]]
-    assert all(math.isfinite(p) and p >= scale["p_star"] * (1 - 1e-9) for p in primals)
-    # more SAGA epochs never end much worse than fewer
-    assert primals[-1] <= primals[0] * (1 + 1e-6)
+def test_seconds_to_a_line_is_the_first_point_below_it_on_either_clock():
+    points = [(1.0, 0.5, 2.0), (2.0, 1.0, 1.05), (3.0, 1.5, 1.0005), (4.0, 2.0, 0.99)]
+    assert seconds_to(points, 1.1) == 2.0
+    assert seconds_to(points, 1.1, clock=1) == 1.0
+    assert seconds_to(points, 1.001) == 3.0
+    assert seconds_to(points, 0.5) == INF
+    # a point with no primal (a peer without readable weights) reaches nothing
+    assert seconds_to([(1.0, 1.0, math.nan)], 10.0) == INF
 
 
-def test_p_star_and_auprc_target_come_from_every_point_seen_and_the_peers_only():
-    nan = math.nan
-    # DSO's start (first point) is better than its end, as at 5e8 nonzeros
-    dso = MethodResult("daskpd DSO", curve=[(1.0, 0.50, 0.90), (3.0, 0.70, 0.80)])
-    peer = MethodResult("liblinear", curve=[(2.0, 0.60, 0.86)], final_metric=0.86)
-    p_star, target = score_methods([dso, peer], reference=nan)
-    assert p_star == 0.50 and dso.seconds_to_primal == 1.0 and math.isnan(peer.seconds_to_primal)
-    assert target == pytest.approx(0.855) and dso.seconds_to_metric == 1.0
-    assert peer.seconds_to_metric == 2.0
-    # a reference run below every curve: nobody reaches P* within 1e-3
-    p_star, _ = score_methods([dso, peer], reference=0.40)
-    assert p_star == 0.40 and math.isnan(dso.seconds_to_primal)
-    # no peer ran: no AUPRC target, DSO is not timed against itself
-    skipped = MethodResult("vw", status="not run", reason="out of memory")
-    p_star, target = score_methods([dso, skipped], reference=nan)
-    assert p_star == 0.50 and math.isnan(target) and math.isnan(dso.seconds_to_metric)
+def _run(points, metric=0.5, primal=None):
+    last = points[-1]
+    chosen = {"rule": "r", "wall_seconds": last[0], "primal": primal or last[2], "metric": metric}
+    return Run(points=list(points), chosen=chosen)
 
 
-def test_target_lines_say_met_not_met_or_why_not_measured():
-    from daskpd.bench import target_lines
-
-    def method(name, curve=(), status="ok", reason="", **values):
-        row = {"method": name, "status": status, "reason": reason, "curve": list(curve)}
-        row.update({"seconds_to_metric": math.nan, "train_seconds": math.nan})
-        row.update(values)
-        return row
-
-    scale = {
-        "dso_epoch_seconds_1_worker": 3.4,
-        "dso_epoch_seconds_2_workers": 2.0,
-        "methods": [
-            method("daskpd DSO", [(2.0, 0.1, 0.88), (5.0, 0.1, 0.90)], seconds_to_metric=2.0),
-            method("liblinear", [(4.0, 0.1, 0.87)], final_metric=0.87, train_seconds=4.0),
-            method("dask-ml", status="failed", reason="KilledWorker: ..."),
-            method("vw", [(1.0, math.nan, 0.80), (9.0, math.nan, 0.89)]),
-        ],
-    }
-    liblinear, dask_ml, vw, workers = target_lines(scale)
-    assert "**met**: DSO 2 s, liblinear 4 s" in liblinear
-    assert dask_ml.endswith("not measured: dask-ml failed (KilledWorker: ...)")
-    # VW's best (0.89) is reached by DSO at 5 s, before VW's 9 s
-    assert "**met**" in vw and "0.8900" in vw and "in 5 s" in vw
-    assert workers.endswith("**met**: 1.70x")
-    scale["methods"][1]["train_seconds"] = 1.0
-    assert "**not met**: DSO 2 s, liblinear 1 s" in target_lines(scale)[0]
-    # dask-ml ran but never reached the target: its whole run bounds the ratio from below
-    scale["methods"][2] = method(
-        "dask-ml", [(250.0, math.nan, 0.85)], train_seconds=250.0, final_metric=0.85
-    )
-    assert target_lines(scale)[1] == (
-        "at least 3x faster than dask-ml: **met**: more than 125x (dask-ml does not reach "
-        "the target in its 250 s, ending at AUPRC 0.8500; DSO 2 s)"
-    )
-    scale["methods"][2].update(seconds_to_metric=5.0)
-    assert target_lines(scale)[1].endswith("**not met**: 2.5x (dask-ml 5 s, DSO 2 s)")
+def test_summary_medians_are_the_medians_of_the_runs():
+    p_star = 1.0
+    runs = [
+        _run([(5.0, 4.0, 1.2), (9.0, 8.0, 1.0005)], metric=0.80),
+        _run([(1.0, 0.5, 1.05), (2.0, 1.0, 1.0009)], metric=0.90),
+        _run([(2.0, 1.5, 1.2), (3.0, 2.5, 1.02)], metric=0.85),
+    ]
+    summary = summarize(runs, p_star)
+    line = summary["lines"][repr(1e-3)]
+    assert line["wall"] == [9.0, 2.0, INF]
+    assert line["median_wall"] == 9.0 == statistics.median([9.0, 2.0, INF])
+    assert line["median_epochs"] == 8.0
+    # 1.2 is above (1 + 1e-1) P*: the first run reaches that line only at its second point
+    assert summary["lines"][repr(1e-1)]["wall"] == [9.0, 1.0, 3.0]
+    assert summary["lines"][repr(1e-1)]["median_wall"] == 3.0
+    assert summary["chosen"]["metric"] == 0.85
+    assert summary["chosen"]["metrics"] == [0.80, 0.90, 0.85]
+    # epoch time: the median over runs of each run's median step of the epoch clock
+    assert summary["epoch_seconds"] == 1.0
 
 
-def test_peer_feasibility_says_why_a_scale_is_not_run():
-    # 5e8 nonzeros: 6 GB of CSR, twice that with the peer's copy
-    ok, reason = peer_feasibility(5 * 10**8, 10**6, 8 * 2**30)
-    assert not ok and "11.2 GiB" in reason and "8.0 GiB" in reason
-    assert peer_feasibility(5 * 10**8, 10**6, 16 * 2**30) == (True, "")
-    ok, reason = peer_feasibility(3 * 10**9, 10**7, 2**50)
-    assert not ok and "int32" in reason
+def _row(name, wall_by_eps, status="ok", reason="", epoch_seconds=1.0):
+    lines = {repr(eps): {"median_wall": wall_by_eps.get(eps, INF)} for eps in LADDER}
+    summary = {"lines": lines, "epoch_seconds": epoch_seconds}
+    return {"method": name, "status": status, "reason": reason, "summary": summary}
+
+
+def test_target_lines_are_computed_and_turn_not_met_when_a_method_misses():
+    def table(ours, single, loss="hinge"):
+        return {
+            "default": "daskpd cocoa",
+            "single_worker": "daskpd cocoa, 1 worker",
+            "workers": 2,
+            "loss": loss,
+            "methods": [
+                _row("daskpd cocoa", ours),
+                _row("daskpd cocoa, 1 worker", single),
+                _row("liblinear", {1e-2: 3.0, 1e-3: 4.0}),
+                _row("snapml", {1e-2: 2.0, 1e-3: 2.5}),
+            ],
+        }
+
+    fast = {1e-2: 1.5, 1e-3: 2.0}
+    liblinear, snapml, half, workers = target_lines(table(fast, {1e-3: 3.6}))
+    assert liblinear.endswith("**met**: daskpd cocoa 2 s, liblinear 4 s")
+    assert snapml.endswith("**met**: daskpd cocoa 2 s, Snap ML 2.5 s")
+    assert half.endswith("**met**: daskpd cocoa 1.5 s, half of liblinear's 4 s")
+    assert workers.endswith("**met**: 1.80x (3.6 s -> 2 s)")
+    # slower than the peer, or never there: not met
+    slow = {1e-2: 2.5, 1e-3: 3.0}
+    liblinear, snapml, half, workers = target_lines(table(slow, {1e-3: 4.0}))
+    assert "**met**: daskpd cocoa 3 s, liblinear 4 s" in liblinear
+    assert "**not met**: daskpd cocoa 3 s, Snap ML 2.5 s" in snapml
+    assert "**not met**" in half and "**not met**: 1.33x" in workers
+    missed = target_lines(table({}, {}))
+    assert all("**not met**" in line for line in missed)
+    assert "daskpd cocoa not reached, liblinear 4 s" in missed[0]
+    # a peer that is missing or failed is not measured, never a ratio
+    broken = table(fast, {1e-3: 3.6})
+    broken["methods"][3] = _row("snapml", {}, status="failed", reason="ImportError: snapml")
+    assert target_lines(broken)[1].endswith("not measured: snapml failed (ImportError: snapml)")
+    # logistic tables judge SPDC too
+    logistic = table(fast, {1e-3: 3.6}, loss="logistic")
+    logistic["methods"] += [
+        _row("daskpd SPDC", {1e-3: 9.0}, epoch_seconds=2.0),
+        _row("daskpd DSO", {}, epoch_seconds=0.5),
+    ]
+    spdc_epoch, spdc_time = target_lines(logistic)[4:]
+    assert spdc_epoch.endswith("**not met**: 4.00x")
+    assert spdc_time.endswith("**not met**: daskpd SPDC 9 s, liblinear 4 s")
 
 
 def test_bad_config_is_refused():
-    with pytest.raises(ValueError, match="dso_init"):
-        BenchConfig(dso_init="warm")
-    with pytest.raises(ValueError, match="grid"):
-        BenchConfig(grid=3, workers=2)
-    with pytest.raises(ValueError, match="dask_ml_iters"):
-        BenchConfig(dask_ml_iters=(5, 0))
-    with pytest.raises(ValueError, match="dask_ml_memory_limit must be a size"):
-        BenchConfig(dask_ml_memory_limit="lots")
-    with pytest.raises(ValueError, match="dso_eta0"):
-        BenchConfig(dso_eta0=0.0)
-    with pytest.raises(ValueError, match="dso_svrg_every"):
-        BenchConfig(dso_svrg_every=-1)
+    with pytest.raises(ValueError, match="budget must be a finite number > 0"):
+        BenchConfig(budget=0)
+    with pytest.raises(ValueError, match="unknown peers"):
+        BenchConfig(peers=("liblinear", "sparkml"))
+    with pytest.raises(ValueError, match="solvers must name registered solvers"):
+        BenchConfig(solvers=("nope",))
+    with pytest.raises(ValueError, match="alpha_grid"):
+        BenchConfig(alpha_grid=(1e-5, 0.0))
     with pytest.raises(ValueError, match="dataset 'ridge' is regression"):
-        BenchConfig(dataset="ridge", loss="hinge")
-    with pytest.raises(ValueError, match="dataset 'ridge' is regression"):
-        BenchConfig(dataset="splice", loss="squared")
-
-
-def test_dso_options_carry_the_step():
-    from daskpd.bench import _dso_options
-    from daskpd.solvers.dso import DSOOptions
-
-    options = DSOOptions(**_dso_options(BenchConfig(dso_eta0=0.25, dcd_passes=5)))
-    assert options.eta0 == options.dual_eta0 == 0.25
-    assert options.dcd_passes == 5 and options.init == "dcd"
-    default = DSOOptions(**_dso_options(BenchConfig()))
-    # the solver's default SVRG period (every epoch from the DCD start), unless asked
-    assert default.eta0 is None and default.dual_eta0 is None and default.svrg_every is None
-    assert DSOOptions(**_dso_options(BenchConfig(dso_svrg_every=1))).svrg_every == 1
-    assert DSOOptions(**_dso_options(BenchConfig(dso_svrg_every=0))).svrg_every == 0
-    plain = markdown(
-        {"config": asdict(BenchConfig(dso_svrg_every=0)), "machine": {
-            "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},
-        "daskpd bench",
-    )  # fmt: skip
-    assert "its defaults, plain (no SVRG);" in plain
-    default_text = markdown(
-        {"config": asdict(BenchConfig()), "machine": {
-            "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},
-        "daskpd bench",
-    )  # fmt: skip
-    assert "its defaults, an SVRG snapshot every 1 epoch(s);" in default_text
-    text = markdown(
-        {"config": asdict(BenchConfig(dso_svrg_every=1, dso_eta0=0.25)), "machine": {
-            "cpus": 2, "memory_gib": 1.0, "python": "3"}, "scales": []},
-        "daskpd bench",
-    )  # fmt: skip
-    assert "eta0 = dual_eta0 = 0.25, an SVRG snapshot every 1 epoch(s)" in text
-
-
-def _memory_limit(dask_worker):
-    return dask_worker.memory_manager.memory_limit
-
-
-def test_dask_ml_gets_workers_of_its_own_memory_limit():
-    from dask.utils import parse_bytes
-
-    from daskpd.bench import _peer_cluster
-
-    config = BenchConfig(workers=2, memory_limit="1GiB", dask_ml_memory_limit="1536MiB")
-    with _peer_cluster(config, "dask-ml") as client:
-        limits = list(client.run(_memory_limit).values())
-    assert limits == [parse_bytes("1536MiB")] * 2
-    with _peer_cluster(config, "liblinear") as client:
-        assert client is None
+        BenchConfig(dataset="ridge")
 
 
 def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys):
@@ -218,128 +141,63 @@ def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys
     assert not work.exists(), "nothing measured or written"
 
 
-def test_a_failing_peer_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
+@pytest.mark.cluster
+def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch):
+    """P* from the tight peer, true medians over repeats, a target line that comes out not met."""
     from daskpd import peers
+    from daskpd.bench.data import in_memory
+    from daskpd.dataset import open_dataset
+    from daskpd.problem import Problem
 
     def out_of_luck(*args, **kwargs):
         raise RuntimeError("worker exceeded 95% memory budget")
 
     monkeypatch.setattr(peers, "fit_sgd", out_of_luck)
+    work = tmp_path / "work"
+    # DSO from zero, one epoch: far from the optimum, so its lines are not reached
     config = BenchConfig(
-        scales=(10**5,), workdir=str(tmp_path / "work"), repeats=1, epochs=1, grid=2,
-        peers=("sgd", "liblinear"), memory_limit="2GiB",
+        scales=(4 * 10**5,), workdir=str(work), repeats=2, loss="logistic", alpha=1e-3,
+        alpha_grid=(), solvers=("dso",), max_epochs=1, budget=30, memory_limit="2GiB",
+        peers=("liblinear", "snapml", "sgd", "saga"),
     )  # fmt: skip
     results = run_benchmarks(config)
-    (scale,) = results["scales"]
-    methods = {m["method"]: m for m in scale["methods"]}
-    assert methods["sgd"]["status"] == "failed"
-    assert "RuntimeError: worker exceeded 95% memory budget" in methods["sgd"]["reason"]
-    assert methods["liblinear"]["status"] == "ok"
-    assert "| sgd | failed: RuntimeError" in markdown(results, "daskpd bench")
-
-
-def test_bench_on_the_real_dna_windows(tmp_path):
-    config = BenchConfig(
-        dataset="dna", workdir=str(tmp_path / "work"), repeats=1, epochs=3, grid=2,
-        peers=("liblinear", "vw"), memory_limit="2GiB", alpha=1e-4,
-    )  # fmt: skip
-    results = run_benchmarks(config)
-    (scale,) = results["scales"]  # one size: the scales do not apply
-    # StatLog DNA: 3,186 windows, 767 donor sites; a stratified quarter held out
-    assert scale["n_samples"] + scale["n_test"] == 3186
-    assert scale["n_test"] == math.ceil(0.25 * 3186)  # scikit-learn rounds the test part up
-    assert abs(scale["positive_rate"] - 767 / 3186) < 0.01
-    methods = {m["method"]: m for m in scale["methods"]}
-    assert all(methods[name]["status"] == "ok" for name in ("daskpd DSO", "liblinear", "vw"))
-    # the real donor sites are easy to tell apart (the GT consensus): every method ranks well
-    assert methods["liblinear"]["final_metric"] > 0.9
-    assert max(point[2] for point in methods["daskpd DSO"]["curve"]) > 0.9
-    text = markdown(results, "daskpd bench --dataset dna")
-    assert "Data: real DNA: StatLog primate windows, donor sites" in text
+    saved = json.loads((work / "results.json").read_text())
+    assert saved["config"]["scales"] == [4 * 10**5]
+    (table,) = results["tables"]
+    rows = {row["method"]: row for row in table["methods"]}
+    assert set(rows) == {
+        "daskpd dso", "daskpd dso, 1 worker", "liblinear", "snapml", "sgd", "saga"
+    }  # fmt: skip
+    # P* is the primal of an independent tight liblinear solve of the same objective
+    X, y = in_memory(open_dataset(str(work / "splice-4e05-train.zarr")))
+    tight = peers.fit_liblinear(X, y, 1e-3, loss="logistic", tol=1e-6).coef
+    p_ref = float(Problem("logistic", "l2", 1e-3).evaluate(tight, (X, y)).primal)
+    assert table["p_star"] == pytest.approx(p_ref, rel=1e-12)
+    assert "liblinear (scikit-learn) at tol 1e-06" in table["reference"]["source"]
+    # weak duality: no certified dual of daskpd's runs lies above the reference primal
+    assert table["reference"]["certified_within"] >= -1e-9
+    # a failing peer is a row saying why; the others ran twice each
+    assert rows["sgd"]["status"] == "failed" and "RuntimeError" in rows["sgd"]["reason"]
+    for name in ("daskpd dso", "liblinear", "snapml", "saga"):
+        assert rows[name]["status"] == "ok" and len(rows[name]["runs"]) == 2
+    # medians are medians of the two runs (first run included)
+    for row in (rows["liblinear"], rows["daskpd dso"]):
+        for eps in LADDER:
+            line = row["summary"]["lines"][repr(eps)]
+            assert line["median_wall"] == statistics.median(line["wall"])
+    # the peers' tight rungs reach 1e-3; one DSO epoch from zero does not
+    assert math.isfinite(rows["liblinear"]["summary"]["lines"][repr(1e-3)]["median_wall"])
+    assert rows["daskpd dso"]["summary"]["lines"][repr(1e-3)]["median_wall"] == INF
+    lines = table["lines"]
+    assert lines[0].startswith("daskpd dso to (1+1e-3)P* no slower than liblinear (1 core)")
+    assert "**not met**: daskpd dso not reached" in lines[0]
+    # the chosen models were scored on the test set
+    for name in ("daskpd dso", "liblinear", "snapml"):
+        assert 0.0 <= rows[name]["summary"]["chosen"]["metric"] <= 1.0
+    assert rows["daskpd dso"]["runs"][0]["chosen"]["rule"] == "budget"
+    text = markdown(results, "daskpd bench --scales 4e5")
+    assert "| sgd | failed: RuntimeError" in text and "**not met**" in text
+    assert "| liblinear | ok |" in text and "its default tol = 0.0001" in text
     figures = plot(results, str(tmp_path))
-    assert [name.rsplit("/", 1)[-1] for name in figures] == ["bench-auprc-dna-1e06.png"]
-
-
-def test_text_like_sets_share_their_vocabulary(tmp_path):
-    from daskpd.bench import _datasets
-
-    config = BenchConfig(dataset="text", workdir=str(tmp_path), positive_rate=0.1)
-    train, test = _datasets(config, 2 * 10**5)
-    assert train.n_features == test.n_features == 2**20
-    assert abs(train.nnz - 2 * 10**5) < 0.1 * 2 * 10**5
-    assert test.n_samples == max(1000, train.n_samples // 4)
-    # different documents from the same vocabulary: the most frequent columns agree
-    top = [np.argsort(np.asarray(s.col_nnz))[-20:] for s in (train, test)]
-    assert len(set(top[0]) & set(top[1])) >= 15
-    # made once: a second call opens the same stores
-    again, _ = _datasets(config, 2 * 10**5)
-    assert again.path == train.path and again.nnz == train.nnz
-
-
-def test_bench_on_the_spdc_ridge_data(tmp_path):
-    config = BenchConfig(
-        dataset="ridge", loss="squared", scales=(10**6,), workdir=str(tmp_path / "work"),
-        repeats=1, epochs=6, grid=2, alpha=1e-2, memory_limit="2GiB", dask_ml_iters=(20,),
-        dcd_passes=5, peers=("liblinear", "sgd", "saga", "vw", "dask-ml"),
-    )  # fmt: skip
-    results = run_benchmarks(config)
-    (scale,) = results["scales"]
-    assert scale["metric"] == "r2" and scale["n_features"] == 500
-    assert scale["n_samples"] == 2000 and scale["nnz"] == 2000 * 500
-    methods = {m["method"]: m for m in scale["methods"]}
-    # SPDC (the ridge data's own method) and DSO for daskpd; every peer has a regressor
-    assert set(methods) == {
-        "daskpd DSO",
-        "daskpd SPDC",
-        "liblinear",
-        "sgd",
-        "saga",
-        "vw",
-        "dask-ml",
-    }
-    assert all(m["status"] == "ok" for m in methods.values()), [
-        (m["method"], m["reason"]) for m in methods.values() if m["status"] != "ok"
-    ]
-    # P* comes from LSQR (or a lower point seen): no method's primal is below it
-    primals = [p for m in methods.values() for _, p, _ in m["curve"] if math.isfinite(p)]
-    assert min(primals) >= scale["p_star"] * (1 - 1e-9)
-    # dask-ml solves the same squared loss here, so its primal is ours and is reported
-    assert math.isfinite(methods["dask-ml"]["final_primal"])
-    # y = x . 1 + N(0, 1) with var(x . 1) = sum 1/j^2 ~ 1.64: the best R^2 is ~0.62
-    for name in ("liblinear", "saga", "dask-ml", "daskpd SPDC"):
-        assert 0.5 < methods[name]["final_metric"] < 0.7, (name, methods[name]["final_metric"])
-    # SPDC converges linearly on ridge: its primal falls every epoch, to P* within 1e-3
-    spdc = [p for _, p, _ in methods["daskpd SPDC"]["curve"]]
-    assert len(spdc) == 6 and bool(np.all(np.diff(spdc) < 0))
-    assert methods["daskpd SPDC"]["seconds_to_primal"] > 0
-    assert "positives" not in markdown(results, "daskpd bench")  # no classes in regression
-    text = markdown(results, "daskpd bench --dataset ridge --loss squared")
-    assert "s to R^2 target | final R^2" in text and "SPDC paper's ridge data" in text
-    assert "R^2 target (best peer - 0.005)" in text and "LSQR to 1e-14 included" in text
-    figures = plot(results, str(tmp_path))
-    assert [name.rsplit("/", 1)[-1] for name in figures] == ["bench-r2-ridge-1e06.png"]
-
-
-def test_target_lines_time_the_best_of_daskpd_solvers():
-    from daskpd.bench import target_lines
-
-    def method(name, curve, seconds_to_metric, **values):
-        row = {"method": name, "status": "ok", "reason": "", "curve": curve}
-        row.update({"seconds_to_metric": seconds_to_metric, "train_seconds": math.nan, **values})
-        return row
-
-    scale = {
-        "metric": "r2",
-        "dso_epoch_seconds_1_worker": 1.0,
-        "dso_epoch_seconds_2_workers": 1.0,
-        "methods": [
-            method("daskpd DSO", [(3.0, 0.1, 0.60)], 3.0),
-            method("daskpd SPDC", [(1.0, 0.1, 0.61)], 1.0),
-            method("liblinear", [(2.0, 0.1, 0.61)], 2.0, final_metric=0.61, train_seconds=2.0),
-        ],
-    }
-    line = target_lines(scale)[0]
-    assert (
-        line
-        == "to liblinear's R^2 - 0.005, no slower than liblinear: **met**: SPDC 1 s, liblinear 2 s"
-    )
+    assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
+    assert np.isfinite(table["p_star"])

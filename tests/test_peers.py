@@ -34,8 +34,10 @@ ALPHA = 1e-2
         lambda X, y: peers.fit_saga(X, y, ALPHA, tol=1e-10, max_iter=100_000),
         lambda X, y: peers.fit_dask_ml(X, y, ALPHA, solver="lbfgs", tol=1e-12, max_iter=500),
         lambda X, y: peers.fit_vw(X, y, ALPHA, batch=True, passes=30),
+        lambda X, y: peers.fit_liblinear_multicore(X, y, ALPHA, loss="logistic", tol=1e-10),
+        lambda X, y: peers.fit_snapml(X, y, ALPHA, loss="logistic", tol=1e-12, max_iter=10**5),
     ],
-    ids=["liblinear", "saga", "dask-ml", "vw-bfgs"],
+    ids=["liblinear", "saga", "dask-ml", "vw-bfgs", "liblinear-multicore", "snapml"],
 )
 def test_peer_solves_our_logistic_objective(fit):
     X, y = _problem()
@@ -46,6 +48,34 @@ def test_peer_solves_our_logistic_objective(fit):
     # VW keeps float32 weights, hence its looser floor; a wrong mapping gives > 1e-1.
     assert np.linalg.norm(gradient) < (1e-4 if result.name == "vw" else 1e-5)
     assert result.seconds > 0
+
+
+@pytest.mark.parametrize("name", ["liblinear-multicore", "snapml"])
+def test_multicore_peers_solve_our_svm(name):
+    X, y = _problem()
+    reference = peers.fit_liblinear(X, y, ALPHA, loss="hinge", tol=1e-10).coef
+    if name == "snapml":
+        result = peers.fit_snapml(X, y, ALPHA, loss="hinge", tol=1e-12, max_iter=10**5)
+    else:
+        result = peers.fit_liblinear_multicore(X, y, ALPHA, loss="hinge", tol=1e-10, threads=2)
+
+    def primal(w):
+        return np.mean(np.maximum(0.0, 1.0 - y * (X @ w))) + 0.5 * ALPHA * w @ w
+
+    # the same optimum: equal objective values (the hinge optimum need not be unique in w)
+    assert primal(result.coef) == pytest.approx(primal(reference), rel=1e-5)
+    assert result.seconds > 0
+
+
+def test_multicore_liblinear_reports_its_conversion_apart():
+    X, y = _problem()
+    convert = []
+    peers.fit_liblinear_multicore(X, y, ALPHA, loss="hinge", convert_seconds=convert)
+    assert len(convert) == 1 and convert[0] > 0
+    with pytest.raises(ValueError, match="loss must be 'hinge' or 'logistic'"):
+        peers.fit_liblinear_multicore(X, y, ALPHA, loss="squared")
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        peers.fit_liblinear_multicore(X, y, ALPHA, threads=0)
 
 
 def test_wrong_mapping_would_be_detected():

@@ -1,0 +1,421 @@
+"""Running the methods of a benchmark table: daskpd's solvers, the peers, P* and alpha.
+
+Each function returns :class:`daskpd.bench.protocol.Run` objects (or numbers); the scoring is
+:mod:`daskpd.bench.protocol`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+
+import numpy as np
+
+from daskpd.bench.data import score
+from daskpd.bench.protocol import LADDER, Run
+
+#: Ladders of effort of the peers: (label of a rung, keyword arguments of its fit), and the
+#: rung its own default stopping rule is (the model whose test metric the table reports).
+LIBLINEAR_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+LIBLINEAR_DEFAULT_TOL = 1e-4  # scikit-learn's LinearSVC / LogisticRegression default
+LIBLINEAR_MC_TOLS = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
+LIBLINEAR_MC_DEFAULT_TOL = {"hinge": 0.1, "logistic": 0.01}  # LIBLINEAR's command line
+SNAPML_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+SNAPML_DEFAULT_TOL = 1e-3
+SGD_EPOCHS = (1, 2, 5, 10, 20)
+SAGA_TOLS = (1e-1, 1e-2, 1e-3, 1e-4)
+SAGA_DEFAULT_TOL = 1e-4
+VW_PASSES = (1, 3, 10)
+#: VW's online ``--l2`` candidates (its nominal translation of alpha over-regularizes: its
+#: adaptive, normalized updates apply the penalty per example), chosen on the validation set.
+VW_L2 = (0.0, 1e-8, 1e-6)
+
+
+class PeakMemory:
+    """Sample the summed RSS of this process and all its descendants in a thread."""
+
+    def __init__(self, interval=0.05):
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        import psutil
+
+        total = 0
+        for proc in [self._process, *self._process.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        self.peak = max(self.peak, total)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+@contextlib.contextmanager
+def fresh_cluster(workers, memory_limit):
+    """A new LocalCluster as ``daskpd train`` starts it (its start is not timed)."""
+    from daskpd._cluster import ClusterOptions, cluster_client
+
+    options = ClusterOptions(n_workers=int(workers), memory_limit=memory_limit)
+    with cluster_client(options, start=True) as client:
+        yield client
+
+
+class _Recorder:
+    """The bench's callback: the wall clock of every evaluated epoch, the chosen model, the stop.
+
+    ``chosen`` is the first evaluated point whose duality gap is at most ``rule_tol`` times
+    its primal (the certificate; the test set plays no part). The run is stopped once the
+    primal is at or below the last line of the ladder (nothing more to time) or the wall
+    budget is spent.
+    """
+
+    def __init__(self, start, p_star, rule_tol, budget):
+        self.start = start
+        self.bound = (1.0 + min(LADDER)) * p_star
+        self.rule_tol = rule_tol
+        self.budget = budget
+        self.points = []
+        self.chosen = None
+        self.last = None
+        self.best_dual = -math.inf
+
+    def on_train_begin(self, run):
+        pass
+
+    def on_train_end(self):
+        pass
+
+    def on_epoch_end(self, info):
+        wall = time.perf_counter() - self.start
+        row = info.row
+        if row is None:  # an epoch without evaluation: nothing known yet
+            return wall >= self.budget
+        primal, gap = float(row["primal"]), float(row["gap"])
+        self.points.append((wall, float(row["seconds"]), primal))
+        self.best_dual = max(self.best_dual, primal - gap)
+        w = np.array(info.iterate.w, dtype=np.float64)
+        self.last = {"rule": "budget", "wall_seconds": wall, "primal": primal, "gap": gap, "w": w}
+        if self.chosen is None and gap <= self.rule_tol * abs(primal):
+            self.chosen = {**self.last, "rule": f"gap <= {self.rule_tol:g} P"}
+        return primal <= self.bound or wall >= self.budget
+
+
+def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers, seed):
+    """One run of one of daskpd's solvers on a fresh cluster of ``workers`` processes.
+
+    Parameters
+    ----------
+    config : BenchConfig
+    solver : str
+        Registered solver name (its options are its defaults, as a user's call has them).
+    train : Dataset
+    test_xy : tuple
+        ``(X_test, y_test)`` in memory (the chosen model is scored after the run, untimed).
+    metric : str
+    p_star : float
+    alpha : float
+    workers : int
+    seed : int
+
+    Returns
+    -------
+    Run
+    """
+    from daskpd.solvers import solve
+
+    with fresh_cluster(workers, config.memory_limit) as client, PeakMemory() as memory:
+        recorder = _Recorder(time.perf_counter(), p_star, config.rule_tol, config.budget)
+        solve(
+            train,
+            loss=config.loss,
+            regularizer="l2",
+            alpha=alpha,
+            solver=solver,
+            max_epochs=config.max_epochs,
+            tol=0.0,
+            time_limit=config.budget,
+            random_state=seed,
+            client=client,
+            callbacks=[recorder],
+        )
+    chosen = recorder.chosen or recorder.last
+    w = chosen.pop("w")
+    X_test, y_test = test_xy
+    chosen["metric"] = score(metric, y_test, X_test @ w)
+    return Run(
+        points=recorder.points,
+        chosen=chosen,
+        peak_rss_bytes=memory.peak,
+        best_dual=recorder.best_dual if recorder.points else math.nan,
+    )
+
+
+def _primal(problem, w, xy):
+    return float(problem.evaluate(np.asarray(w, dtype=np.float64), xy).primal)
+
+
+def _ladder(rungs, fit, problem, xy, p_star, budget):
+    """Fit each rung in turn; stop after the last ladder line is reached or the budget spent.
+
+    Returns the points and the fits by rung label.
+    """
+    points, fits = [], {}
+    bound = (1.0 + min(LADDER)) * p_star
+    for label, kwargs in rungs:
+        result = fit(**kwargs)
+        primal = _primal(problem, result.coef, xy) if result.coef is not None else math.nan
+        points.append((result.seconds, result.seconds, primal))
+        fits[label] = (result, primal)
+        if primal <= bound or result.seconds >= budget:
+            break
+    return points, fits
+
+
+def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=None):
+    """One repeat of a peer's effort ladder and its default (chosen) model.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`daskpd.bench.PEERS`.
+    config : BenchConfig
+    data : dict
+        ``train``, ``valid``, ``test``: ``(X, y)`` in memory.
+    problem : Problem
+    metric : str
+    p_star, alpha : float
+    seed : int
+    vw_l2 : float, optional
+        VW's ``--l2`` (chosen on the validation set by :func:`choose_vw_l2`).
+
+    Returns
+    -------
+    Run
+    """
+    from daskpd import peers
+
+    X, y = data["train"]
+    X_test, y_test = data["test"]
+    loss, workers = config.loss, config.workers
+    if name == "liblinear":
+        rungs = [(tol, {"tol": tol}) for tol in LIBLINEAR_TOLS]
+        default = LIBLINEAR_DEFAULT_TOL
+
+        def fit(**kw):
+            return peers.fit_liblinear(X, y, alpha, loss=loss, random_state=seed, **kw)
+
+        rule = f"its default tol = {default:g}"
+    elif name == "liblinear-mc":
+        rungs = [(tol, {"tol": tol}) for tol in LIBLINEAR_MC_TOLS]
+        default = LIBLINEAR_MC_DEFAULT_TOL[loss]
+
+        def fit(**kw):
+            return peers.fit_liblinear_multicore(X, y, alpha, loss=loss, threads=workers, **kw)
+
+        rule = f"its default -e {default:g}"
+    elif name == "snapml":
+        rungs = [(tol, {"tol": tol}) for tol in SNAPML_TOLS]
+        default = SNAPML_DEFAULT_TOL
+
+        def fit(**kw):
+            return peers.fit_snapml(
+                X, y, alpha, loss=loss, n_jobs=workers, random_state=seed, max_iter=10_000, **kw
+            )
+
+        rule = f"its default tol = {default:g}"
+    elif name == "sgd":
+        rungs = [(k, {"max_iter": k, "tol": None}) for k in SGD_EPOCHS]
+        default = "default"
+        rungs.append((default, {"max_iter": 1000, "tol": 1e-3}))
+
+        def fit(**kw):
+            return peers.fit_sgd(X, y, alpha, loss=loss, random_state=seed, **kw)
+
+        rule = "its default (tol = 1e-3, 5 epochs without progress)"
+    elif name == "saga":
+        rungs = [(tol, {"tol": tol}) for tol in SAGA_TOLS]
+        default = SAGA_DEFAULT_TOL
+
+        def fit(**kw):
+            return peers.fit_saga(X, y, alpha, loss=loss, random_state=seed, max_iter=1000, **kw)
+
+        rule = f"its default tol = {default:g}"
+    elif name == "dask-ml":
+        return _run_dask_ml(config, data, problem, metric, p_star, alpha)
+    elif name == "vw":
+        return _run_vw(config, data, metric, alpha, vw_l2)
+    else:
+        raise ValueError(f"unknown peer {name!r}")
+    points, fits = _ladder(rungs, fit, problem, (X, y), p_star, config.budget)
+    if default not in fits:
+        result = fit(**dict(rungs)[default])
+        fits[default] = (result, _primal(problem, result.coef, (X, y)))
+    result, primal = fits[default]
+    chosen = {
+        "rule": rule,
+        "wall_seconds": result.seconds,
+        "primal": primal,
+        "gap": math.nan,
+        "metric": score(metric, y_test, X_test @ result.coef),
+    }
+    return Run(points=points, chosen=chosen)
+
+
+def _run_dask_ml(config, data, problem, metric, p_star, alpha):
+    """dask-ml's L-BFGS on a cluster of its own, a ladder of iteration counts."""
+    from daskpd import peers
+
+    X, y = data["train"]
+    X_test, y_test = data["test"]
+    limit = config.dask_ml_memory_limit or config.memory_limit
+    rungs = [(k, {"max_iter": k}) for k in config.dask_ml_iters]
+    with fresh_cluster(config.workers, limit) as client, client.as_current():
+
+        def fit(**kw):
+            return peers.fit_dask_ml(X, y, alpha, loss=config.loss, **kw)
+
+        points, fits = _ladder(rungs, fit, problem, (X, y), p_star, config.budget)
+    result, primal = fits[list(fits)[-1]]
+    chosen = {
+        "rule": f"the last rung run (max_iter = {list(fits)[-1]})",
+        "wall_seconds": result.seconds,
+        "primal": primal,
+        "gap": math.nan,
+        "metric": score(metric, y_test, X_test @ result.coef),
+    }
+    return Run(points=points, chosen=chosen)
+
+
+def choose_vw_l2(config, data, metric, alpha):
+    """VW's online ``--l2`` with the best validation metric (:data:`VW_L2`, 3 passes)."""
+    from daskpd import peers
+
+    X, y = data["train"]
+    X_valid, y_valid = data["valid"]
+    best = None
+    for l2 in VW_L2:
+        fit = peers.fit_vw(
+            X, y, alpha, loss=config.loss, passes=3, batch=False, X_test=X_valid, l2=l2
+        )
+        value = score(metric, y_valid, fit.test_scores)
+        if best is None or value > best[1]:
+            best = (l2, value)
+    return best[0]
+
+
+def _run_vw(config, data, metric, alpha, l2):
+    """Online VW as people run it: a ladder of passes; chosen by the validation metric.
+
+    Its weights live in VW's normalized coordinates (not readable as ours), so it has no
+    primal value and reaches no line of the ladder; the table reports its test metric.
+    """
+    from daskpd import peers
+
+    X, y = data["train"]
+    X_valid, y_valid = data["valid"]
+    X_test, y_test = data["test"]
+    points, by_valid = [], []
+    for passes in VW_PASSES:
+        fit = peers.fit_vw(
+            X, y, alpha, loss=config.loss, passes=passes, batch=False, X_test=X_valid, l2=l2
+        )
+        points.append((fit.seconds, fit.seconds, math.nan))
+        by_valid.append((score(metric, y_valid, fit.test_scores), passes, fit.seconds))
+        if fit.seconds >= config.budget:
+            break
+    _, passes, seconds = max(by_valid)
+    final = peers.fit_vw(
+        X, y, alpha, loss=config.loss, passes=passes, batch=False, X_test=X_test, l2=l2
+    )
+    chosen = {
+        "rule": f"validation-best passes ({passes}) and --l2 ({l2:g})",
+        "wall_seconds": seconds,
+        "primal": math.nan,
+        "gap": math.nan,
+        "metric": score(metric, y_test, final.test_scores),
+    }
+    return Run(points=points, chosen=chosen)
+
+
+def reference_optimum(config, X, y, problem, alpha):
+    """P* of an independent tight solve, and how long it took.
+
+    liblinear at tol :data:`REFERENCE_TOL` (hinge, logistic); LSQR to 1e-14 for ridge (the
+    closed form of the damped least-squares problem).
+
+    Returns
+    -------
+    dict
+        ``primal``, ``seconds``, ``source``.
+    """
+    from daskpd import peers
+
+    start = time.perf_counter()
+    if config.loss == "squared":
+        from scipy.sparse.linalg import lsqr
+
+        # (1/n) sum r_i^2 / 2 + alpha ||w||^2 / 2, times 2n: ||Xw - y||^2 + alpha n ||w||^2
+        damp = math.sqrt(alpha * X.shape[0])
+        w = lsqr(X, y, damp=damp, atol=1e-14, btol=1e-14, iter_lim=100_000)[0]
+        source = "LSQR to 1e-14 (the closed form of ridge)"
+    else:
+        w = peers.fit_liblinear(X, y, alpha, loss=config.loss, tol=REFERENCE_TOL).coef
+        source = f"liblinear (scikit-learn) at tol {REFERENCE_TOL:g}"
+    seconds = time.perf_counter() - start
+    return {"primal": _primal(problem, w, (X, y)), "seconds": seconds, "source": source}
+
+
+#: Tolerance of the reference solve that gives P*.
+REFERENCE_TOL = 1e-6
+
+
+def choose_alpha(config, data, metric):
+    """The alpha of :attr:`BenchConfig.alpha_grid` with the best validation metric.
+
+    Each candidate is one liblinear fit at its command line's tolerance (0.1), as a user
+    validating a grid would run it.
+
+    Returns
+    -------
+    alpha : float
+    rows : list of dict
+        ``alpha``, validation ``metric`` and fit ``seconds`` of every candidate.
+    """
+    from daskpd import peers
+
+    X, y = data["train"]
+    X_valid, y_valid = data["valid"]
+    rows = []
+    for alpha in config.alpha_grid:
+        fit = peers.fit_liblinear(X, y, alpha, loss=config.loss, tol=0.1, random_state=config.seed)
+        rows.append(
+            {
+                "alpha": alpha,
+                "metric": score(metric, y_valid, X_valid @ fit.coef),
+                "seconds": fit.seconds,
+            }
+        )
+    best = max(rows, key=lambda row: (row["metric"], row["alpha"]))
+    return best["alpha"], rows
