@@ -8,7 +8,8 @@ The public API, by layer:
 * objectives: the losses and regularizers, :class:`Problem` (primal, dual and duality gap over
   a dataset in one Dask compute), :mod:`daskpd.metrics`;
 * training: :func:`solve` with the registered methods ``"dso"``, ``"spdc"``, ``"dspdc"``,
-  ``"gsfw"``, ``"pdprox"`` and the ``"batch"`` baseline; callbacks, checkpoints, models;
+  ``"gsfw"``, ``"pdprox"``, ``"cocoa"`` and the ``"batch"`` baseline; callbacks, checkpoints,
+  models;
 * scikit-learn estimators (:mod:`daskpd.estimators`).
 """
 

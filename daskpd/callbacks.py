@@ -35,7 +35,8 @@ class Callback:
         Parameters
         ----------
         info : EpochInfo
-            Epoch number, training seconds, this epoch's history row (or None), iterate.
+            Epoch number, training and wall seconds, this epoch's history row (or None),
+            iterate.
 
         Returns
         -------
@@ -115,7 +116,11 @@ def _format(value) -> str:
 
 
 class ProgressBar(Callback):
-    """A tqdm progress bar over epochs showing primal objective, gap and test AUPRC.
+    """A tqdm progress bar over epochs: primal objective, gap, test AUPRC, and two clocks.
+
+    The clocks are ``wall`` (wall time so far, evaluation included) and ``train`` (the
+    solver's initialization and epochs), updated every epoch; the other values change at
+    evaluations.
 
     Parameters
     ----------
@@ -133,6 +138,8 @@ class ProgressBar(Callback):
         self.description = description
         self.bar = None
         self.postfix: dict = {}
+        self.row = None
+        self.clocks = None
 
     def on_train_begin(self, run):
         from tqdm.auto import tqdm
@@ -146,22 +153,34 @@ class ProgressBar(Callback):
             disable=self.disable,
             dynamic_ncols=True,
         )
+        self.row, self.clocks = None, None
         if run["history"]:
-            self._show(run["history"][-1])
+            self.row = run["history"][-1]
+            if "wall_seconds" in self.row:
+                self.clocks = (self.row["wall_seconds"], self.row["seconds"])
+            self._show()
 
-    def _show(self, row) -> None:
-        self.postfix = {"primal": _format(row.get("primal")), "gap": _format(row.get("gap"))}
-        if "test_auprc" in row:
-            self.postfix["test_auprc"] = _format(row["test_auprc"])
-        elif "test_rmse" in row:
-            self.postfix["test_rmse"] = _format(row["test_rmse"])
+    def _show(self) -> None:
+        self.postfix = {}
+        if self.row is not None:
+            row = self.row
+            self.postfix = {"primal": _format(row.get("primal")), "gap": _format(row.get("gap"))}
+            if "test_auprc" in row:
+                self.postfix["test_auprc"] = _format(row["test_auprc"])
+            elif "test_rmse" in row:
+                self.postfix["test_rmse"] = _format(row["test_rmse"])
+        if self.clocks is not None:
+            wall, train = self.clocks
+            self.postfix.update(wall=f"{wall:.1f}s", train=f"{train:.1f}s")
         self.bar.set_postfix(self.postfix, refresh=False)
 
     def on_epoch_end(self, info):
         if self.bar is None:
             return None
         if info.row is not None:
-            self._show(info.row)
+            self.row = info.row
+        self.clocks = (info.wall_seconds, info.seconds)
+        self._show()
         # After a replay (lost worker) the epoch can go back: set the position, not += 1.
         self.bar.n = info.epoch
         self.bar.refresh()

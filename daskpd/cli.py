@@ -711,10 +711,11 @@ def _add_training_options(parser, *, defaults) -> None:
     )
     group.add_argument(
         "--eval-every",
-        type=_positive_int("--eval-every"),
-        default=1,
+        type=_eval_every,
+        default="auto",
         metavar="K",
-        help="evaluate the gap every K epochs (default 1)",
+        help="evaluate the gap (and test metrics) every K epochs, or 'auto': as often as "
+        "keeps evaluation within 10%% of the wall time (default auto; the last epoch always)",
     )
     group.add_argument(
         "--grid",
@@ -738,6 +739,17 @@ def _add_training_options(parser, *, defaults) -> None:
         action="store_true",
         help="run in this process on Dask's threaded scheduler (no cluster)",
     )
+
+
+def _eval_every(text):
+    if text == "auto":
+        return text
+    try:
+        return _positive_int("--eval-every")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"--eval-every must be an integer >= 1 or 'auto', got {text!r}"
+        ) from None
 
 
 def _nonnegative_float(name):
@@ -981,7 +993,9 @@ def _run_demo(args) -> int:
     else:
         root = Path(tempfile.mkdtemp(prefix="daskpd-demo-"))
     try:
+        tick = time.perf_counter()
         with _run_client(args, start=True) as client:
+            cluster_seconds = time.perf_counter() - tick
             workers = len(worker_addresses(client)) if client is not None else 2
             grid = args.grid or max(2, workers)
             if "grid" in _solver_fields(args.solver) and args.grid is None:
@@ -1007,10 +1021,11 @@ def _run_demo(args) -> int:
             )
             if args.grid is not None:
                 train = partition_dataset(train.path, args.grid, overwrite=True)
+            data_seconds = time.perf_counter() - tick
             print(
                 f"data: {train.n_samples} training rows x {train.n_features} features "
                 f"({train.nnz} nonzeros), {test.n_samples} test rows, in {root} "
-                f"({time.perf_counter() - tick:.1f} s)",
+                f"({data_seconds:.1f} s)",
                 file=sys.stderr,
             )
             try:
@@ -1029,10 +1044,34 @@ def _run_demo(args) -> int:
         print(
             f"duality gap   {result.gap:.3g} (primal {result.primal:.6g}, dual {result.dual:.6g})"
         )
+        _print_demo_times(args, result, data_seconds, cluster_seconds, client is not None)
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+def _print_demo_times(args, result, data_seconds, cluster_seconds, on_cluster) -> None:
+    timings = result.timings
+    spent = timings["init"] + timings["epochs"] + timings["evaluation"]
+    rows = [("data generation", data_seconds, "written to zarr, partitioned")]
+    if on_cluster:
+        label = "cluster start" if args.scheduler is None else "cluster connect"
+        rows.append((label, cluster_seconds, ""))
+    rows += [
+        ("training", timings["wall"], "wall time of the solve, split below"),
+        ("  init", timings["init"], "solver start: data reads, first kernels"),
+        ("  epochs", timings["epochs"], ""),
+        (
+            "  evaluation",
+            timings["evaluation"],
+            f"gap and test metrics at {len(result.history)} of {result.n_epochs} epochs",
+        ),
+        ("  other", timings["wall"] - spent, "checkpoints, progress bar, driver"),
+    ]
+    print("where the time went:")
+    for label, seconds, note in rows:
+        print(f"  {label:<16}{seconds:7.1f} s  {note}".rstrip())
 
 
 def _solver_fields(name) -> set:
@@ -1070,7 +1109,7 @@ def _add_bench(parser):
     )
     parser.add_argument(
         "--alpha-grid",
-        default="1e-7,1e-6,1e-5,1e-4,1e-3",
+        default="1e-6,1e-5,1e-4,1e-3,1e-2",
         help="alphas of the validation that picks the first table's alpha ('none': only "
         "--alpha; default: %(default)s)",
     )

@@ -79,7 +79,7 @@ __all__ = [
     "load_estimator",
 ]
 
-SOLVERS = ("dso", "spdc", "dspdc", "gsfw", "pdprox", "batch")
+SOLVERS = ("dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa")
 _CLASSIFICATION_LOSSES = frozenset({"hinge", "smooth_hinge", "squared_hinge", "logistic"})
 _MODEL_FORMAT_VERSION = 1
 
@@ -111,13 +111,13 @@ def _is_dataset(obj) -> bool:
 # Solvers that accept row weights (sample_weight, class_weight); the others raise ValueError
 # for weighted data, so "auto" does not pick them then. tests/test_estimators.py checks this
 # table against the solvers' own checks.
-WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch"})
+WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "cocoa"})
 
 # Solvers that start from a given model (solve(warm_start=...)); all built-in ones do. A
 # solver missing here gets warm_start=True refused rather than silently ignored (GSFW refuses
 # a start outside its constraint set itself). tests/test_estimators.py checks this table
 # against what the solvers do with a start.
-WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "gsfw", "pdprox"})
+WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "gsfw", "pdprox", "cocoa"})
 
 
 def auto_solver(loss, regularizer, *, weighted=False) -> str:
@@ -557,6 +557,9 @@ class _SaddlePointBase(BaseEstimator):
                 solver=solver,
                 max_epochs=int(self.max_iter),
                 tol=float(self.tol),
+                # Every epoch, not "auto": with "auto" the epoch where tol stops the fit
+                # would depend on timing, and the same random_state must give the same model.
+                eval_every=1,
                 random_state=seed,
                 callbacks=callbacks,
                 client=False if client is None else client,
@@ -821,7 +824,8 @@ _FITTED_DOC = """
     gap_ : float
         Duality gap of the returned model (a bound on ``P(coef_) - min P``).
     history_ : list of dict
-        One row per evaluation: epoch, seconds, primal, dual, gap.
+        One row per epoch: epoch, seconds (training), primal, dual, gap, wall_seconds,
+        eval_seconds (see :func:`daskpd.solve`).
     solver_ : str
         The solver that ran.
     n_features_in_ : int
@@ -855,9 +859,9 @@ class SaddlePointEstimator(_SaddlePointBase):
     alpha : float, default=1e-4
         Regularization strength, as in ``SGDClassifier``.
     solver : str, default="auto"
-        One of ``"dso"``, ``"spdc"``, ``"dspdc"``, ``"gsfw"``, ``"pdprox"``, ``"batch"``;
-        ``"auto"``: see :func:`auto_solver`. A solver that does not support the pair raises
-        ValueError.
+        One of ``"dso"``, ``"spdc"``, ``"dspdc"``, ``"gsfw"``, ``"pdprox"``, ``"batch"``,
+        ``"cocoa"``; ``"auto"``: see :func:`auto_solver`. A solver that does not support the
+        pair raises ValueError.
     class_weight : dict, "balanced" or None, default=None
         Weights per class (classification losses only); ``"balanced"`` uses
         ``n_samples / (2 * count(label))``.
@@ -1078,7 +1082,7 @@ class LinearSVC(_BinaryClassifier):
 
     Parameters
     ----------
-    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "auto"}, default="auto"
+    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
         ``"auto"`` is DSO. Each solver checks that it supports the hinge loss with the chosen
         penalty and raises ValueError otherwise.
     """
@@ -1136,7 +1140,7 @@ class LogisticRegression(_BinaryClassifier):
 
     Parameters
     ----------
-    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "auto"}, default="auto"
+    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
         ``"auto"`` is SPDC (linear convergence on this smooth loss), or the full-gradient
         ``"batch"`` solver with ``penalty="l1"`` (see :func:`auto_solver`).
     """
@@ -1267,7 +1271,7 @@ class _FixedRegressor(_Regressor):
 _REGRESSOR_ALPHA_DOC = """
     alpha : float, default=1e-4
         Regularization strength, as in ``SGDRegressor``.
-    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "auto"}, default="auto"
+    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
         ``"auto"`` picks the default of the class (see above); a solver that does not
         support the pair raises ValueError.
 """

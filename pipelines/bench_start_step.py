@@ -58,8 +58,8 @@ def run(name, train_path, test_path, args):
             tick = time.perf_counter()
             fit = solve(
                 train, "hinge", "l2", args.alpha, "dso", client=False, random_state=args.seed,
-                max_epochs=args.epochs, tol=0.0, test_data=test, eta0=step, dual_eta0=step,
-                svrg_every=svrg_every, **options,
+                max_epochs=args.epochs, tol=0.0, eval_every=1, test_data=test, eta0=step,
+                dual_eta0=step, svrg_every=svrg_every, **options,
             )  # fmt: skip
             seconds = time.perf_counter() - tick
             primal = ", ".join(f"{row['primal']:.4g}" for row in fit.history)

@@ -326,6 +326,7 @@ def run(config: PipelineConfig) -> dict:
             max_epochs=config.epochs,
             tol=config.tol,
             time_limit=config.time_limit,
+            eval_every=1,  # the report's plots have a point per epoch
             random_state=config.seed,
             client=client,
             test_data=test,

@@ -49,11 +49,14 @@ def _crash_after(epoch):
     return callback
 
 
+CLOCKS = ("seconds", "wall_seconds", "eval_seconds")
+
+
 def _assert_same_run(a, b):
     assert np.array_equal(a.w, b.w)
     assert a.n_epochs == b.n_epochs
-    strip = [{k: v for k, v in row.items() if k != "seconds"} for row in a.history]
-    assert strip == [{k: v for k, v in row.items() if k != "seconds"} for row in b.history]
+    strip = [{k: v for k, v in row.items() if k not in CLOCKS} for row in a.history]
+    assert strip == [{k: v for k, v in row.items() if k not in CLOCKS} for row in b.history]
 
 
 def test_resume_after_crash_is_bit_identical(data, tmp_path):
@@ -66,6 +69,27 @@ def test_resume_after_crash_is_bit_identical(data, tmp_path):
     assert CheckpointStore(tmp_path).latest_epoch() == 6
     resumed = solve(data, max_epochs=11, checkpoint_dir=tmp_path, resume=True, **BATCH)
     _assert_same_run(straight, resumed)
+
+
+def test_resume_continues_the_clocks(data, tmp_path):
+    with pytest.raises(_Crash):
+        solve(
+            data, max_epochs=8, checkpoint_dir=tmp_path, checkpoint_every=3,
+            callbacks=_crash_after(5), **BATCH,
+        )  # fmt: skip
+    saved = CheckpointStore(tmp_path).latest().meta
+    assert saved["wall_seconds"] >= saved["seconds"] + saved["eval_seconds"] > 0
+    resumed = solve(data, max_epochs=8, checkpoint_dir=tmp_path, resume=True, **BATCH)
+    # The rows before the checkpoint come back as they were; the later ones count on.
+    assert list(resumed.history[:1]) == saved["history"]
+    later = resumed.history[1]
+    assert later["epoch"] == 4
+    for clock in CLOCKS:
+        assert later[clock] > saved[clock]
+    # The result's timings are of this call only.
+    this_call = resumed.history[-1]["eval_seconds"] - saved["eval_seconds"]
+    assert resumed.timings["evaluation"] == pytest.approx(this_call, rel=1e-9)
+    assert resumed.timings["checkpoint"] > 0
 
 
 def test_resume_extends_a_finished_run(data, tmp_path):
@@ -115,6 +139,7 @@ def test_resume_refuses_a_different_run(data, tmp_path):
 def test_dso_resume_is_bit_identical(data, tmp_path, init):
     # with "dcd" the default steps depend on the start, which a resume must remember
     dso = {"loss": "hinge", "alpha": 1e-2, "solver": "dso", "grid": 2, "tol": 0.0, "init": init}
+    dso["eval_every"] = 1  # the same evaluated epochs in both runs
     straight = solve(data, max_epochs=6, **dso)
     with pytest.raises(_Crash):
         solve(

@@ -53,9 +53,8 @@ def _train(stores, *extra):
 
 def test_train_evaluate_predict(stores, capsys, tmp_path):
     model = tmp_path / "model.zarr"
-    code, out, err = _run(
-        capsys, *_train(stores, "--epochs", "12", "--test", stores["test"][0], "--out", model)
-    )
+    extra = ("--epochs", "12", "--eval-every", "1", "--test", stores["test"][0], "--out", model)
+    code, out, err = _run(capsys, *_train(stores, *extra))
     assert code == 0, err
     summary = json.loads(out)
     assert summary["epochs"] == 12 and summary["stop_reason"] == "max_epochs"
@@ -119,6 +118,8 @@ def test_regression_metrics(stores, capsys, tmp_path):
         (("train", "/nonexistent/data.zarr"), "does not exist"),
         (("train", "{train}", "--alpha", "-1"), "--alpha must be > 0"),
         (("train", "{train}", "--epochs", "0"), "--epochs must be >= 1"),
+        (("train", "{train}", "--eval-every", "0"), "--eval-every must be an integer >= 1 or"),
+        (("train", "{train}", "--eval-every", "often"), "--eval-every must be an integer >= 1"),
         (("train", "{train}", "--solver", "nope"), "unknown solver 'nope'; valid solvers:"),
         (("train", "{train}", "--solver", "batch", "--option", "bogus=1"), "unknown option"),
         (("train", "{train}", "--solver", "batch", "--option", "novalue"), "NAME=VALUE"),
@@ -156,6 +157,16 @@ def test_user_mistakes_are_one_line_exit_2(stores, capsys, argv, message):
     assert code == 2
     assert len(lines) == 1, err
     assert message in lines[0]
+
+
+def test_eval_every_auto(stores, capsys, tmp_path):
+    model = tmp_path / "m.zarr"
+    code, _, err = _run(
+        capsys, *_train(stores, "--epochs", "5", "--eval-every", "auto"), "--out", model
+    )
+    assert code == 0, err
+    epochs = [row["epoch"] for row in load_model(model).history]
+    assert epochs[0] == 1 and epochs[-1] == 5
 
 
 def test_feature_mismatch_at_evaluate(stores, capsys, tmp_path):
@@ -217,6 +228,14 @@ def test_demo_trains_dso_on_the_cluster(local_cluster, capsys, tmp_path):
     gap = float(lines[2].split()[2])
     assert 0.3 < auprc <= 1.0
     assert 0 <= gap < 1.0
+    # Where the time went, in seconds that add up: the training's wall time and its parts.
+    assert lines[3] == "where the time went:"
+    seconds = {line[:18].strip(): float(line[18:].split()[0]) for line in lines[4:]}
+    assert set(seconds) == {"data generation", "cluster connect", "training", "init", "epochs",
+                            "evaluation", "other"}  # fmt: skip
+    parts = seconds["init"] + seconds["epochs"] + seconds["evaluation"] + seconds["other"]
+    assert parts == pytest.approx(seconds["training"], abs=0.3)  # each rounded to 0.1 s
+    assert "of 3 epochs" in lines[-2]
     model = load_model(tmp_path / "demo" / "model.zarr")
     assert model.solver == "dso" and model.history[-1]["test_auprc"] == pytest.approx(auprc, 1e-3)
 

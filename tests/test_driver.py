@@ -136,7 +136,10 @@ def test_bad_driver_parameters_fail_before_work(problem_data):
     cases = [
         ({"max_epochs": 0}, "max_epochs must be a positive integer"),
         ({"max_epochs": -3}, "max_epochs must be a positive integer"),
-        ({"eval_every": 0}, "eval_every must be a positive integer"),
+        ({"eval_every": 0}, "eval_every must be a positive integer or 'auto', got 0"),
+        ({"eval_every": "sometimes"}, "eval_every must be a positive integer or 'auto'"),
+        ({"eval_every": 1.5}, "eval_every must be a positive integer or 'auto'"),
+        ({"eval_every": True}, "eval_every must be a positive integer or 'auto'"),
         ({"tol": -1.0}, "tol must be a number >= 0"),
         ({"random_state": -1}, "random_state must be >= 0"),
         ({"random_state": np.random.default_rng(0)}, "no reproducible entropy"),
@@ -283,15 +286,15 @@ def test_class_weight_changes_the_objective(problem_data):
 def test_stop_rules(problem_data):
     _, _, data = problem_data
     kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch"}
-    budget = solve(data, max_epochs=4, tol=0, **kwargs)
+    budget = solve(data, max_epochs=4, tol=0, eval_every=1, **kwargs)
     assert (budget.n_epochs, budget.stop_reason, budget.converged) == (4, "max_epochs", False)
     assert [row["epoch"] for row in budget.history] == [1, 2, 3, 4]
     for row in budget.history:
-        assert set(row) >= {"epoch", "seconds", "primal", "dual", "gap"}
+        assert set(row) >= {"epoch", "seconds", "wall_seconds", "eval_seconds", "primal", "gap"}
         assert row["dual"] <= row["primal"] + 1e-12
     timed = solve(data, max_epochs=1000, tol=0, time_limit=0.0, **kwargs)
     assert (timed.n_epochs, timed.stop_reason) == (1, "time_limit")
-    loose = solve(data, max_epochs=1000, tol=1e-3, **kwargs)
+    loose = solve(data, max_epochs=1000, tol=1e-3, eval_every=1, **kwargs)
     assert loose.stop_reason == "tol" and loose.converged and loose.gap <= 1e-3
     assert loose.n_epochs < 1000
     sparse_eval = solve(data, max_epochs=7, tol=0, eval_every=3, **kwargs)
@@ -320,13 +323,16 @@ def test_early_stopping_and_recorder(problem_data):
     recorder = HistoryRecorder()
     stopper = EarlyStopping("gap", mode="min", patience=1, min_delta=1.0)
     result = solve(
-        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=50, tol=0,
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=50, tol=0, eval_every=1,
         callbacks=[recorder, stopper],
     )  # fmt: skip
     # No gap improves by more than 1.0, so the second evaluation stops the run.
     assert result.stop_reason == "callback" and result.n_epochs == 2
     assert [info.epoch for info in recorder.infos] == [1, 2]
     assert isinstance(recorder.infos[0].iterate, Iterate)
+    first, second = recorder.infos
+    assert first.wall_seconds >= first.seconds + first.row["eval_seconds"]
+    assert second.wall_seconds > first.wall_seconds and second.seconds > first.seconds
 
 
 def test_progress_bar_shows_primal_gap_and_test_auprc(problem_data):
@@ -338,7 +344,7 @@ def test_progress_bar_shows_primal_gap_and_test_auprc(problem_data):
     )  # fmt: skip
     text = stream.getvalue()
     assert "3/3" in text
-    for key in ("primal=", "gap=", "test_auprc="):
+    for key in ("primal=", "gap=", "test_auprc=", "wall=", "train="):
         assert key in text
     assert result.history[-1]["test_auprc"] == pytest.approx(auprc(y, X @ result.w), abs=1e-15)
 
@@ -358,6 +364,92 @@ def test_test_metrics_in_history(problem_data):
         np.mean(np.logaddexp(0, -y_test * scores)), rel=1e-12
     )
     np.testing.assert_allclose(result.decision_function((X_test, y_test)), scores, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# clocks and the evaluation cadence
+
+
+def test_history_clocks_and_timings(problem_data):
+    X, y, data = problem_data
+    result = solve(
+        data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=5, tol=0, eval_every=1,
+        test_data=(X, y),
+    )  # fmt: skip
+    before = {"seconds": 0.0, "wall_seconds": 0.0, "eval_seconds": 0.0}
+    for row in result.history:
+        # Training and evaluation are disjoint stretches of the wall time.
+        assert row["wall_seconds"] >= row["seconds"] + row["eval_seconds"]
+        for clock, value in before.items():
+            assert row[clock] > value
+        before = {clock: row[clock] for clock in before}
+    timings = result.timings
+    assert set(timings) == {"wall", "init", "epochs", "evaluation", "checkpoint"}
+    assert timings["init"] + timings["epochs"] == pytest.approx(before["seconds"], rel=1e-9)
+    assert timings["evaluation"] == pytest.approx(before["eval_seconds"], rel=1e-9)
+    assert timings["checkpoint"] == 0.0
+    assert timings["wall"] >= before["wall_seconds"]
+    assert timings["wall"] >= sum(value for key, value in timings.items() if key != "wall")
+
+
+def test_should_evaluate_rule():
+    from daskpd.solvers._driver import _should_evaluate
+
+    # An int: every eval_every epochs, and the last epoch.
+    assert [_should_evaluate(3, e, 0.0, 0.0, None, False) for e in (1, 2, 3, 6)] == [
+        False, False, True, True,
+    ]  # fmt: skip
+    assert _should_evaluate(3, 7, 0.0, 0.0, None, True)
+    # "auto": the first evaluation of a call (no cost measured yet) and the last epoch...
+    assert _should_evaluate("auto", 5, 100.0, 50.0, None, False)
+    assert _should_evaluate("auto", 5, 100.0, 50.0, 10.0, True)
+    # ...and otherwise only while evaluation, this one included, stays within 10% of wall.
+    assert _should_evaluate("auto", 5, 100.0, 9.0, 1.0, False)  # 10 <= 0.1 * 101
+    assert not _should_evaluate("auto", 5, 100.0, 9.5, 1.0, False)  # 10.5 > 10.1
+    assert not _should_evaluate("auto", 5, 100.0, 0.0, 12.0, False)  # 12 > 11.2
+
+
+@pytest.mark.parametrize("epoch_cost, eval_cost", [(1.0, 0.01), (1.0, 0.5), (1.0, 4.0)])
+def test_auto_cadence_keeps_evaluation_near_a_tenth(epoch_cost, eval_cost):
+    from daskpd.solvers._driver import _should_evaluate
+
+    # The driver's rule replayed on a clock that advances by fixed costs.
+    n_epochs, wall, spent, last_cost, evaluated = 200, 0.0, 0.0, None, []
+    for epoch in range(1, n_epochs + 1):
+        wall += epoch_cost
+        if _should_evaluate("auto", epoch, wall, spent, last_cost, epoch == n_epochs):
+            wall, spent, last_cost = wall + eval_cost, spent + eval_cost, eval_cost
+            evaluated.append(epoch)
+    assert evaluated[0] == 1 and evaluated[-1] == n_epochs
+    if eval_cost <= epoch_cost / 9:  # evaluating every epoch is within 10% of the wall
+        assert evaluated == list(range(1, n_epochs + 1))
+    else:
+        assert len(evaluated) < n_epochs
+    assert spent / wall <= 0.1 + eval_cost / wall
+
+
+def test_auto_cadence_on_a_run_with_a_slow_evaluation(problem_data):
+    X, y, data = problem_data
+    # Test metrics over 50 times the training rows: an evaluation costs several epochs.
+    X_test, y_test = _classification(n=12_000, seed=5)
+    # (alpha=1e-4: far from a zero gap after 60 epochs, so tol=0 does not stop the run.)
+    result = solve(
+        data, loss="logistic", alpha=1e-4, solver="batch", max_epochs=60, tol=0,
+        test_data=MemoryDataset(X_test, y_test, rows_per_block=3000),
+    )  # fmt: skip
+    assert result.stop_reason == "max_epochs"
+    epochs = [row["epoch"] for row in result.history]
+    assert epochs[0] == 1 and epochs[-1] == 60 and len(epochs) < 60
+    final = result.history[-1]
+    costs = np.diff([0.0] + [row["eval_seconds"] for row in result.history])
+    # The first evaluation and the last are made whatever they cost; the others keep the
+    # evaluation time within 10% of the wall time, give or take one evaluation's error of
+    # estimate (costed as the evaluation before it).
+    assert (
+        final["eval_seconds"] / final["wall_seconds"]
+        <= 0.1 + 2 * costs.max() / final["wall_seconds"]
+    )
+    assert result.timings["evaluation"] == pytest.approx(final["eval_seconds"], rel=1e-9)
 
 
 def test_warm_start_from_optimum_converges_at_once(problem_data):
@@ -389,7 +481,7 @@ def test_exploding_objective_keeps_last_good_checkpoint(problem_data, tmp_path):
     with pytest.raises(DivergenceError) as caught:
         solve(
             data, loss="squared", regularizer="l2", alpha=1e-3, solver="test-fixed-step",
-            step=200.0, max_epochs=200, tol=0, checkpoint_dir=tmp_path / "ck",
+            step=200.0, max_epochs=200, tol=0, eval_every=1, checkpoint_dir=tmp_path / "ck",
         )  # fmt: skip
     message = str(caught.value)
     assert "exploded" in message

@@ -76,7 +76,8 @@ def _wait_for_two_workers(client):
 def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
     client = local_cluster
     _wait_for_two_workers(client)
-    kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "batch", "tol": 0.0, "max_epochs": 5}
+    kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "batch", "tol": 0.0, "max_epochs": 5,
+              "eval_every": 1}  # fmt: skip
     straight = solve(disk_data, client=client, **kwargs)
     killer = _WorkerKiller(client, after=2, delay=0.05)
     survived = solve(disk_data, client=client, callbacks=killer, **kwargs)
@@ -90,7 +91,8 @@ def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
 def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     client = local_cluster
     _wait_for_two_workers(client)
-    kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "dso", "grid": 2, "tol": 0.0}
+    kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "dso", "grid": 2, "tol": 0.0,
+              "eval_every": 1}  # fmt: skip
     straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
     killer = _WorkerKiller(client, after=3, delay=0.05)
     survived = solve(

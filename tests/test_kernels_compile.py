@@ -278,9 +278,10 @@ def _direct_workload():
     shows no signature. Those are called here with the argument types their callers pass
     (float64 / int64 scalars, uint8 text). So is the benchmark baseline ``tile_read_only``
     and the kernels nothing calls yet (``find_*_newline``, ``_is_end``, ``in_domain``,
-    ``row_dots``).
+    ``row_dots``), and DSO's ``unpack_columns``, which runs only when a ``w`` block is made
+    plain for another machine or pickled (never on the in-process scheduler).
     """
-    from daskpd.kernels import dataset, dso, dspdc, features, gsfw, parsing, pdprox, spdc
+    from daskpd.kernels import cocoa, dataset, dso, dspdc, features, gsfw, parsing, pdprox, spdc
 
     p = np.array([0.5])
     indptr = np.array([0, 2, 3], dtype=np.int64)
@@ -344,6 +345,10 @@ def _direct_workload():
     spdc.dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0)
     spdc.weighted_dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0, 2.0)
     spdc.row_dots(indptr, indices, data, False, w)
+    # CoCoA's coordinate step (called by its pass)
+    cocoa.dual_step(scalar.LOGISTIC, p, -0.2, 0.3, 0.5, 1.0, 1.0)
+    packed = dso.pack_columns(w, w.copy(), w.copy())
+    dso.unpack_columns(packed, np.empty(3), np.empty(3))
 
 
 def test_all_kernels_compile_once(tmp_path, builtin_solvers):

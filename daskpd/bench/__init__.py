@@ -132,7 +132,7 @@ class BenchConfig:
     workdir: str = "bench-work"
     repeats: int = 3
     alpha: float = 1e-5
-    alpha_grid: tuple = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3)
+    alpha_grid: tuple = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
     loss: str = "hinge"
     solvers: tuple | None = None
     max_epochs: int = 500

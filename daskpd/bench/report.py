@@ -71,7 +71,7 @@ def table_markdown(table: dict, config: dict) -> list[str]:
     ]
     if table.get("validation"):
         grid = ", ".join(f"{row['alpha']:g}: {row['metric']:.4f}" for row in table["validation"])
-        lines += [f"Validation {label} of liblinear (tol 0.1) over the alpha grid: {grid}.", ""]
+        lines += [f"Validation {label} of liblinear (tol 1e-3) over the alpha grid: {grid}.", ""]
     header = " | ".join(f"s to (1+{eps:g})P*" for eps in LADDER)
     lines += [
         f"| method | status | {header} | epoch clock s to (1+0.001)P* | stopping rule | "

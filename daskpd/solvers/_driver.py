@@ -98,6 +98,9 @@ class Iterate:
         Averaged primal iterate, when the method keeps one.
     z_avg : ndarray, list, or None
         Averaged dual iterate, when the method keeps one (same layout as ``z``).
+    primal, dual : float or None
+        ``P(w)`` and ``D(z)``, when the solver computed them exactly on the way (CoCoA's
+        pass); with both given the driver does not evaluate them again.
     """
 
     w: np.ndarray
@@ -105,6 +108,8 @@ class Iterate:
     z_bounds: np.ndarray | None = None
     w_avg: np.ndarray | None = None
     z_avg: Any = None
+    primal: float | None = None
+    dual: float | None = None
 
 
 @runtime_checkable
@@ -148,7 +153,10 @@ class SolveResult:
     history : tuple of dict
         One row per evaluation: ``epoch``, ``seconds`` (training time so far: the
         solver's initialization and its epochs, evaluation excluded), ``primal``, ``dual``,
-        ``gap`` and test metrics (``test_auprc``, ...).
+        ``gap``, test metrics (``test_auprc``, ...), ``wall_seconds`` (wall time so far, this
+        evaluation included: everything :func:`solve` did after the cluster it started, if
+        any, was up) and ``eval_seconds`` (the part of it spent in evaluations). All three
+        clocks continue across a resume.
     n_epochs : int
         Epochs run in total (including those before a resume).
     gap : float
@@ -170,6 +178,14 @@ class SolveResult:
     recoveries : int
         Times an epoch was replayed from the last checkpoint (or from the start) because a
         worker and data that Dask could not recompute were lost.
+    timings : dict of str to float
+        Where the seconds of this call went: ``wall`` (all of it, from the moment the
+        cluster :func:`solve` started, if any, was up), ``init`` (the solver's
+        initialization, or its restore from a checkpoint on resume and after a lost worker),
+        ``epochs``, ``evaluation`` (gap and test metrics) and ``checkpoint`` (writing
+        checkpoints); the rest of ``wall`` is callbacks and the driver's own work. A resumed
+        run counts only this call (the history's clocks count the whole run). Empty for a
+        model read by :func:`daskpd.checkpoint.load_model`.
     """
 
     w: np.ndarray
@@ -185,6 +201,7 @@ class SolveResult:
     objective: dict = field(default_factory=dict)
     seed_entropy: int = 0
     recoveries: int = 0
+    timings: dict = field(default_factory=dict)
 
     @property
     def primal(self) -> float:
@@ -232,7 +249,11 @@ class EpochInfo:
     max_epochs : int
         Epoch budget of the run.
     seconds : float
-        Training time so far (evaluation excluded).
+        Training time so far (the solver's initialization and its epochs; evaluation
+        excluded).
+    wall_seconds : float
+        Wall time so far (evaluation, checkpoints and data reads included; the start of a
+        cluster that :func:`solve` started excluded).
     row : dict or None
         History row of this epoch, or ``None`` when this epoch was not evaluated.
     history : tuple of dict
@@ -251,6 +272,7 @@ class EpochInfo:
     epoch: int
     max_epochs: int
     seconds: float
+    wall_seconds: float
     row: dict | None
     history: tuple
     iterate: Iterate | None
@@ -670,6 +692,14 @@ def _check_positive_int(name, value, *, allow_none=False):
     return int(value)
 
 
+def _check_eval_every(value):
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"eval_every must be a positive integer or 'auto', got {value!r}")
+    return int(value)
+
+
 def _check_nonnegative_float(name, value, *, allow_none=False):
     if value is None and allow_none:
         return None
@@ -714,7 +744,7 @@ def solve(
     max_epochs=100,
     tol=1e-4,
     time_limit=None,
-    eval_every=1,
+    eval_every="auto",
     random_state=0,
     callbacks=(),
     client=None,
@@ -750,9 +780,17 @@ def solve(
         Stop when the duality gap is at most ``tol`` (checked at evaluations).
     time_limit : float, optional
         Stop after this many seconds of training (evaluation excluded).
-    eval_every : int, default=1
-        Evaluate the gap (and test metrics) every this many epochs; the last epoch is always
-        evaluated.
+    eval_every : int or "auto", default="auto"
+        When to evaluate the gap (and test metrics): an evaluation is a pass over the
+        training data (and the test data) that can cost more than an epoch. An int
+        evaluates every this many epochs. ``"auto"`` evaluates the first epoch of the call,
+        then after an epoch only if the evaluation time, this evaluation included (costed
+        as the last one), stays at most 10% of the wall time the run would then have: every
+        epoch when evaluation is cheap, rarely when it is not. Either way the last epoch
+        (``max_epochs`` or ``time_limit``) is evaluated, and so is the epoch where a
+        callback stops the run. As ``tol`` is checked at evaluations only, with ``"auto"``
+        the epoch where a run stops by ``tol`` depends on timing; pass an int for a
+        reproducible stop.
     random_state : int, None or numpy.random.SeedSequence, default=0
         Root of the run's randomness; epoch ``e`` uses :func:`epoch_seed` ``(root, e)``.
     callbacks : sequence of callables or Callback objects, default=()
@@ -770,7 +808,8 @@ def solve(
         Checkpoint every this many epochs (and at the end), when ``checkpoint_dir`` is given.
     resume : bool, default=False
         Continue from the latest checkpoint in ``checkpoint_dir`` (a fresh start when there is
-        none). The result equals an uninterrupted run with the same seed.
+        none). The result equals an uninterrupted run with the same seed (and the same
+        evaluated epochs, when ``tol`` stops it); the history's clocks continue.
     test_data : Dataset, MemoryDataset or (X, y) pair, optional
         Held-out rows; their metrics (``test_auprc``, ...) join the history.
     class_weight : dict or "balanced", optional
@@ -789,6 +828,8 @@ def solve(
     Returns
     -------
     SolveResult
+        Its history rows carry three clocks: ``seconds`` (training), ``wall_seconds`` and
+        ``eval_seconds``; its ``timings`` split the wall time of the call.
 
     Raises
     ------
@@ -802,7 +843,7 @@ def solve(
     method = get_solver(solver)
     options = make_options(method, solver_options)
     max_epochs = _check_positive_int("max_epochs", max_epochs)
-    eval_every = _check_positive_int("eval_every", eval_every)
+    eval_every = _check_eval_every(eval_every)
     checkpoint_every = _check_positive_int("checkpoint_every", checkpoint_every)
     if (
         isinstance(max_retries, bool)
@@ -922,6 +963,9 @@ def _loop(
     max_retries,
     divergence_factor,
 ) -> SolveResult:
+    # The wall clock of the call starts here: a cluster that solve() started is already up.
+    progress = _Progress(started=time.perf_counter())
+    spent = dict.fromkeys(("init", "epochs", "checkpoint"), 0.0)
     objective = _objective_description(problem, data)
     run_meta = {
         "solver": method.name,
@@ -929,20 +973,28 @@ def _loop(
         "objective": objective,
         "data": _data_identity(data),
     }
-    progress = _Progress()
     state = None
     if resume:
+        tick = time.perf_counter()
         saved = store.latest()
         if saved is not None:
             saved.check_compatible(run_meta)
             seed = saved.seed()
             state = _restore(method, problem, data, saved.arrays, seed, client, options)
+            seconds = float(saved.meta["seconds"])
             progress = _Progress(
+                started=progress.started,
                 epoch=saved.epoch,
-                seconds=float(saved.meta["seconds"]),
+                seconds=seconds,
+                # A checkpoint from before the wall clock existed: its training seconds are
+                # the best lower bound of its wall time.
+                wall_before=float(saved.meta.get("wall_seconds", seconds)),
+                eval_seconds=float(saved.meta.get("eval_seconds", 0.0)),
                 history=list(saved.meta["history"]),
                 reference_primal=saved.meta.get("reference_primal"),
             )
+        spent["init"] += time.perf_counter() - tick
+    eval_seconds_before = progress.eval_seconds
     if state is None:
         tick = time.perf_counter()
         state = method.init(
@@ -950,7 +1002,9 @@ def _loop(
         )
         # Initialization is training work (DSO's local DCD start can be several passes), so
         # it counts in the seconds of the history, as it would in a peer's fit time.
-        progress.seconds += time.perf_counter() - tick
+        elapsed = time.perf_counter() - tick
+        progress.seconds += elapsed
+        spent["init"] += elapsed
 
     def recover():
         # The replay point: the latest checkpoint, else the initial state rebuilt from the
@@ -987,21 +1041,28 @@ def _loop(
                 # Everything that touches the cluster: a lost worker can surface in the epoch
                 # itself, in gathering the iterate, in the evaluation or in the checkpoint.
                 state = method.run_epoch(state, epoch)
-                progress.seconds += time.perf_counter() - tick
+                elapsed = time.perf_counter() - tick
+                progress.seconds += elapsed
+                spent["epochs"] += elapsed
                 tick = None
                 progress.epoch = epoch
                 out_of_time = time_limit is not None and progress.seconds >= time_limit
                 last_epoch = epoch >= max_epochs or out_of_time
                 row = iterate = None
-                if last_epoch or epoch % eval_every == 0:
+                if _should_evaluate(
+                    eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
+                    progress.last_eval_cost, last_epoch,
+                ):  # fmt: skip
+                    evaluation_started = time.perf_counter()
                     iterate = method.iterate(state)
                     row = _checked_row(
                         problem, iterate, data, test_data, client, progress, store,
-                        divergence_factor,
+                        divergence_factor, evaluation_started,
                     )  # fmt: skip
                     last_iterate = iterate
                     converged = row["gap"] <= tol
                 if store is not None and (epoch % checkpoint_every == 0 or last_epoch or converged):
+                    saving = time.perf_counter()
                     arrays = method.state_arrays(state)
                     _check_state_arrays(arrays, epoch, store)
                     store.save(
@@ -1011,17 +1072,24 @@ def _loop(
                         meta={
                             **run_meta,
                             "seconds": progress.seconds,
+                            "wall_seconds": progress.wall_seconds(),
+                            "eval_seconds": progress.eval_seconds,
                             "history": progress.history,
                             "reference_primal": progress.reference_primal,
                         },
                     )
+                    spent["checkpoint"] += time.perf_counter() - saving
             except lost as exc:
                 if tick is not None:
-                    progress.seconds += time.perf_counter() - tick
+                    elapsed = time.perf_counter() - tick
+                    progress.seconds += elapsed
+                    spent["epochs"] += elapsed
                 _close(method, state)
+                rebuilding = time.perf_counter()
                 state, back_to, retries = _recover_with_retries(
                     recover, retries, max_retries, epoch, exc
                 )
+                spent["init"] += time.perf_counter() - rebuilding
                 progress.rewind(back_to)
                 converged = False
                 last_iterate = None
@@ -1030,6 +1098,7 @@ def _loop(
                 epoch=epoch,
                 max_epochs=max_epochs,
                 seconds=progress.seconds,
+                wall_seconds=progress.wall_seconds(),
                 row=row,
                 history=tuple(progress.history),
                 iterate=iterate,
@@ -1049,13 +1118,16 @@ def _loop(
                 stop_reason = "time_limit"
                 break
         evaluated = bool(progress.history) and progress.history[-1]["epoch"] == progress.epoch
-        if last_iterate is None or not evaluated:
-            last_iterate = method.iterate(state)
         if not evaluated:
             # Stopped by a callback between evaluations.
+            evaluation_started = time.perf_counter()
+            last_iterate = method.iterate(state)
             _checked_row(
-                problem, last_iterate, data, test_data, client, progress, store, divergence_factor
-            )
+                problem, last_iterate, data, test_data, client, progress, store,
+                divergence_factor, evaluation_started,
+            )  # fmt: skip
+        elif last_iterate is None:
+            last_iterate = method.iterate(state)
         # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
         converged = progress.history[-1]["gap"] <= tol
     finally:
@@ -1078,6 +1150,13 @@ def _loop(
         objective=objective,
         seed_entropy=int(seed.entropy),
         recoveries=retries,
+        timings={
+            "wall": time.perf_counter() - progress.started,
+            "init": spent["init"],
+            "epochs": spent["epochs"],
+            "evaluation": progress.eval_seconds - eval_seconds_before,
+            "checkpoint": spent["checkpoint"],
+        },
     )
 
 
@@ -1108,25 +1187,79 @@ def _recover_with_retries(recover, retries, max_retries, epoch, error):
 
 @dataclass
 class _Progress:
-    """Where a run is: epochs done, training seconds, history, divergence reference."""
+    """Where a run is: epochs done, its clocks, history, divergence reference.
 
+    ``started`` is the ``time.perf_counter()`` at the top of this call's loop and
+    ``wall_before`` the wall seconds of the run before this call (a resume); the
+    ``last_eval_cost`` is of this call (None until its first evaluation).
+    """
+
+    started: float
     epoch: int = 0
     seconds: float = 0.0
+    wall_before: float = 0.0
+    eval_seconds: float = 0.0
+    last_eval_cost: float | None = None
     history: list = field(default_factory=list)
     reference_primal: float | None = None
 
+    def wall_seconds(self) -> float:
+        return self.wall_before + time.perf_counter() - self.started
+
     def rewind(self, epoch: int) -> None:
-        # Training seconds keep counting (the lost attempt did cost time); rows of the epochs
-        # to be replayed are dropped so that they are not reported twice.
+        # The clocks keep counting (the lost attempt did cost time); rows of the epochs to be
+        # replayed are dropped so that they are not reported twice.
         self.epoch = epoch
         self.history = [row for row in self.history if row["epoch"] <= epoch]
 
 
-def _checked_row(problem, iterate, data, test_data, client, progress, store, factor) -> dict:
-    """Evaluate ``iterate``, check it for divergence, append its row to the history."""
+# With eval_every="auto", the share of the wall time that evaluation may take.
+_AUTO_EVAL_SHARE = 0.1
+
+
+def _should_evaluate(eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch):
+    """Whether to evaluate after ``epoch`` (see ``eval_every`` in :func:`solve`).
+
+    Parameters
+    ----------
+    eval_every : int or "auto"
+    epoch : int
+        Epoch just run.
+    wall_so_far, eval_so_far : float
+        Wall seconds of the run so far, and the part of them spent in evaluations.
+    last_eval_cost : float or None
+        Seconds of the last evaluation measured in this call; None before the first.
+    last_epoch : bool
+        Whether the run ends after this epoch (``max_epochs`` or ``time_limit``).
+
+    Returns
+    -------
+    bool
+    """
+    if last_epoch:
+        return True
+    if eval_every != "auto":
+        return epoch % eval_every == 0
+    if last_eval_cost is None:
+        return True
+    return eval_so_far + last_eval_cost <= _AUTO_EVAL_SHARE * (wall_so_far + last_eval_cost)
+
+
+def _checked_row(
+    problem, iterate, data, test_data, client, progress, store, factor, started
+) -> dict:
+    """Evaluate ``iterate``, check it for divergence, append its row to the history.
+
+    ``started`` is the ``time.perf_counter()`` when the evaluation began (gathering the
+    iterate is part of it); the row gets the clocks with this evaluation included.
+    """
     epoch = progress.epoch
     _check_iterate(iterate, epoch, store)
     row = _evaluate(problem, iterate, data, test_data, client, epoch, progress.seconds)
+    progress.last_eval_cost = time.perf_counter() - started
+    progress.eval_seconds += progress.last_eval_cost
+    row["wall_seconds"] = progress.wall_seconds()
+    row["eval_seconds"] = progress.eval_seconds
     if progress.reference_primal is None and math.isfinite(row["primal"]):
         progress.reference_primal = float(row["primal"])
     _check_objective(row, progress.reference_primal, factor, store, progress.history)
@@ -1147,20 +1280,28 @@ def _restore(method, problem, data, arrays, seed, client, options):
 
 
 def _evaluate(problem, iterate, data, test_data, client, epoch, seconds) -> dict:
-    kwargs = {}
-    if iterate.z is not None:
-        kwargs["z"] = iterate.z
-        if iterate.z_bounds is not None:
-            kwargs["z_bounds"] = iterate.z_bounds
-    evaluation = problem.evaluate(
-        np.asarray(iterate.w, dtype=np.float64), data, client=client, **kwargs
-    )
+    if iterate.primal is not None and iterate.dual is not None:
+        # certified by the solver itself (no evaluation pass); rounding as Problem.evaluate
+        primal, dual = float(iterate.primal), float(iterate.dual)
+        gap = primal - dual
+        if -1e-12 * max(1.0, abs(primal)) <= gap < 0.0:
+            gap = 0.0
+    else:
+        kwargs = {}
+        if iterate.z is not None:
+            kwargs["z"] = iterate.z
+            if iterate.z_bounds is not None:
+                kwargs["z_bounds"] = iterate.z_bounds
+        evaluation = problem.evaluate(
+            np.asarray(iterate.w, dtype=np.float64), data, client=client, **kwargs
+        )
+        primal, dual, gap = evaluation.primal, evaluation.dual, evaluation.gap
     row = {
         "epoch": int(epoch),
         "seconds": float(seconds),
-        "primal": float(evaluation.primal),
-        "dual": float(evaluation.dual),
-        "gap": float(evaluation.gap),
+        "primal": float(primal),
+        "dual": float(dual),
+        "gap": float(gap),
     }
     if test_data is not None:
         scores = score_rows(iterate.w, test_data, client=client)

@@ -1,0 +1,370 @@
+"""Numba kernels of CoCoA+ (data-parallel dual coordinate ascent with added updates).
+
+Ma, Smith, Jaggi, Jordan, Richtarik and Takac, "Adding vs. Averaging in Distributed
+Primal-Dual Optimization", ICML 2015; Smith, Forte, Ma, Takac, Jordan and Jaggi, "CoCoA: A
+General Framework for Communication-Efficient Distributed Optimization", JMLR 2018. The
+schedule lives in :mod:`daskpd.solvers.cocoa`; here is one row group's local pass.
+
+Translation table (paper -> code): ``lambda`` -> ``alpha``, ``alpha_i`` -> ``-z[i]`` (the
+project's dual sign, DESIGN.md), ``A`` -> ``X^T``, ``sigma'`` -> ``sigma``, ``P_k`` -> row
+group ``k``, ``v`` (the local copy of ``w``) -> ``pack[:, 0]``, ``H`` -> one pass (or
+``local_passes``) over the group's rows, ``K`` -> ``grid``.
+
+Derivation of the coordinate step (project conventions, row weights ``c_i``)::
+
+    P(w) = (1/n) sum_i c_i loss(x_i.w, y_i) + (alpha/2) ||w||^2
+    D(z) = -(1/n) sum_i c_i loss*(z_i / c_i, y_i) - (alpha/2) ||w(z)||^2,
+    w(z) = -X^T z / (alpha n)
+
+The local subproblem of group ``k`` (CoCoA+, eq. (10) of the ICML paper, ``gamma = 1``),
+as a function of the change ``dz`` of the group's dual block, is
+``-(1/n) sum_{i in k} c_i loss*((z_i + dz_i)/c_i) + (1/n) w.X_k^T dz
+- (alpha sigma / 2) ||X_k^T dz / (alpha n)||^2`` plus constants. Writing the local change of
+``w`` as ``dw = -X_k^T dz / (alpha n)`` and ``v = w + sigma dw`` (so ``v = w`` at the start
+of the pass), a step ``delta`` on coordinate ``i`` maximizes (times ``n``)::
+
+    phi(delta) = -c_i loss*((z_i + delta)/c_i, y_i) + delta u - (kappa/2) delta^2,
+    u = x_i.v,   kappa = sigma ||x_i||^2 / (alpha n),
+
+then ``z_i += delta`` and ``v -= sigma delta x_i / (alpha n)``. ``kappa`` is the global
+problem's ``1/(alpha n)`` (``n`` all rows, not the group's) times ``sigma``; DSO's local start
+(:func:`daskpd.kernels.dso.dcd_local`) solves a different problem, scaled ``1/(alpha m_q)``.
+For the classification losses, in the folded variable ``a = -y_i z_i`` and the margin
+``t = y_i u``, ``phi'(a_new - a) = 0`` reads:
+
+- hinge: ``1 - t - kappa (a_new - a) = 0``, clipped to ``[0, c]``:
+  ``a_new = clip(a + (1 - t) / kappa, 0, c)`` (``kappa = 0``, an empty row: ``c``);
+- squared hinge (``-c loss*(-a/c) = a - a^2/(4c)``):
+  ``a_new = max(0, a + (1 - t - a/(2c)) / (kappa + 1/(2c)))``;
+- smoothed hinge (``-c loss* = a - gamma a^2/(2c)``):
+  ``a_new = clip(a + (1 - t - gamma a/c) / (kappa + gamma/c), 0, c)``;
+- logistic (``-c loss* = -a log(a/c) - (c-a) log((c-a)/c)``):
+  ``log((c - a_new)/a_new) - t - kappa (a_new - a) = 0``, by safeguarded Newton steps on
+  ``[c e, c (1 - e)]`` (``e`` = :data:`daskpd.kernels.dso.LOGISTIC_MARGIN`), as in
+  :func:`daskpd.kernels.dso.dcd_local`;
+- squared loss (real targets, not folded; ``-c loss*(z/c) = -z^2/(2c) - z y``):
+  ``delta = (u - y - z/c) / (1/c + kappa)``.
+
+Rows of weight 0 keep ``z_i = 0``. The same loop that computes ``u = x_i.v`` also computes
+``x_i.w`` (``w`` the round's start, ``pack[:, 1]``, read only): in the first pass it adds
+``c_i loss(x_i.w)`` and ``c_i loss*(z_i/c_i)`` (``z_i`` before its step) to the round's sums,
+which with ``||w||^2`` give the exact ``P(w)`` and ``D(z)`` of the round's start.
+
+``v`` and ``w`` sit side by side in ``pack`` (``pack[l] = (v_j, w_j)``, ``j`` the ``l``-th
+column the group uses): one cache line brings both for each nonzero, and the O(columns) work
+of a round (copying ``w`` in, the update out) covers the group's columns only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daskpd.kernels import scalar
+from daskpd.kernels._config import njit
+from daskpd.kernels.dso import LOGISTIC_MARGIN
+
+HINGE = scalar.HINGE
+SMOOTH_HINGE = scalar.SMOOTH_HINGE
+SQUARED_HINGE = scalar.SQUARED_HINGE
+LOGISTIC = scalar.LOGISTIC
+SQUARED = scalar.SQUARED
+
+#: Losses whose coordinate step :func:`dual_step` knows.
+COCOA_LOSSES = (HINGE, SMOOTH_HINGE, SQUARED_HINGE, LOGISTIC, SQUARED)
+
+#: Newton iterations allowed for one logistic step (it stops when the step is below
+#: ``1e-15 c``; from the interval's end, the first visit, about ten are needed).
+NEWTON_STEPS = 60
+
+
+@njit
+def dual_step(code, params, z, u, kappa, c, y):
+    """Exact maximizer of the 1-D local subproblem of one row (see the module docstring).
+
+    Parameters
+    ----------
+    code : int
+        Loss code (:data:`COCOA_LOSSES`).
+    params : ndarray of float64
+        Loss parameters (``params[0] = gamma`` of the smoothed hinge).
+    z : float
+        Current dual value of the row (project sign).
+    u : float
+        ``x_i . v``.
+    kappa : float
+        ``sigma ||x_i||^2 / (alpha n)`` (>= 0).
+    c : float
+        Row weight (> 0).
+    y : float
+        Label or target.
+
+    Returns
+    -------
+    z_new : float
+    """
+    if code == SQUARED:
+        return z + (u - y - z / c) / (1.0 / c + kappa)
+    a = -y * z
+    t = y * u
+    if code == HINGE:
+        if kappa > 0.0:
+            new_a = a + (1.0 - t) / kappa
+        elif t < 1.0:
+            new_a = c
+        else:
+            new_a = 0.0 if t > 1.0 else a
+        new_a = min(max(new_a, 0.0), c)
+    elif code == SQUARED_HINGE:
+        new_a = max(a + (1.0 - t - a / (2.0 * c)) / (kappa + 1.0 / (2.0 * c)), 0.0)
+    elif code == SMOOTH_HINGE:
+        gamma = params[0]
+        new_a = a + (1.0 - t - gamma * a / c) / (kappa + gamma / c)
+        new_a = min(max(new_a, 0.0), c)
+    else:
+        # maximize -a log(a/c) - (c-a) log((c-a)/c) - (a - a0) t - kappa (a - a0)^2 / 2
+        lo = c * LOGISTIC_MARGIN
+        hi = c * (1.0 - LOGISTIC_MARGIN)
+        s = min(max(a, lo), hi)
+        for _ in range(NEWTON_STEPS):
+            grad = math.log((c - s) / s) - t - kappa * (s - a)
+            hess = c / (s * (c - s)) + kappa
+            step = s + grad / hess
+            if step <= lo or step >= hi:
+                # Newton left the interval: halfway towards the end it crossed
+                step = 0.5 * (s + (lo if step <= lo else hi))
+            if abs(step - s) <= 1e-15 * c:
+                s = step
+                break
+            s = step
+        new_a = s
+    return -y * new_a
+
+
+@njit
+def start_pack(w, columns, pack):
+    """``pack[l] = (w_j, w_j)`` for ``j = columns[l]``: the group's columns of ``w``.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n_features,)
+    columns : ndarray of shape (n_columns,), int32
+        The columns the group's rows use, increasing.
+    pack : ndarray of shape (n_columns, 2)
+        Output.
+    """
+    for local in range(columns.shape[0]):
+        value = w[columns[local]]
+        pack[local, 0] = value
+        pack[local, 1] = value
+
+
+@njit
+def squared_norm(w):
+    """``||w||^2``, summed in index order."""
+    total = 0.0
+    for j in range(w.shape[0]):
+        total += w[j] * w[j]
+    return total
+
+
+@njit
+def finish_pack(pack, sigma, direct, out):
+    """The group's contribution to the next ``w``: ``(v - w) / sigma``, or ``v`` if ``direct``.
+
+    ``direct`` (one group, ``sigma = 1``): ``v`` is the next ``w`` itself, so one group is
+    serial dual coordinate ascent bit for bit.
+
+    Parameters
+    ----------
+    pack : ndarray of shape (n_columns, 2)
+    sigma : float
+    direct : bool
+    out : ndarray of shape (n_columns,)
+        Output.
+    """
+    if direct:
+        for local in range(out.shape[0]):
+            out[local] = pack[local, 0]
+        return
+    for local in range(out.shape[0]):
+        out[local] = (pack[local, 0] - pack[local, 1]) / sigma
+
+
+@njit
+def add_step(w, columns, step, direct):
+    """``w[columns] += step`` in place, or ``w[columns] = step`` when ``direct``.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n_features,)
+    columns : ndarray of shape (n_columns,), int32
+    step : ndarray of shape (n_columns,)
+    direct : bool
+    """
+    if direct:
+        for local in range(columns.shape[0]):
+            w[columns[local]] = step[local]
+        return
+    for local in range(columns.shape[0]):
+        w[columns[local]] += step[local]
+
+
+@njit
+def local_columns(indices, n_features):
+    """The columns a group uses, increasing, and its indices renumbered into them.
+
+    The group's kernel then reads and writes a ``pack`` of its own columns only (on wide
+    sparse data a fraction of ``n_features``), and only that part of ``w`` travels.
+
+    Parameters
+    ----------
+    indices : ndarray of shape (nnz,), int32
+        Column ids of the group's nonzeros.
+    n_features : int
+
+    Returns
+    -------
+    columns : ndarray of shape (n_columns,), int32
+    local : ndarray of shape (nnz,), int32
+        ``columns[local[e]] == indices[e]``.
+    """
+    position = np.full(n_features, -1, dtype=np.int64)
+    for e in range(indices.shape[0]):
+        position[indices[e]] = 0
+    n_columns = 0
+    for j in range(n_features):
+        if position[j] == 0:
+            position[j] = n_columns
+            n_columns += 1
+    columns = np.empty(n_columns, dtype=np.int32)
+    for j in range(n_features):
+        if position[j] >= 0:
+            columns[position[j]] = j
+    local = np.empty(indices.shape[0], dtype=np.int32)
+    for e in range(indices.shape[0]):
+        local[e] = position[indices[e]]
+    return columns, local
+
+
+@njit
+def row_norms(indptr, vals, binary, out):
+    """``out[i] = ||x_i||^2`` of the CSR rows (float64 sums of the stored values).
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,), int64
+    vals : ndarray of shape (nnz,)
+        Ignored when ``binary``.
+    binary : bool
+    out : ndarray of shape (n_rows,)
+        Output.
+    """
+    for i in range(indptr.shape[0] - 1):
+        if binary:
+            out[i] = float(indptr[i + 1] - indptr[i])
+            continue
+        total = 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            x = np.float64(vals[e])
+            total += x * x
+        out[i] = total
+
+
+@njit
+def cocoa_pass(
+    indptr,
+    indices,
+    vals,
+    binary,
+    y,
+    weight,
+    norm_sq,
+    z,
+    pack,
+    orders,
+    loss_code,
+    loss_params,
+    sigma,
+    inv_alpha_n,
+):
+    """CoCoA+ local passes over one row group, in place on ``z`` and ``pack[:, 0]``.
+
+    Pass ``p`` visits the rows in the order ``orders[p]``; each visit takes the exact step
+    of :func:`dual_step` and adds ``-sigma delta x_i / (alpha n)`` to ``v``. The first pass
+    also sums the certificate terms of the start point (module docstring).
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (m + 1,), int64
+    indices : ndarray of shape (nnz,), int32
+        Column ids into ``pack`` (the group's own columns, :func:`local_columns`).
+    vals : ndarray of shape (nnz,), float32 or float64
+        Ignored (may be empty) when ``binary``.
+    binary : bool
+    y, weight, norm_sq : ndarray of shape (m,), float64
+        Labels (targets), row weights ``c_i`` and ``||x_i||^2``.
+    z : ndarray of shape (m,)
+        The group's dual block, updated in place.
+    pack : ndarray of shape (n_columns, 2)
+        ``(v_j, w_j)`` of the group's columns; column 0 updated in place, column 1 read
+        only.
+    orders : ndarray of shape (n_passes, m), int64
+    loss_code : int
+    loss_params : ndarray of float64
+    sigma : float
+        ``sigma'`` of CoCoA+ (``K`` is safe).
+    inv_alpha_n : float
+        ``1 / (alpha n)``, ``n`` the number of rows of the whole problem.
+
+    Returns
+    -------
+    loss_sum : float
+        ``sum_i c_i loss(x_i . w, y_i)`` over the group.
+    conj_sum : float
+        ``sum_i c_i loss*(z_i / c_i, y_i)`` at the entry ``z``.
+    """
+    loss_sum = 0.0
+    conj_sum = 0.0
+    curvature = sigma * inv_alpha_n
+    for p in range(orders.shape[0]):
+        first = p == 0
+        for k in range(orders.shape[1]):
+            i = orders[p, k]
+            c = weight[i]
+            if c == 0.0:
+                continue
+            start = indptr[i]
+            stop = indptr[i + 1]
+            u = 0.0
+            u_start = 0.0
+            if binary:
+                for e in range(start, stop):
+                    j = indices[e]
+                    u += pack[j, 0]
+                    u_start += pack[j, 1]
+            else:
+                for e in range(start, stop):
+                    j = indices[e]
+                    x = np.float64(vals[e])
+                    u += x * pack[j, 0]
+                    u_start += x * pack[j, 1]
+            yi = y[i]
+            zi = z[i]
+            if first:
+                loss_sum += c * scalar.loss_value(loss_code, loss_params, u_start, yi)
+                conj_sum += c * scalar.loss_conjugate(loss_code, loss_params, zi / c, yi)
+            new_z = dual_step(loss_code, loss_params, zi, u, curvature * norm_sq[i], c, yi)
+            delta = new_z - zi
+            z[i] = new_z
+            if delta == 0.0:
+                continue
+            coef = -(sigma * delta) * inv_alpha_n
+            if binary:
+                for e in range(start, stop):
+                    pack[indices[e], 0] += coef
+            else:
+                for e in range(start, stop):
+                    pack[indices[e], 0] += coef * np.float64(vals[e])
+    return loss_sum, conj_sum

@@ -1,0 +1,561 @@
+"""CoCoA+ (solver="cocoa"): kernel and rounds against slow references, optimum against
+liblinear and closed forms, the certificate, checkpoints, and real multi-process clusters."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+
+from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
+from daskpd.kernels import cocoa as kernels
+from daskpd.kernels import scalar
+from daskpd.problem import Problem
+from daskpd.solvers import Iterate, block_seeds, epoch_seed, solve
+from daskpd.solvers.cocoa import Cocoa, CocoaOptions, _row_bounds
+
+LOSSES = ["hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"]
+
+
+def _data(n=240, d=30, seed=0, binary=False, regression=False, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, random_state=seed, format="csr", dtype=dtype)
+    if binary:
+        X.data[:] = 1.0
+    else:
+        X.data = rng.uniform(-1.0, 1.0, X.nnz).astype(dtype)
+    scores = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+    if regression:
+        return X, scores
+    y = np.where(scores > 0, 1.0, -1.0)
+    return X, y
+
+
+def _loss_data(loss, **kwargs):
+    return _data(regression=loss == "squared", **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# slow references
+
+
+def _row(X, i):
+    lo, hi = X.indptr[i], X.indptr[i + 1]
+    return X.indices[lo:hi], X.data[lo:hi].astype(np.float64)
+
+
+def _reference_step(loss, gamma, z, u, kappa, c, y):
+    """Maximizer of -c loss*((z + d)/c) + d u - kappa d^2 / 2 over d, from the module's
+    derivation, written independently (logistic: bisection, not Newton)."""
+    if loss == "squared":
+        return z + (u - y - z / c) / (1.0 / c + kappa)
+    a, t = -y * z, y * u
+    if loss == "hinge":
+        new = c if kappa == 0 else min(max(a + (1.0 - t) / kappa, 0.0), c)
+    elif loss == "squared_hinge":
+        new = max(a + (1.0 - t - a / (2.0 * c)) / (kappa + 1.0 / (2.0 * c)), 0.0)
+    elif loss == "smooth_hinge":
+        new = min(max(a + (1.0 - t - gamma * a / c) / (kappa + gamma / c), 0.0), c)
+    else:
+        lo, hi = 0.0, c
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if math.log((c - mid) / mid) - t - kappa * (mid - a) > 0:
+                lo = mid
+            else:
+                hi = mid
+        new = 0.5 * (lo + hi)
+    return -y * new
+
+
+def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha):
+    """One CoCoA+ local pass in plain Python: returns (z, v, loss_sum, conj_sum)."""
+    z, v = z.copy(), w.copy()
+    loss_obj = Problem(loss, "l2", alpha).loss
+    loss_sum = conj_sum = 0.0
+    for i in order:
+        if c[i] == 0:
+            continue
+        cols, vals = _row(X, i)
+        u = sum(float(x) * v[j] for j, x in zip(cols, vals, strict=True))
+        u0 = sum(float(x) * w[j] for j, x in zip(cols, vals, strict=True))
+        loss_sum += c[i] * float(loss_obj.value(np.array([u0]), np.array([y[i]]))[0])
+        conj_sum += c[i] * float(loss_obj.conjugate(np.array([z[i] / c[i]]), np.array([y[i]]))[0])
+        # the kernel's operations in its order (so one group gives the same bits)
+        inv_alpha_n = 1.0 / (alpha * n_total)
+        kappa = sigma * inv_alpha_n * sum(float(x) * float(x) for x in vals)
+        new = _reference_step(loss, gamma, z[i], u, kappa, c[i], y[i])
+        delta = new - z[i]
+        z[i] = new
+        v[cols] += -(sigma * delta) * inv_alpha_n * vals
+    return z, v, loss_sum, conj_sum
+
+
+def _reference_rounds(X, y, c, alpha, loss, grid, n_rounds, seed, gamma=1.0, sigma=None):
+    """CoCoA+ rounds on one process: every group's pass from the same w, the updates added."""
+    data = MemoryDataset(X, y)
+    bounds = _row_bounds(data, grid)
+    sigma = float(grid) if sigma is None else sigma
+    n, d = X.shape
+    w, z = np.zeros(d), np.zeros(n)
+    for t in range(1, n_rounds + 1):
+        seeds = block_seeds(epoch_seed(np.random.SeedSequence(seed), t), grid)
+        new_w = w.copy()
+        for k in range(grid):
+            lo, hi = bounds[k], bounds[k + 1]
+            order = np.random.default_rng(seeds[k]).permutation(hi - lo)
+            zk, v, _, _ = _reference_pass(
+                X[lo:hi], y[lo:hi], c[lo:hi], z[lo:hi], w, order, loss, gamma, sigma, n, alpha
+            )
+            z[lo:hi] = zk
+            new_w += (v - w) / sigma
+        # one group: serial dual coordinate ascent, whose w is the pass's v itself
+        w = v if grid == 1 and sigma == 1.0 else new_w
+    return w, z
+
+
+def _run(data, problem, grid, n_rounds, seed=0, client=None, **options):
+    solver = Cocoa()
+    options = CocoaOptions(grid=grid, **options)
+    solver.check(problem, data, options)
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(seed), client=client, options=options
+    )
+    for epoch in range(1, n_rounds + 1):
+        state = solver.run_epoch(state, epoch)
+    return solver, state
+
+
+# --------------------------------------------------------------------------------------------
+# kernel and rounds against the references
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_kernel_pass_equals_reference_for_two_groups(loss):
+    X, y = _loss_data(loss, n=60, d=12, seed=1)
+    X = X.astype(np.float64)
+    rng = np.random.default_rng(2)
+    alpha, sigma, n_total = 0.05, 2.0, 120  # one group of two: the global n is twice m
+    c = rng.uniform(0.5, 2.0, 60)
+    c[3] = 0.0
+    w = rng.normal(scale=0.3, size=12)
+    problem = Problem(loss, "l2", alpha)
+    lo = np.empty(60)
+    hi = np.empty(60)
+    scalar.loss_dual_bounds_array(problem.loss.code, problem.loss.params, y, lo, hi)
+    with np.errstate(invalid="ignore"):  # inf * 0 of the weight-0 row, set below
+        start = np.clip(rng.normal(scale=0.3, size=60) * c, lo * c, hi * c)
+    if loss == "logistic":
+        start = np.clip(start, lo * c * (1 - 1e-6), hi * c * (1 - 1e-6))
+    start[3] = 0.0
+    order = rng.permutation(60)
+    z = start.copy()
+    # the kernel works on the group's own columns
+    columns, local = kernels.local_columns(X.indices, 12)
+    assert np.array_equal(columns, np.unique(X.indices))
+    assert np.array_equal(columns[local], X.indices)
+    pack = np.empty((columns.shape[0], 2))
+    kernels.start_pack(w, columns, pack)
+    norm_sq = np.empty(60)
+    kernels.row_norms(X.indptr.astype(np.int64), X.data, False, norm_sq)
+    loss_sum, conj_sum = kernels.cocoa_pass(
+        X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq, z, pack,
+        order[None, :], problem.loss.code, problem.loss.params, sigma, 1.0 / (alpha * n_total),
+    )  # fmt: skip
+    ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
+        X, y, c, start, w, order, loss, 1.0, sigma, n_total, alpha
+    )
+    np.testing.assert_allclose(z, ref_z, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(pack[:, 0], ref_v[columns], rtol=1e-12, atol=1e-14)
+    assert np.array_equal(pack[:, 1], w[columns])
+    # the group's update, added to w on its columns
+    step = np.empty(columns.shape[0])
+    kernels.finish_pack(pack, sigma, False, step)
+    added = w.copy()
+    kernels.add_step(added, columns, step, False)
+    np.testing.assert_allclose(added, w + (ref_v - w) / sigma, rtol=1e-12, atol=1e-14)
+    assert kernels.squared_norm(w) == pytest.approx(w @ w, rel=1e-14)
+    assert loss_sum == pytest.approx(ref_loss, rel=1e-12)
+    assert conj_sum == pytest.approx(ref_conj, rel=1e-12, abs=1e-14)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("binary", [False, True], ids=["values", "binary"])
+def test_one_group_is_serial_dual_coordinate_ascent(loss, binary):
+    X, y = _loss_data(loss, seed=3, binary=binary)
+    c = np.ones(X.shape[0])
+    data = MemoryDataset(X, y)
+    assert data.binary == binary
+    problem = Problem(loss, "l2", 0.02)
+    solver, state = _run(data, problem, grid=1, n_rounds=3, seed=5)
+    assert state.settings.direct
+    w, z = _reference_rounds(X, y, c, 0.02, loss, grid=1, n_rounds=3, seed=5)
+    if loss == "logistic":
+        # bisection against Newton: the same root to ~1e-16 relative
+        np.testing.assert_allclose(state.w[0], w, rtol=1e-10, atol=1e-13)
+        np.testing.assert_allclose(np.concatenate(state.z), z, rtol=1e-10, atol=1e-13)
+    else:
+        # the same operations in the same order: the same bits
+        assert np.array_equal(state.w[0], w)
+        assert np.array_equal(np.concatenate(state.z), z)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_rounds_equal_reference_for_three_groups(loss):
+    X, y = _loss_data(loss, seed=4)
+    rng = np.random.default_rng(4)
+    c = rng.uniform(0.5, 1.5, X.shape[0])
+    data = MemoryDataset(X, y, sample_weight=c)
+    problem = Problem(loss, "l2", 0.02)
+    _, state = _run(data, problem, grid=3, n_rounds=3, seed=8)
+    w, z = _reference_rounds(X, y, c, 0.02, loss, grid=3, n_rounds=3, seed=8)
+    np.testing.assert_allclose(state.w[0], w, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(np.concatenate(state.z), z, rtol=1e-10, atol=1e-13)
+
+
+# --------------------------------------------------------------------------------------------
+# optimum against independent solvers
+
+
+def _liblinear(loss, X, y, alpha, weight=None):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
+    C = 1.0 / (alpha * X.shape[0])
+    common = {"C": C, "fit_intercept": False, "tol": 1e-10, "max_iter": 1_000_000}
+    if loss == "logistic":
+        model = LogisticRegression(solver="liblinear", random_state=0, **common)
+    else:
+        model = LinearSVC(loss=loss, dual=True, random_state=0, **common)
+    model.fit(X, y, sample_weight=weight)
+    return model.coef_.ravel()
+
+
+@pytest.mark.parametrize(
+    "loss,weighted",
+    [("hinge", False), ("hinge", True), ("squared_hinge", False), ("logistic", True)],
+    ids=["hinge", "hinge-weighted", "squared_hinge", "logistic-weighted"],
+)
+def test_reaches_liblinear_optimum(loss, weighted):
+    X, y = _data(n=300, d=30, seed=6)
+    alpha = 0.01
+    rng = np.random.default_rng(6)
+    sample_weight = rng.uniform(0.5, 2.0, X.shape[0]) if weighted else None
+    class_weight = {-1: 1.0, 1: 3.0} if weighted else None
+    data = MemoryDataset(X, y, sample_weight=sample_weight)
+    result = solve(
+        data, loss=loss, alpha=alpha, solver="cocoa", grid=2, tol=1e-6, max_epochs=3000,
+        class_weight=class_weight, client=False,
+    )  # fmt: skip
+    assert result.converged and result.gap <= 1e-6
+    weight = np.ones(X.shape[0]) if sample_weight is None else sample_weight.copy()
+    if class_weight:
+        weight *= np.where(y > 0, class_weight[1], class_weight[-1])
+    reference = _liblinear(loss, X, y, alpha, weight)
+    problem = Problem(loss, "l2", alpha, class_weight=class_weight)
+    p_ref = problem.evaluate(reference, data).primal
+    # weak duality against the independent optimum, and ours within the certified gap
+    assert result.dual <= p_ref + 1e-12
+    assert result.primal <= p_ref + 1e-6
+    # strong convexity: ||w - w*||^2 <= 2 gap / alpha
+    assert np.linalg.norm(result.w - reference) <= math.sqrt(2 * 1e-6 / alpha) + 1e-6
+
+
+def test_smooth_hinge_reaches_the_lbfgs_optimum():
+    X, y = _data(n=300, d=30, seed=7)
+    alpha = 0.01
+    problem = Problem("smooth_hinge", "l2", alpha)
+    result = solve(
+        (X, y), loss="smooth_hinge", alpha=alpha, solver="cocoa", grid=2, tol=1e-6,
+        max_epochs=3000, client=False,
+    )  # fmt: skip
+    assert result.converged
+    Xd = X.toarray().astype(np.float64)
+
+    def objective(w):
+        u = Xd @ w
+        loss = problem.loss.value(u, y)
+        grad = Xd.T @ problem.loss.gradient(u, y) / len(y) + alpha * w
+        return loss.mean() + 0.5 * alpha * w @ w, grad
+
+    optimum = scipy.optimize.minimize(
+        objective, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B",
+        options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000},
+    )  # fmt: skip
+    assert result.dual <= optimum.fun + 1e-12
+    assert result.primal <= optimum.fun + 1e-6
+
+
+def test_squared_loss_reaches_the_ridge_closed_form():
+    X, y = _data(n=300, d=30, seed=8, regression=True)
+    alpha = 0.01
+    weight = np.random.default_rng(8).uniform(0.5, 2.0, 300)
+    result = solve(
+        MemoryDataset(X, y, sample_weight=weight), loss="squared", alpha=alpha, solver="cocoa",
+        grid=2, tol=1e-6, max_epochs=3000, client=False,
+    )  # fmt: skip
+    assert result.converged
+    Xd = X.toarray().astype(np.float64)
+    n = X.shape[0]
+    closed = np.linalg.solve(
+        Xd.T @ (weight[:, None] * Xd) / n + alpha * np.eye(30), Xd.T @ (weight * y) / n
+    )
+    assert np.linalg.norm(result.w - closed) <= math.sqrt(2 * 1e-6 / alpha)
+    p_star = (
+        Problem("squared", "l2", alpha)
+        .evaluate(closed, MemoryDataset(X, y, sample_weight=weight))
+        .primal
+    )
+    assert result.dual <= p_star + 1e-12 and result.primal <= p_star + 1e-6
+
+
+# --------------------------------------------------------------------------------------------
+# the certificate and the rounds
+
+
+def test_dual_rises_every_round():
+    X, y = _data(seed=9)
+    result = solve(
+        (X, y), loss="hinge", alpha=0.01, solver="cocoa", grid=4, tol=0.0, max_epochs=40,
+        eval_every=1, client=False,
+    )  # fmt: skip
+    duals = np.array([row["dual"] for row in result.history])
+    assert np.all(np.diff(duals) >= -1e-14 * np.abs(duals[1:]))
+    assert duals[-1] > duals[0]
+    gaps = np.array([row["gap"] for row in result.history])
+    assert gaps[-1] < gaps[0]
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_reported_certificate_is_the_evaluation_of_the_returned_point(loss):
+    X, y = _loss_data(loss, seed=10)
+    weight = np.random.default_rng(10).uniform(0.5, 2.0, X.shape[0])
+    data = MemoryDataset(X, y, sample_weight=weight)
+    result = solve(
+        data, loss=loss, alpha=0.01, solver="cocoa", grid=3, tol=0.0, max_epochs=4,
+        client=False,
+    )  # fmt: skip
+    evaluation = Problem(loss, "l2", 0.01).evaluate(
+        result.w, data, z=result.z, z_bounds=_row_bounds(data, 3)
+    )
+    assert result.primal == pytest.approx(evaluation.primal, rel=1e-10)
+    assert result.dual == pytest.approx(evaluation.dual, rel=1e-10)
+    # one round behind: the returned w is the start of round 4
+    solver, state = _run(data, Problem(loss, "l2", 0.01), grid=3, n_rounds=3)
+    assert np.array_equal(result.w, state.w[0])
+
+
+def test_one_compute_per_round_and_none_for_the_certificate(counting_scheduler):
+    X, y = _data(seed=11)
+    result = solve(
+        (X, y),
+        loss="logistic",
+        alpha=0.01,
+        solver="cocoa",
+        grid=2,
+        tol=0.0,
+        max_epochs=5,
+        eval_every=1,
+    )
+    assert result.n_epochs == 5 and len(result.history) == 5
+    assert counting_scheduler.calls == 5
+
+
+def test_checkpoint_resume_gives_the_same_bits(tmp_path):
+    X, y = _data(seed=12)
+    data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=60)
+    common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": 2, "tol": 0.0,
+              "eval_every": 1}  # fmt: skip
+    straight = solve(data, max_epochs=8, client=False, **common)
+    solve(data, max_epochs=5, client=False, checkpoint_dir=tmp_path / "ck", **common)
+    resumed = solve(
+        data, max_epochs=8, client=False, checkpoint_dir=tmp_path / "ck", resume=True, **common
+    )
+    assert np.array_equal(resumed.w, straight.w)
+    assert [r["gap"] for r in resumed.history] == [r["gap"] for r in straight.history]
+    # resuming from the final checkpoint reports the same point
+    again = solve(
+        data, max_epochs=8, client=False, checkpoint_dir=tmp_path / "ck", resume=True, **common
+    )
+    assert np.array_equal(again.w, straight.w) and again.gap == straight.gap
+
+
+def test_row_groups_are_the_grid_row_groups(tmp_path):
+    X, y = _data(n=400, seed=13)
+    data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=70)
+    computed = _row_bounds(data, 3)
+    stored = partition_dataset(data.path, grid=3)
+    assert np.array_equal(computed, stored.grid(3).row_bounds)
+    memory = MemoryDataset(X, y, rows_per_block=70)
+    assert np.array_equal(_row_bounds(memory, 3), computed)
+    # in memory and on disk, the same rounds
+    common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": 3, "tol": 0.0}
+    a = solve(memory, max_epochs=3, client=False, **common)
+    b = solve(stored, max_epochs=3, client=False, **common)
+    assert np.array_equal(a.w, b.w)
+
+
+def test_warm_start_from_a_dual_or_a_primal_point():
+    X, y = _data(seed=14)
+    data = MemoryDataset(X, y)
+    common = {"loss": "logistic", "alpha": 0.01, "solver": "cocoa", "grid": 2, "client": False}
+    first = solve(data, tol=1e-7, max_epochs=500, **common)
+    z = np.concatenate(first.z)
+    # from the dual point: w follows from z, and the run starts converged
+    warm = solve(data, tol=1e-7, max_epochs=500, warm_start=Iterate(w=first.w, z=z), **common)
+    assert warm.n_epochs == 1
+    np.testing.assert_allclose(warm.w, first.w, rtol=1e-9, atol=1e-12)
+    # from a primal point: its dual point z_i = c_i loss'(x_i . w)
+    from_w = solve(data, tol=1e-7, max_epochs=500, warm_start=first.w, **common)
+    assert from_w.n_epochs < first.n_epochs
+
+
+def test_refuses_what_it_cannot_do():
+    X, y = _data(n=40, seed=15)
+    with pytest.raises(ValueError, match="regularizer='elasticnet'"):
+        solve((X, y), loss="hinge", regularizer="elasticnet", solver="cocoa", client=False)
+    with pytest.raises(ValueError, match="regularizer='l1'"):
+        solve((X, y), loss="hinge", regularizer="l1", solver="cocoa", client=False)
+    with pytest.raises(ValueError, match="loss='absolute'"):
+        solve((X, y), loss="absolute", solver="cocoa", client=False)
+    with pytest.raises(ValueError, match="sigma"):
+        solve((X, y), solver="cocoa", sigma=0.0, client=False)
+    with pytest.raises(ValueError, match="local_passes"):
+        solve((X, y), solver="cocoa", local_passes=0, client=False)
+    with pytest.raises(ValueError, match="grid=41"):
+        solve((X, y), solver="cocoa", grid=41, client=False)
+    with pytest.raises(ValueError, match="unknown option"):
+        solve((X, y), solver="cocoa", step="sqrt", client=False)
+
+
+def test_local_passes_and_sigma_change_the_rounds():
+    X, y = _data(seed=16)
+    common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": 2, "tol": 0.0}
+    base = solve((X, y), max_epochs=3, client=False, **common)
+    more = solve((X, y), max_epochs=3, client=False, local_passes=3, **common)
+    bold = solve((X, y), max_epochs=3, client=False, sigma=1.5, **common)
+    assert not np.array_equal(base.w, more.w) and not np.array_equal(base.w, bold.w)
+    assert more.history[-1]["dual"] > base.history[-1]["dual"]
+
+
+# --------------------------------------------------------------------------------------------
+# real multi-process clusters
+
+
+@pytest.fixture(scope="module")
+def disk_data(tmp_path_factory):
+    X, y = _data(n=3000, d=40, seed=17)
+    path = tmp_path_factory.mktemp("cocoa") / "train.zarr"
+    return write_dataset(X, y, path, rows_per_block=500)
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )
+    client = Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.mark.cluster
+def test_result_does_not_depend_on_the_number_of_workers(local_cluster, one_worker, disk_data):
+    from daskpd._cluster import worker_addresses
+
+    memory = MemoryDataset(*disk_data.read_rows(0, disk_data.n_samples))
+    common = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "grid": 4, "tol": 0.0,
+              "eval_every": 1}  # fmt: skip
+    runs = [
+        solve(data, max_epochs=6, client=client, **common)
+        for client in (False, one_worker, local_cluster)
+        for data in (disk_data, memory)
+    ]
+    for run in runs[1:]:
+        assert np.array_equal(run.w, runs[0].w)
+        assert [r["gap"] for r in run.history] == [r["gap"] for r in runs[0].history]
+    # the dual blocks stay on the worker that owns their group
+    problem = Problem("hinge", "l2", 1e-3)
+    solver, state = _run(disk_data, problem, grid=4, n_rounds=2, client=local_cluster)
+    workers = worker_addresses(local_cluster)
+    for k, future in enumerate(state.z_blocks):
+        assert set(local_cluster.who_has([future])[future.key]) == {workers[k * 2 // 4]}
+    # an iterate outlives the rounds after it (run_epoch releases what it spends)
+    early = solver.iterate(state)
+    # large z blocks are split off their round's tuple before the steps travel: same bits
+    assert state.whole
+    state = dataclasses.replace(state, whole=False)
+    for epoch in (3, 4, 5, 6):
+        state = solver.run_epoch(state, epoch)
+    arrays = solver.state_arrays(state)
+    _, local = _run(disk_data, problem, grid=4, n_rounds=6)
+    assert np.array_equal(arrays["w"], local.w[0])
+    assert np.array_equal(arrays["z"], np.concatenate(local.z))
+    assert np.array_equal(arrays["certified_w"], runs[0].w)
+    assert np.concatenate(local_cluster.gather(early.z)).shape == (disk_data.n_samples,)
+
+
+class _WorkerKiller:
+    """Kill one worker process (SIGKILL; its nanny starts a new one) ``delay`` seconds after
+    epoch ``after`` ends, i.e. while the next epoch runs (tests/test_faults.py)."""
+
+    def __init__(self, client, after, delay):
+        self.client, self.after, self.delay = client, after, delay
+        self.epoch_ends: dict[int, float] = {}
+        self.killed_at = None
+        self.timer = None
+
+    def _kill(self):
+        pids = self.client.run(os.getpid)
+        self.killed_at = time.monotonic()
+        os.kill(sorted(pids.values())[0], signal.SIGKILL)
+
+    def __call__(self, info):
+        self.epoch_ends.setdefault(info.epoch, time.monotonic())
+        if info.epoch == self.after and self.timer is None:
+            self.timer = threading.Timer(self.delay, self._kill)
+            self.timer.start()
+        return None
+
+    def check_mid_epoch(self):
+        self.timer.join()
+        assert self.killed_at is not None
+        assert self.epoch_ends[self.after] < self.killed_at < self.epoch_ends[self.after + 1]
+
+
+def _wait_for_two_workers(client):
+    client.wait_for_workers(2, timeout=60)
+    deadline = time.monotonic() + 60
+    while len(client.run(os.getpid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+@pytest.mark.cluster
+def test_survives_a_worker_killed_mid_round(local_cluster, disk_data, tmp_path):
+    client = local_cluster
+    _wait_for_two_workers(client)
+    # many local passes: a round long enough to be killed in
+    kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "grid": 2, "tol": 0.0,
+              "eval_every": 1, "local_passes": 1000}  # fmt: skip
+    straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
+    killer = _WorkerKiller(client, after=3, delay=0.05)
+    survived = solve(
+        disk_data, client=client, max_epochs=6, callbacks=killer,
+        checkpoint_dir=tmp_path / "ck", checkpoint_every=2, **kwargs,
+    )  # fmt: skip
+    killer.check_mid_epoch()
+    assert np.array_equal(survived.w, straight.w)
+    assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
+    assert survived.recoveries <= 1
+    _wait_for_two_workers(client)
