@@ -554,10 +554,19 @@ def _parse_option_value(text: str):
     return text
 
 
+def _resolved_solver(args) -> str:
+    """The solver a run uses: ``--solver``, with ``auto`` resolved for its loss and penalty."""
+    if args.solver != "auto":
+        return args.solver
+    from daskpd.solvers._auto import auto_solver
+
+    return auto_solver(args.loss, args.reg, weighted=args.class_weight is not None)
+
+
 def _solver_options(args) -> dict:
     from daskpd.solvers import get_solver
 
-    method = get_solver(args.solver)
+    method = get_solver(_resolved_solver(args))
     valid = set(method.Options.__dataclass_fields__)
     options = {}
     for item in args.option or ():
@@ -567,7 +576,7 @@ def _solver_options(args) -> dict:
         options[name.strip().replace("-", "_")] = _parse_option_value(value.strip())
     if args.grid is not None:
         if "grid" not in valid:
-            raise UsageError(f"--grid does not apply to solver {args.solver!r}")
+            raise UsageError(f"--grid does not apply to solver {_resolved_solver(args)!r}")
         options["grid"] = args.grid
     return options
 
@@ -578,7 +587,7 @@ def _check_solver_options(args) -> None:
 
     from daskpd.solvers import get_solver, make_options
 
-    method = get_solver(args.solver)
+    method = get_solver(_resolved_solver(args))
     options = _solver_options(args)
     try:
         make_options(method, options)
@@ -602,7 +611,7 @@ def _check_problem(args, data) -> None:
     from daskpd.problem import Problem
     from daskpd.solvers import get_solver, make_options
 
-    method = get_solver(args.solver)
+    method = get_solver(_resolved_solver(args))
     problem = Problem(
         args.loss, args.reg, args.alpha, class_weight=_class_weight_arg(args.class_weight)
     )
@@ -678,7 +687,8 @@ def _add_training_options(parser, *, defaults) -> None:
     group.add_argument(
         "--solver",
         default=defaults["solver"],
-        help=f"registered solver (default {defaults['solver']})",
+        help=f"registered solver, or 'auto': the fastest to a certified model for the loss "
+        f"and penalty (default {defaults['solver']})",
     )
     group.add_argument(
         "--loss", default=defaults["loss"], help=f"loss name (default {defaults['loss']})"
@@ -789,7 +799,7 @@ def _train(args, data, test, client, *, checkpoint_dir=None, checkpoint_every=1,
             loss=args.loss,
             regularizer=args.reg,
             alpha=args.alpha,
-            solver=args.solver,
+            solver=_resolved_solver(args),
             max_epochs=args.epochs,
             tol=args.tol,
             time_limit=args.time_limit,
@@ -832,7 +842,7 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("data", metavar="DATA", help="training dataset directory")
     _add_training_options(
         parser,
-        defaults={"solver": "dso", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
+        defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
     )
     parser.add_argument(
         "--class-weight",
@@ -998,7 +1008,7 @@ def _run_demo(args) -> int:
             cluster_seconds = time.perf_counter() - tick
             workers = len(worker_addresses(client)) if client is not None else 2
             grid = args.grid or max(2, workers)
-            if "grid" in _solver_fields(args.solver) and args.grid is None:
+            if "grid" in _solver_fields(_resolved_solver(args)) and args.grid is None:
                 args.grid = grid
             _check_solver_options(args)
             tick = time.perf_counter()
@@ -1158,12 +1168,14 @@ def _add_bench(parser):
     )
     parser.add_argument(
         "--section",
-        default="peers",
+        default=None,
         help="name of the BENCHMARKS.md section to replace (between <!-- section: NAME --> "
-        "and <!-- end: NAME -->; default: peers)",
+        "and <!-- end: NAME -->; default: peers-LOSS)",
     )
     parser.add_argument(
-        "--title", default="Against peers", help="heading of that section (default: %(default)s)"
+        "--title",
+        default=None,
+        help="heading of that section (default: 'Against peers: DATASET, LOSS')",
     )
     parser.add_argument(
         "--figures",
@@ -1240,12 +1252,14 @@ def _run_bench(args) -> int:
         dask_ml_memory_limit=args.dask_ml_memory_limit,
         dataset=args.dataset,
     )
+    section = args.section or f"peers-{args.loss}"
+    title = args.title or f"Against peers: {args.dataset}, {args.loss}"
     if args.markdown:
         # fail now, not after an hour of measurements
-        _check_section(args.markdown, args.section)
+        _check_section(args.markdown, section)
     results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
     command = "daskpd bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    text = markdown(results, command, args.title)
+    text = markdown(results, command, title)
     base = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
     directory = args.figures or base
     os.makedirs(directory, exist_ok=True)
@@ -1254,7 +1268,7 @@ def _run_bench(args) -> int:
         f"![{os.path.basename(f)}]({os.path.relpath(f, base)})" for f in figures
     )
     if args.markdown:
-        replace_section(args.markdown, args.section, text)
+        replace_section(args.markdown, section, text)
         print(f"updated {args.markdown}", file=sys.stderr)
     else:
         print(text)

@@ -66,6 +66,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from daskpd.solvers._auto import auto_solver, loss_name
+
 __all__ = [
     "SaddlePointEstimator",
     "LinearSVC",
@@ -88,11 +90,7 @@ _MODEL_FORMAT_VERSION = 1
 # helpers
 
 
-def _loss_name(loss) -> str:
-    """Canonical name of a loss given as a string or as a ``daskpd.losses`` object."""
-    if isinstance(loss, str):
-        return loss.lower().replace("-", "_")
-    return str(getattr(loss, "name", type(loss).__name__)).lower()
+_loss_name = loss_name
 
 
 def _is_dask_collection(obj) -> bool:
@@ -118,41 +116,6 @@ WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "cocoa"})
 # a start outside its constraint set itself). tests/test_estimators.py checks this table
 # against what the solvers do with a start.
 WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "gsfw", "pdprox", "cocoa"})
-
-
-def auto_solver(loss, regularizer, *, weighted=False) -> str:
-    """The solver ``solver="auto"`` picks for a (loss, regularizer) pair.
-
-    * hinge: DSO (the method built for large sparse SVMs);
-    * absolute and epsilon-insensitive: Pdprox (made for non-smooth losses); for weighted
-      rows with the absolute loss, DSO (Pdprox has no row weights);
-    * other (smooth) losses with a strongly convex regularizer (L2, elastic net with
-      ``l1_ratio < 1``): SPDC (linear convergence);
-    * smooth losses with a regularizer that is not strongly convex (L1): ``batch``, because
-      SPDC and DSPDC solve such problems only after a perturbation of size ``delta`` (an
-      approximate answer).
-
-    Parameters
-    ----------
-    loss : daskpd.losses object
-    regularizer : daskpd.regularizers object
-    weighted : bool, default=False
-        Whether the rows carry weights (``sample_weight`` or ``class_weight``).
-
-    Returns
-    -------
-    solver : str
-    """
-    name = _loss_name(loss)
-    if name == "hinge":
-        return "dso"
-    if name == "absolute":
-        return "dso" if weighted else "pdprox"
-    if name == "epsilon_insensitive":
-        return "pdprox"
-    if float(getattr(regularizer, "strong_convexity", 0.0)) > 0:
-        return "spdc"
-    return "batch"
 
 
 def _partition_in_memory(data, grid, client):
@@ -1083,8 +1046,9 @@ class LinearSVC(_BinaryClassifier):
     Parameters
     ----------
     solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
-        ``"auto"`` is DSO. Each solver checks that it supports the hinge loss with the chosen
-        penalty and raises ValueError otherwise.
+        ``"auto"`` is CoCoA (dual coordinate ascent) with ``penalty="l2"``, DSO with the other
+        penalties (see :func:`auto_solver`). Each solver checks that it supports the hinge
+        loss with the chosen penalty and raises ValueError otherwise.
     """
 
     __doc__ += (
@@ -1141,8 +1105,9 @@ class LogisticRegression(_BinaryClassifier):
     Parameters
     ----------
     solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
-        ``"auto"`` is SPDC (linear convergence on this smooth loss), or the full-gradient
-        ``"batch"`` solver with ``penalty="l1"`` (see :func:`auto_solver`).
+        ``"auto"`` is CoCoA (dual coordinate ascent) with ``penalty="l2"``, SPDC (linear
+        convergence) with the elastic net, or the full-gradient ``"batch"`` solver with
+        ``penalty="l1"`` (see :func:`auto_solver`).
     """
 
     __doc__ += (
@@ -1281,7 +1246,7 @@ class Ridge(_FixedRegressor):
     """Ridge regression: ``(1/n) sum (x_i.w - y_i)^2 / 2 + alpha ||w||^2 / 2``.
 
     scikit-learn's ``Ridge(alpha=a)`` (unnormalized sum) is ``Ridge(alpha=a / n)`` here.
-    ``solver="auto"`` is SPDC (see :func:`auto_solver`).
+    ``solver="auto"`` is CoCoA (dual coordinate ascent; see :func:`auto_solver`).
 
     Parameters
     ----------

@@ -285,12 +285,16 @@ def fit_liblinear_multicore(X, y, alpha, *, loss="hinge", tol=0.1, threads=2, co
 
 
 def fit_snapml(X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, random_state=0):
-    """Train Snap ML (``snapml``, its CPU solver) on our objective.
+    """Train Snap ML (``snapml``, its CPU solver) on our objective, in a process of its own.
 
     Snap ML minimizes ``sum_i loss_i + (regularizer / 2) ||w||^2`` (checked against liblinear
     in ``tests/test_peers.py``), so ``regularizer = alpha n``. Hinge runs
     ``SupportVectorMachine``, logistic ``LogisticRegression``; both run its default, stochastic
     dual coordinate ascent (the formulation it recommends when rows outnumber columns).
+
+    Loading Snap ML's library switches the processor to flush subnormal floats to zero for
+    the whole process (it is built with fast-math), which would change every later float
+    computation here; so the fit runs in a spawned child process, which times the fit itself.
 
     Parameters
     ----------
@@ -311,23 +315,36 @@ def fit_snapml(X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, 
     Returns
     -------
     PeerFit
+        ``seconds`` is the time of Snap ML's ``fit`` in the child (the transfer of the data to
+        the child is not counted).
     """
-    import snapml
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    estimators = {"hinge": snapml.SupportVectorMachine, "logistic": snapml.LogisticRegression}
-    if loss not in estimators:
+    if loss not in ("hinge", "logistic"):
         raise ValueError(f"loss must be 'hinge' or 'logistic', got {loss!r}")
     _check_alpha(alpha)
     y = _labels_pm1(y)
-    model = estimators[loss](
-        regularizer=alpha * X.shape[0], fit_intercept=False, tol=tol, max_iter=int(max_iter),
-        n_jobs=int(n_jobs), random_state=random_state,
-    )  # fmt: skip
-    X = sp.csr_matrix(X)
+    settings = {
+        "regularizer": alpha * X.shape[0], "fit_intercept": False, "tol": tol,
+        "max_iter": int(max_iter), "n_jobs": int(n_jobs), "random_state": random_state,
+    }  # fmt: skip
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        coef, seconds = pool.submit(_snapml_fit, sp.csr_matrix(X), y, loss, settings).result()
+    return PeerFit("snapml", coef, seconds)
+
+
+def _snapml_fit(X, y, loss, settings):
+    """Snap ML's fit (in the child process of :func:`fit_snapml`): ``(coef, seconds)``."""
+    import snapml
+
+    estimators = {"hinge": snapml.SupportVectorMachine, "logistic": snapml.LogisticRegression}
+    model = estimators[loss](**settings)
     start = time.perf_counter()
     model.fit(X, y)
     seconds = time.perf_counter() - start
-    return PeerFit("snapml", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+    return np.asarray(model.coef_, dtype=np.float64).ravel(), seconds
 
 
 def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0):
@@ -542,8 +559,28 @@ def write_vw(X, y, path):
             handle.write(f"{y[i]:.17g} |f {features}\n")
 
 
+def _write_vw_once(X, y, path):
+    """VW's text of ``(X, y)`` at ``path``, written (atomically) unless it is there."""
+    if os.path.exists(path):
+        return
+    temporary = f"{path}.{os.getpid()}.tmp"
+    write_vw(X, y, temporary)
+    os.replace(temporary, path)
+
+
 def fit_vw(
-    X, y, alpha, *, X_test=None, loss="logistic", passes=10, batch=True, bits=24, extra="", l2=None
+    X,
+    y,
+    alpha,
+    *,
+    X_test=None,
+    loss="logistic",
+    passes=10,
+    batch=True,
+    bits=24,
+    extra="",
+    l2=None,
+    text_files=None,
 ):
     """Train Vowpal Wabbit on our objective.
 
@@ -572,6 +609,10 @@ def fit_vw(
     l2 : float, optional
         VW's ``--l2`` as given, instead of the translation of ``alpha`` (online VW's nominal
         translation over-regularizes; benchmarks choose it on a validation set).
+    text_files : tuple of str, optional
+        ``(train, test)`` paths of VW's text of ``X`` and ``X_test``: written there when
+        missing and reused when present (a benchmark fits the same data many times; the text
+        must be of the same ``X``). Default: written to a temporary directory per call.
 
     Returns
     -------
@@ -593,9 +634,12 @@ def fit_vw(
     elif not float(l2) >= 0:
         raise ValueError(f"l2 must be >= 0, got {l2!r}")
     with tempfile.TemporaryDirectory(prefix="daskpd-vw-") as tmp:
-        data = os.path.join(tmp, "train.vw")
+        data, test_data = text_files or (
+            os.path.join(tmp, "train.vw"),
+            os.path.join(tmp, "test.vw"),
+        )
         model_path = os.path.join(tmp, "model.vw")
-        write_vw(X, y, data)
+        _write_vw_once(X, y, data)
         args = (
             f"-d {data} --loss_function {loss} --l2 {l2:.17g} --noconstant -b {bits} "
             f"--passes {passes} -c -k --holdout_off --quiet --cache_file {tmp}/cache "
@@ -616,9 +660,8 @@ def fit_vw(
         workspace.finish()  # writes the model file
         test_scores = None
         if X_test is not None:
-            test_data = os.path.join(tmp, "test.vw")
             preds = os.path.join(tmp, "preds.txt")
-            write_vw(X_test, np.ones(X_test.shape[0]), test_data)
+            _write_vw_once(X_test, np.ones(X_test.shape[0]), test_data)
             scorer = Workspace(
                 f"-d {test_data} -t -i {model_path} -p {preds} --quiet"
                 + (" --predict_only_model" if batch else "")

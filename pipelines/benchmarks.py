@@ -3,7 +3,8 @@
 Same options as ``daskpd bench`` (``python pipelines/benchmarks.py --help``). Example, as
 recorded in BENCHMARKS.md::
 
-    python pipelines/benchmarks.py --scales 1e7,1e8 --repeats 3 --markdown BENCHMARKS.md
+    python pipelines/benchmarks.py --scales 1e7 --loss hinge --repeats 3 --markdown BENCHMARKS.md \\
+        --section peers-hinge
 """
 
 import sys

@@ -37,13 +37,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 # PER_ESTIMATOR_CHECK_PARAMS) tighten them where a check needs more than a usable model:
 # the weights-against-repetitions checks compare fits at rtol 1e-7, which for a first-order
 # method needs a duality gap near machine precision, reached by the linear convergence of
-# SPDC / FISTA on the strongly convex problems with alpha=1. DSO starts from the paper's
-# local dual coordinate ascent (init="dcd").
+# SPDC / FISTA on the strongly convex problems with alpha=1. The default ("auto") solver of
+# the L2 classifiers and Ridge is CoCoA; DSO is checked too, from the paper's local dual
+# coordinate ascent (init="dcd").
 SMOOTH = dict(alpha=1.0, tol=1e-6, max_iter=30)
-HINGE = dict(alpha=1e-2, tol=1e-3, max_iter=10, solver_options={"init": "dcd"})
+HINGE = dict(alpha=1e-2, tol=1e-3, max_iter=10)
+HINGE_DSO = dict(HINGE, solver="dso", solver_options={"init": "dcd"})
 NONSMOOTH_REGRESSION = dict(alpha=1e-2, tol=1e-3, max_iter=15)
 CHECKED = [
     LinearSVC(**HINGE),
+    LinearSVC(**HINGE_DSO),
     LogisticRegression(**SMOOTH),
     Ridge(**SMOOTH),
     Lasso(alpha=1e-2, tol=1e-6, max_iter=30),

@@ -308,6 +308,16 @@ def _run_dask_ml(config, data, problem, metric, p_star, alpha):
     return Run(points=points, chosen=chosen)
 
 
+def _vw_text(config, data, kind):
+    """Paths of VW's text of the training set and of ``kind`` (written once per scale)."""
+    import os
+
+    n = data["train"][0].shape[0]
+    stem = os.path.join(config.workdir, f"vw-{config.dataset}-{n}")
+    label = "targets" if config.loss == "squared" else "labels"
+    return f"{stem}-train-{label}.vw", f"{stem}-{kind}.vw"
+
+
 def choose_vw_l2(config, data, metric, alpha):
     """VW's online ``--l2`` with the best validation metric (:data:`VW_L2`, 3 passes)."""
     from daskpd import peers
@@ -317,8 +327,9 @@ def choose_vw_l2(config, data, metric, alpha):
     best = None
     for l2 in VW_L2:
         fit = peers.fit_vw(
-            X, y, alpha, loss=config.loss, passes=3, batch=False, X_test=X_valid, l2=l2
-        )
+            X, y, alpha, loss=config.loss, passes=3, batch=False, X_test=X_valid, l2=l2,
+            text_files=_vw_text(config, data, "valid"),
+        )  # fmt: skip
         value = score(metric, y_valid, fit.test_scores)
         if best is None or value > best[1]:
             best = (l2, value)
@@ -339,16 +350,18 @@ def _run_vw(config, data, metric, alpha, l2):
     points, by_valid = [], []
     for passes in VW_PASSES:
         fit = peers.fit_vw(
-            X, y, alpha, loss=config.loss, passes=passes, batch=False, X_test=X_valid, l2=l2
-        )
+            X, y, alpha, loss=config.loss, passes=passes, batch=False, X_test=X_valid, l2=l2,
+            text_files=_vw_text(config, data, "valid"),
+        )  # fmt: skip
         points.append((fit.seconds, fit.seconds, math.nan))
         by_valid.append((score(metric, y_valid, fit.test_scores), passes, fit.seconds))
         if fit.seconds >= config.budget:
             break
     _, passes, seconds = max(by_valid)
     final = peers.fit_vw(
-        X, y, alpha, loss=config.loss, passes=passes, batch=False, X_test=X_test, l2=l2
-    )
+        X, y, alpha, loss=config.loss, passes=passes, batch=False, X_test=X_test, l2=l2,
+        text_files=_vw_text(config, data, "test"),
+    )  # fmt: skip
     chosen = {
         "rule": f"validation-best passes ({passes}) and --l2 ({l2:g})",
         "wall_seconds": seconds,

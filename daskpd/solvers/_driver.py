@@ -739,7 +739,7 @@ def solve(
     loss="hinge",
     regularizer="l2",
     alpha=1e-4,
-    solver="dso",
+    solver="auto",
     *,
     max_epochs=100,
     tol=1e-4,
@@ -772,8 +772,11 @@ def solve(
     regularizer : str or Regularizer, default="l2"
     alpha : float, default=1e-4
         Regularization strength (as in ``SGDClassifier``).
-    solver : str, default="dso"
-        Registered method (see :func:`available_solvers`).
+    solver : str, default="auto"
+        Registered method (see :func:`available_solvers`), or ``"auto"``: the method that
+        reaches a certified model first for the loss and regularizer
+        (:func:`daskpd.solvers._auto.auto_solver`; dual coordinate ascent, ``"cocoa"``, for
+        L2 with the hinge, squared hinge, smoothed hinge, logistic and squared losses).
     max_epochs : int, default=100
         Epoch budget (total, counting epochs before a resume).
     tol : float, default=1e-4
@@ -840,6 +843,11 @@ def solve(
     """
     from daskpd.callbacks import as_callbacks
 
+    if isinstance(solver, str) and solver == "auto":
+        from daskpd.solvers._auto import auto_solver
+
+        weighted = class_weight is not None or bool(getattr(data, "has_sample_weight", False))
+        solver = auto_solver(loss, regularizer, weighted=weighted)
     method = get_solver(solver)
     options = make_options(method, solver_options)
     max_epochs = _check_positive_int("max_epochs", max_epochs)

@@ -62,7 +62,6 @@ from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
 from daskpd.solvers.dso import (
-    _choose_grid,
     _class_pair,
     _has_grid,
     _is_on_disk,
@@ -84,10 +83,14 @@ class CocoaOptions:
     ----------
     grid : int or None, default=None
         ``K``, the number of row groups (the row groups of the dataset's ``grid x grid``
-        layout). ``None``: DSO's choice, the number of Dask workers (1 in-process) for
-        in-memory data, else the smallest grid stored with the dataset that is a multiple of
-        the number of workers. The result depends on the grid and the seed, never on the
-        number of workers, so pass it to compare runs on different clusters.
+        layout). ``None``: one group, serial dual coordinate ascent on the worker that
+        holds the rows. Measured on the splice-like sets (BENCHMARKS.md), whose rows share
+        many features, ``K = 2`` with the safe ``sigma = K`` needed far more rounds than
+        ``K = 1`` (hinge, 1e7 nonzeros, alpha 1e-3: not within 1e-2 of P* in 300 rounds,
+        against 25 rounds to 1e-4 for one group; logistic, alpha 1e-5: 175 against 11), so
+        more rounds cost more than the second worker gains. Set ``grid`` for data-parallel
+        rounds (rows that do not fit one worker, or nearly orthogonal groups). The result
+        depends on the grid and the seed, never on the number of workers.
     sigma : float or None, default=None
         ``sigma'``, the local subproblem's curvature factor; ``None``: ``grid``, always safe.
         Smaller values take longer steps and can diverge when the groups are not nearly
@@ -738,7 +741,7 @@ class Cocoa:
     def _setup(self, problem, data, seed, client, options):
         """The state without a point: settings, row groups read on their owners."""
         workers = _workers(client)
-        grid = _choose_grid(data, options, len(workers))
+        grid = 1 if options.grid is None else int(options.grid)
         self._check_grid(data, grid)
         settings = _settings(problem, data, options, grid)
         bounds = _row_bounds(data, grid)
