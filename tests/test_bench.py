@@ -44,10 +44,11 @@ def _run(points, metric=0.5, primal=None):
 
 def test_summary_medians_are_the_medians_of_the_runs():
     p_star = 1.0
+    # daskpd points carry their epoch: the first run was evaluated 4 epochs apart
     runs = [
-        _run([(5.0, 4.0, 1.2), (9.0, 8.0, 1.0005)], metric=0.80),
-        _run([(1.0, 0.5, 1.05), (2.0, 1.0, 1.0009)], metric=0.90),
-        _run([(2.0, 1.5, 1.2), (3.0, 2.5, 1.02)], metric=0.85),
+        _run([(5.0, 4.0, 1.2, 1), (9.0, 8.0, 1.0005, 5)], metric=0.80),
+        _run([(1.0, 0.5, 1.05, 1), (2.0, 1.0, 1.0009, 2)], metric=0.90),
+        _run([(2.0, 1.5, 1.2, 1), (3.0, 2.5, 1.02, 2)], metric=0.85),
     ]
     summary = summarize(runs, p_star)
     line = summary["lines"][repr(1e-3)]
@@ -59,8 +60,10 @@ def test_summary_medians_are_the_medians_of_the_runs():
     assert summary["lines"][repr(1e-1)]["median_wall"] == 3.0
     assert summary["chosen"]["metric"] == 0.85
     assert summary["chosen"]["metrics"] == [0.80, 0.90, 0.85]
-    # epoch time: the median over runs of each run's median step of the epoch clock
+    # seconds per epoch: each run's median step of the epoch clock over its epochs (1, 0.5,
+    # 1), then the median over runs; peers' ladders have no epochs
     assert summary["epoch_seconds"] == 1.0
+    assert math.isnan(summarize([_run([(1.0, 1.0, 1.5), (2.0, 2.0, 1.2)])], 1.0)["epoch_seconds"])
 
 
 def _row(name, wall_by_eps, status="ok", reason="", epoch_seconds=1.0):

@@ -38,7 +38,8 @@ class Run:
     Attributes
     ----------
     points : list of tuple
-        ``(wall_seconds, epoch_seconds, primal)`` in the order the user saw them.
+        ``(wall_seconds, epoch_seconds, primal)`` in the order the user saw them; daskpd's
+        points add the epoch number as a fourth element.
     chosen : dict
         The model its stopping rule chose: ``rule`` (str), ``wall_seconds``, ``primal``,
         ``gap`` (NaN where the method has no certificate) and ``metric`` (its test metric).
@@ -116,7 +117,7 @@ def summarize(runs, p_star: float) -> dict:
         ``lines``: for each ``eps`` of :data:`LADDER` (as a string key), the per-run wall and
         epoch seconds and their true medians; ``chosen``: medians of the chosen models' wall
         seconds, relative suboptimality and test metric, and their rule; ``epoch_seconds``:
-        median of the per-run median epoch time (from the epoch clock of consecutive points).
+        median of the per-run median seconds per epoch (NaN for the peers).
     """
     lines = {}
     for eps in LADDER:
@@ -149,9 +150,18 @@ def summarize(runs, p_star: float) -> dict:
 
 
 def _median_step(points) -> float:
-    """Median epoch time of one run: steps of its epoch clock between consecutive points."""
-    clock = [point[EPOCHS] for point in points]
-    steps = [b - a for a, b in zip(clock[:-1], clock[1:], strict=True) if b > a]
+    """Median seconds per epoch of one run, from points that carry their epoch number.
+
+    A daskpd point is ``(wall, epoch_seconds, primal, epoch)``; with evaluations every few
+    epochs, consecutive points are several epochs apart, so each step of the epoch clock is
+    divided by its number of epochs. A peer's points (rungs of a ladder, no epoch) give NaN.
+    """
+    timed = [(point[EPOCHS], point[3]) for point in points if len(point) > 3]
+    steps = [
+        (b_clock - a_clock) / (b_epoch - a_epoch)
+        for (a_clock, a_epoch), (b_clock, b_epoch) in zip(timed[:-1], timed[1:], strict=True)
+        if b_epoch > a_epoch
+    ]
     return statistics.median(steps) if steps else math.nan
 
 

@@ -113,7 +113,7 @@ class _Recorder:
         if row is None:  # an epoch without evaluation: nothing known yet
             return wall >= self.budget
         primal, gap = float(row["primal"]), float(row["gap"])
-        self.points.append((wall, float(row["seconds"]), primal))
+        self.points.append((wall, float(row["seconds"]), primal, int(row["epoch"])))
         self.best_dual = max(self.best_dual, primal - gap)
         w = np.array(info.iterate.w, dtype=np.float64)
         self.last = {"rule": "budget", "wall_seconds": wall, "primal": primal, "gap": gap, "w": w}
