@@ -1195,6 +1195,12 @@ def _add_bench(parser):
     )
     parser.add_argument("--memory-limit", default="4GiB", help="memory limit per worker")
     parser.add_argument(
+        "--from-results",
+        default=None,
+        metavar="JSON",
+        help="measure nothing: score and render the results.json of an earlier run again",
+    )
+    parser.add_argument(
         "--dask-ml-memory-limit",
         default=None,
         help="memory limit of each of dask-ml's workers (default: --memory-limit)",
@@ -1216,7 +1222,6 @@ def _check_section(path, section):
 
 def _run_bench(args) -> int:
     import os
-    import shlex
 
     from daskpd.bench import BenchConfig, markdown, plot, replace_section, run_benchmarks
 
@@ -1257,9 +1262,16 @@ def _run_bench(args) -> int:
     if args.markdown:
         # fail now, not after an hour of measurements
         _check_section(args.markdown, section)
-    results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
-    command = "daskpd bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    text = markdown(results, command, title)
+    if args.from_results:
+        import json
+
+        from daskpd.bench import rescore
+
+        with open(args.from_results) as handle:
+            results = rescore(json.load(handle))
+    else:
+        results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
+    text = markdown(results, title=title)
     base = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
     directory = args.figures or base
     os.makedirs(directory, exist_ok=True)

@@ -32,6 +32,9 @@ def test_seconds_to_a_line_is_the_first_point_below_it_on_either_clock():
     assert seconds_to(points, 1.1, clock=1) == 1.0
     assert seconds_to(points, 1.001) == 3.0
     assert seconds_to(points, 0.5) == INF
+    # a peer's ladder: its cheapest rung below the line (a first rung slowed by warm-up)
+    ladder = [(2.1, 2.1, 1.05), (1.9, 1.9, 1.005), (2.2, 2.2, 1.0001)]
+    assert seconds_to(ladder, 1.1) == 1.9 and seconds_to(ladder, 1.001) == 2.2
     # a point with no primal (a peer without readable weights) reaches nothing
     assert seconds_to([(1.0, 1.0, math.nan)], 10.0) == INF
 
@@ -109,12 +112,12 @@ def test_target_lines_are_computed_and_turn_not_met_when_a_method_misses():
     # logistic tables judge SPDC too
     logistic = table(fast, {1e-3: 3.6}, loss="logistic")
     logistic["methods"] += [
-        _row("daskpd SPDC", {1e-3: 9.0}, epoch_seconds=2.0),
-        _row("daskpd DSO", {}, epoch_seconds=0.5),
+        _row("daskpd spdc", {1e-3: 9.0}, epoch_seconds=2.0),
+        _row("daskpd dso", {}, epoch_seconds=0.5),
     ]
     spdc_epoch, spdc_time = target_lines(logistic)[4:]
     assert spdc_epoch.endswith("**not met**: 4.00x")
-    assert spdc_time.endswith("**not met**: daskpd SPDC 9 s, liblinear 4 s")
+    assert spdc_time.endswith("**not met**: daskpd spdc 9 s, liblinear 4 s")
 
 
 def test_bad_config_is_refused():
@@ -145,7 +148,7 @@ def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys
 
 
 @pytest.mark.cluster
-def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch):
+def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     """P* from the tight peer, true medians over repeats, a target line that comes out not met."""
     from daskpd import peers
     from daskpd.bench.data import in_memory
@@ -204,3 +207,12 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch):
     figures = plot(results, str(tmp_path))
     assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
     assert np.isfinite(table["p_star"])
+    # the saved results render again without measuring, with the command that measures them
+    from daskpd.cli import main
+
+    capsys.readouterr()
+    argv = ["bench", "--from-results", str(work / "results.json"), "--workdir", str(tmp_path)]
+    assert main(argv) == 0
+    again = capsys.readouterr().out
+    assert "daskpd bench --dataset splice --scales 4e5 --loss logistic" in again
+    assert "| sgd | failed: RuntimeError" in again and lines[0] in again

@@ -50,6 +50,7 @@ __all__ = [
     "peer_feasibility",
     "plot",
     "replace_section",
+    "rescore",
     "run_benchmarks",
     "section_span",
     "summarize",
@@ -258,6 +259,26 @@ def run_benchmarks(config: BenchConfig, progress=None) -> dict:
             )  # fmt: skip
             results["tables"].append(table)
             _save(results, os.path.join(config.workdir, "results.json"))
+    return results
+
+
+def rescore(results: dict) -> dict:
+    """Score saved results again (the runs' points are kept): summaries and target lines.
+
+    Parameters
+    ----------
+    results : dict
+        What :func:`run_benchmarks` returned or saved in ``results.json``.
+
+    Returns
+    -------
+    dict
+        The same results, rescored in place.
+    """
+    for table in results["tables"]:
+        for row in table["methods"]:
+            row["summary"] = summarize([Run(**run) for run in row["runs"]], table["p_star"])
+        table["lines"] = target_lines(table)
     return results
 
 

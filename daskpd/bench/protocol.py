@@ -56,12 +56,16 @@ class Run:
 
 
 def seconds_to(points, bound: float, clock: int = WALL) -> float:
-    """Seconds (on ``clock``) of the first point whose primal is at most ``bound``; else inf.
+    """Fewest seconds (on ``clock``) of a point whose primal is at most ``bound``; else inf.
+
+    A daskpd run's points come in time order, so this is its first point below the line; a
+    peer's points are the rungs of its effort ladder, and this is its cheapest rung that
+    reaches the line (what a user who knew which tolerance to ask for would wait).
 
     Parameters
     ----------
     points : sequence of tuple
-        ``(wall_seconds, epoch_seconds, primal)``.
+        ``(wall_seconds, epoch_seconds, primal[, epoch])``.
     bound : float
     clock : {WALL, EPOCHS}
 
@@ -69,11 +73,10 @@ def seconds_to(points, bound: float, clock: int = WALL) -> float:
     -------
     float
     """
-    for point in points:
-        primal = point[2]
-        if not math.isnan(primal) and primal <= bound:
-            return float(point[clock])
-    return math.inf
+    reached = [
+        float(point[clock]) for point in points if not math.isnan(point[2]) and point[2] <= bound
+    ]
+    return min(reached, default=math.inf)
 
 
 def true_median(values) -> float:
@@ -283,8 +286,8 @@ def target_lines(table: dict) -> list[str]:
                 f"{head}: {_met(ratio >= 1.7)}: {ratio:.2f}x ({_fmt_s(one)} -> {_fmt_s(many)})"
             )
     if table.get("loss") == "logistic":
-        spdc, why_spdc = ran("daskpd SPDC")
-        dso, why_dso = ran("daskpd DSO")
+        spdc, why_spdc = ran("daskpd spdc")
+        dso, why_dso = ran("daskpd dso")
         head = "SPDC epoch within 3x of DSO's"
         if spdc is None or dso is None:
             lines.append(f"{head}: {why_spdc or why_dso}")

@@ -107,9 +107,38 @@ def _certificate_text(reference) -> str:
     return " ".join(parts)
 
 
-def markdown(results: dict, command: str, title: str = "Against peers") -> str:
-    """Render :func:`daskpd.bench.run_benchmarks` results as a BENCHMARKS.md section."""
+def command_of(config: dict) -> str:
+    """The ``daskpd bench`` command that measures ``config`` again (the work directory and
+    the output options left to the user)."""
+    parts = [
+        "daskpd bench",
+        f"--dataset {config['dataset']}",
+        f"--scales {','.join(f'{s:.0e}'.replace('+0', '') for s in config['scales'])}",
+        f"--loss {config['loss']}",
+        f"--alpha {config['alpha']:g}",
+        "--alpha-grid "
+        + (",".join(f"{a:g}" for a in config["alpha_grid"]) if config["alpha_grid"] else "none"),
+        f"--repeats {config['repeats']}",
+        f"--budget {config['budget']:g}",
+        f"--rule-tol {config['rule_tol']:g}",
+        f"--workers {config['workers']}",
+        f"--memory-limit {config['memory_limit']}",
+        f"--peers {','.join(config['peers'])}",
+    ]
+    if config.get("solvers"):
+        parts.append(f"--solvers {','.join(config['solvers'])}")
+    if "dask-ml" in config["peers"]:
+        parts.append(f"--dask-ml-iters {','.join(str(k) for k in config['dask_ml_iters'])}")
+    return " ".join(parts)
+
+
+def markdown(results: dict, command: str | None = None, title: str = "Against peers") -> str:
+    """Render :func:`daskpd.bench.run_benchmarks` results as a BENCHMARKS.md section.
+
+    ``command`` defaults to :func:`command_of` the results' configuration.
+    """
     config = results["config"]
+    command = command or command_of(config)
     machine = results["machine"]
     lines = [
         f"## {title}",

@@ -123,7 +123,7 @@ class DSOOptions:
         variance-reduced coupling terms (0: off). ``None``: every epoch (1) from a start
         (``init="dcd"`` or a warm start), off from zero. From the DCD start on splice-like
         data the plain updates leave a gap 23-32x larger after 10 epochs (1e7 and 1e8
-        nonzeros) at 1.2-1.4x the cost per epoch (BENCHMARKS.md, DSO section). From zero it
+        nonzeros) at a higher cost per epoch (BENCHMARKS.md, DSO section). From zero it
         stays off by default: not measured at those scales (``pipelines/splice_site.py``
         turns it on from zero, where its small real data set needs it).
     regularizer_step : {"auto", "gradient", "prox"}, default="auto"
@@ -211,7 +211,7 @@ ZERO_ETA = 0.5
 #: on a coordinate has size ``eta0`` whatever the gradient's scale, so from a point near the
 #: optimum a zero-start step throws the start away: on splice-like data (1e7 and 5.2e7
 #: nonzeros, alpha 1e-5) 0.5 raised the primal of the DCD start 50-fold, 0.005 kept its test
-#: AUPRC and made the duality gap fall (BENCHMARKS.md, "Against peers").
+#: AUPRC and made the duality gap fall (BENCHMARKS.md, DSO section, step table).
 START_ETA = 0.005
 
 # --------------------------------------------------------------------------------------------
