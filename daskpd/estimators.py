@@ -42,12 +42,9 @@ NumPy arrays for NumPy / scipy.sparse input.
 
 from __future__ import annotations
 
-import base64
+import json
 import numbers
 import os
-import pickle
-import shutil
-import uuid
 import warnings
 
 import numpy as np
@@ -83,7 +80,8 @@ __all__ = [
 
 SOLVERS = ("dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa")
 _CLASSIFICATION_LOSSES = frozenset({"hinge", "smooth_hinge", "squared_hinge", "logistic"})
-_MODEL_FORMAT_VERSION = 1
+#: 2: JSON attributes and zarr arrays (1, withdrawn: pickled metadata)
+_MODEL_FORMAT_VERSION = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -630,17 +628,26 @@ class _SaddlePointBase(BaseEstimator):
     def save(self, path):
         """Write the fitted model to a zarr group at ``path`` (atomically).
 
-        For models too large to pickle comfortably: ``coef_`` is stored as a chunked,
-        compressed zarr array; everything else (parameters, ``history_``, ``classes_``) is
-        small. The ``callback`` parameter is a run-time hook and is not stored (it is None
-        after :func:`load_estimator`).
+        ``coef_`` and every other array (``classes_``, a random state's key) are chunked
+        zarr arrays with checksums; parameters and fitted attributes are JSON attributes
+        (:mod:`daskpd._codec`), so loading the file never runs code from it. The
+        ``callback`` and ``cluster`` parameters belong to the run (a function, a cluster
+        object) and are stored as None unless ``cluster`` is a string.
 
         Parameters
         ----------
         path : str or os.PathLike
             Destination; must not exist.
+
+        Raises
+        ------
+        FileExistsError
+            When ``path`` exists (nothing is written).
+        TypeError
+            When a parameter or attribute is of a type the format cannot store (named).
         """
-        import zarr
+        from daskpd import _codec
+        from daskpd.checkpoint import _write_array, atomic_group
 
         check_is_fitted(self, "coef_")
         path = os.fspath(path)
@@ -648,32 +655,32 @@ class _SaddlePointBase(BaseEstimator):
             raise FileExistsError(f"{path} exists; remove it or choose another path")
         params = self.get_params(deep=False)
         params["callback"] = None
+        if not isinstance(params.get("cluster"), str | None):
+            params["cluster"] = None
         state = {
             key: value
             for key, value in self.__dict__.items()
             if key.endswith("_") and not key.startswith("_") and key != "coef_"
         }
         state["_fit_intercept_used"] = self._fit_intercept_used
-        meta = pickle.dumps({"params": params, "state": state}, protocol=pickle.HIGHEST_PROTOCOL)
-        temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-        try:
-            group = zarr.open_group(temporary, mode="w")
-            chunk = max(1, min(self.coef_.shape[0], 1 << 20))
-            array = group.create_array(
-                "coef", shape=self.coef_.shape, dtype=np.float64, chunks=(chunk,)
-            )
-            array[...] = self.coef_
+        arrays = [np.asarray(self.coef_, dtype=np.float64)]
+        document = {
+            "params": _codec.encode(params, arrays, "parameter"),
+            "state": _codec.encode(state, arrays, "fitted attribute"),
+        }
+        with atomic_group(path) as group:
+            checksums = {
+                f"array-{k}": _write_array(group, f"array-{k}", array)
+                for k, array in enumerate(arrays)
+            }
             group.attrs.update(
                 {
                     "format_version": _MODEL_FORMAT_VERSION,
                     "estimator": f"{type(self).__module__}.{type(self).__qualname__}",
-                    "meta": base64.b64encode(meta).decode("ascii"),
+                    "document": json.dumps(document),
+                    "checksums": checksums,
                 }
             )
-            os.replace(temporary, path)
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise
 
     @classmethod
     def load(cls, path):
@@ -718,27 +725,44 @@ def load_estimator(path):
     estimator : SaddlePointEstimator or a subclass
         The fitted estimator.
     """
-    import importlib
-
     import zarr
+
+    from daskpd import _codec
+    from daskpd.checkpoint import _read_array
 
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved model at {path}")
     group = zarr.open_group(path, mode="r")
     version = group.attrs.get("format_version")
+    if version == 1 and "meta" in group.attrs:
+        raise ValueError(
+            f"{path} was saved by an older daskpd whose model files hold pickled metadata; "
+            "daskpd no longer reads them, because unpickling a file runs code from it. "
+            "Fit and save the model again with this version."
+        )
     if version != _MODEL_FORMAT_VERSION:
         raise ValueError(f"{path} is not a daskpd model (format_version={version!r})")
-    module_name, _, class_name = group.attrs["estimator"].rpartition(".")
-    module = importlib.import_module(module_name)
-    if module.__name__ != __name__:
-        raise ValueError(f"{path} names an estimator outside daskpd: {module_name}")
-    estimator_class = getattr(module, class_name)
-    meta = pickle.loads(base64.b64decode(group.attrs["meta"]))
-    estimator = estimator_class(**meta["params"])
-    for key, value in meta["state"].items():
+    name = group.attrs.get("estimator", "")
+    module_name, _, class_name = str(name).rpartition(".")
+    estimator_class = _ESTIMATORS.get(class_name)
+    if module_name != __name__ or estimator_class is None:
+        raise ValueError(f"{path} names an estimator that is not daskpd's: {name!r}")
+    try:
+        document = json.loads(group.attrs["document"])
+        checksums = dict(group.attrs["checksums"])
+        arrays = [
+            _read_array(group[name], name, checksums, where=f"{path}: ")
+            for name in (f"array-{k}" for k in range(len(checksums)))
+        ]
+    except (KeyError, TypeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: the model's attributes are unreadable ({error!r})") from None
+    params = _codec.decode(document["params"], arrays, f"{path}: parameters")
+    state = _codec.decode(document["state"], arrays, f"{path}: fitted attributes")
+    estimator = estimator_class(**params)
+    for key, value in state.items():
         setattr(estimator, key, value)
-    estimator.coef_ = np.asarray(group["coef"][...], dtype=np.float64)
+    estimator.coef_ = np.asarray(arrays[0], dtype=np.float64)
     return estimator
 
 
@@ -1427,3 +1451,13 @@ class LinearSVR(_Regressor):
             The fitted estimator.
         """
         return super().fit(X, y)
+
+
+#: The estimators a model file may name (looked up here, never imported by name).
+_ESTIMATORS = {
+    cls.__name__: cls
+    for cls in (
+        SaddlePointEstimator, LinearSVC, LogisticRegression, Ridge, Lasso, ElasticNet,
+        LinearSVR, LADRegression,
+    )
+}  # fmt: skip

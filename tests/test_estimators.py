@@ -455,6 +455,52 @@ def test_pickle_and_zarr_round_trip(rng, tmp_path):
         load_estimator(tmp_path / "nothing.zarr")
 
 
+def test_saved_parameters_keep_their_types(rng, tmp_path):
+    X, y = _classification(rng)
+    model = LinearSVC(
+        alpha=1e-2, max_iter=5, class_weight={-1: 1.0, 1: 3.0},
+        random_state=np.random.RandomState(4), solver_options={"grid": 1},
+    ).fit(X, y)  # fmt: skip
+    model.save(tmp_path / "model.zarr")
+    loaded = load_estimator(tmp_path / "model.zarr")
+    # integer keys stay integers; the generator continues where the saved one was
+    assert loaded.class_weight == {-1: 1.0, 1: 3.0}
+    assert loaded.solver_options == {"grid": 1}
+    assert loaded.random_state.randint(1 << 30) == model.random_state.randint(1 << 30)
+    np.testing.assert_array_equal(loaded.decision_function(X), model.decision_function(X))
+
+
+def test_a_model_file_with_a_pickle_payload_is_refused(rng, tmp_path):
+    import base64
+
+    import zarr
+
+    X, y = _classification(rng)
+    LinearSVC(alpha=1e-2, max_iter=3).fit(X, y).save(tmp_path / "model.zarr")
+    witness = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(witness), "w"))
+
+    group = zarr.open_group(tmp_path / "model.zarr", mode="r+")
+    payload = base64.b64encode(pickle.dumps(Payload())).decode("ascii")
+    # the file of an older version (pickled metadata), and a forged document
+    group.attrs.update({"format_version": 1, "meta": payload})
+    with pytest.raises(ValueError, match="pickled metadata"):
+        load_estimator(tmp_path / "model.zarr")
+    group.attrs.update({"format_version": 2, "document": payload})
+    with pytest.raises(ValueError, match="unreadable"):
+        load_estimator(tmp_path / "model.zarr")
+    group.attrs.update({"document": '{"params": {"__pickle__": "x"}, "state": {}}'})
+    with pytest.raises(ValueError, match="unknown tag '__pickle__'"):
+        load_estimator(tmp_path / "model.zarr")
+    group.attrs.update({"estimator": "os.system"})
+    with pytest.raises(ValueError, match="not daskpd's"):
+        load_estimator(tmp_path / "model.zarr")
+    assert not witness.exists()
+
+
 # --------------------------------------------------------------------------------------------
 # where the work runs
 
