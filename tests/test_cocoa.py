@@ -166,9 +166,11 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     kernels.start_pack(w, columns, pack)
     norm_sq = np.empty(60)
     kernels.row_norms(X.indptr.astype(np.int64), X.data, False, norm_sq)
+    pg_range = np.zeros(2)
     loss_sum, conj_sum = kernels.cocoa_pass(
         X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq, z, pack,
         order[None, :], problem.loss.code, problem.loss.params, sigma, 1.0 / (alpha * n_total),
+        pg_range,
     )  # fmt: skip
     ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
         X, y, c, start, w, order, loss, 1.0, sigma, n_total, alpha
@@ -195,7 +197,8 @@ def test_one_group_is_serial_dual_coordinate_ascent(loss, binary):
     data = MemoryDataset(X, y)
     assert data.binary == binary
     problem = Problem(loss, "l2", 0.02)
-    solver, state = _run(data, problem, grid=1, n_rounds=3, seed=5)
+    # the references run one pass a round: no shrunk passes after it
+    solver, state = _run(data, problem, grid=1, n_rounds=3, seed=5, shrinking=False)
     assert state.settings.direct
     w, z = _reference_rounds(X, y, c, 0.02, loss, grid=1, n_rounds=3, seed=5)
     if loss == "logistic":
@@ -215,7 +218,7 @@ def test_rounds_equal_reference_for_three_groups(loss):
     c = rng.uniform(0.5, 1.5, X.shape[0])
     data = MemoryDataset(X, y, sample_weight=c)
     problem = Problem(loss, "l2", 0.02)
-    _, state = _run(data, problem, grid=3, n_rounds=3, seed=8)
+    _, state = _run(data, problem, grid=3, n_rounds=3, seed=8, shrinking=False)
     w, z = _reference_rounds(X, y, c, 0.02, loss, grid=3, n_rounds=3, seed=8)
     np.testing.assert_allclose(state.w[0], w, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(np.concatenate(state.z), z, rtol=1e-10, atol=1e-13)
@@ -430,6 +433,12 @@ def test_refuses_what_it_cannot_do():
         solve((X, y), solver="cocoa", sigma=0.0, client=False)
     with pytest.raises(ValueError, match="local_passes"):
         solve((X, y), solver="cocoa", local_passes=0, client=False)
+    with pytest.raises(ValueError, match="shrinking=True .* loss='logistic'"):
+        solve((X, y), loss="logistic", solver="cocoa", shrinking=True, client=False)
+    with pytest.raises(ValueError, match="shrink_ratio"):
+        solve((X, y), solver="cocoa", shrink_ratio=1.0, client=False)
+    with pytest.raises(ValueError, match="max_shrunk_passes"):
+        solve((X, y), solver="cocoa", max_shrunk_passes=0, client=False)
     with pytest.raises(ValueError, match="grid=41"):
         solve((X, y), solver="cocoa", grid=41, client=False)
     with pytest.raises(ValueError, match="unknown option"):
@@ -438,12 +447,82 @@ def test_refuses_what_it_cannot_do():
 
 def test_local_passes_and_sigma_change_the_rounds():
     X, y = _data(seed=16)
-    common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": 2, "tol": 0.0}
+    common = {
+        "loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": 2, "tol": 0.0,
+        "shrinking": False,
+    }  # fmt: skip
     base = solve((X, y), max_epochs=3, client=False, **common)
     more = solve((X, y), max_epochs=3, client=False, local_passes=3, **common)
     bold = solve((X, y), max_epochs=3, client=False, sigma=1.5, **common)
     assert not np.array_equal(base.w, more.w) and not np.array_equal(base.w, bold.w)
     assert more.history[-1]["dual"] > base.history[-1]["dual"]
+
+
+def _dual_value(problem, X, y, c, z, alpha):
+    """D(z) of the whole problem, from the loss's conjugate (independent of the kernels)."""
+    n = X.shape[0]
+    w = -(X.T @ z) / (alpha * n)
+    conj = problem.loss.conjugate(z / c, y)
+    return -(c * conj).sum() / n - 0.5 * alpha * (w @ w), w
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
+def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
+    X, y = _data(n=400, d=20, seed=21)
+    X = X.astype(np.float64)
+    n = X.shape[0]
+    alpha = 0.01
+    c = np.random.default_rng(21).uniform(0.5, 2.0, n)
+    problem = Problem(loss, "l2", alpha)
+    indptr = X.indptr.astype(np.int64)
+    columns, local = kernels.local_columns(X.indices, X.shape[1])
+    norm_sq = np.empty(n)
+    kernels.row_norms(indptr, X.data, False, norm_sq)
+    z = np.zeros(n)
+    pack = np.zeros((columns.shape[0], 2))
+    pg_range = np.zeros(2)
+    code, params = problem.loss.code, problem.loss.params
+    order = np.random.default_rng(0).permutation(n)[None, :]
+    inv = 1.0 / (alpha * n)
+    kernels.cocoa_pass(
+        indptr, local, X.data, False, y, c, norm_sq, z, pack, order, code, params, 1.0, inv,
+        pg_range,
+    )  # fmt: skip
+    # the full pass's projected gradients, recomputed from the rows as visited is not
+    # possible afterwards; at least they straddle zero and are finite
+    assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
+    before, _ = _dual_value(problem, X, y, c, z, alpha)
+    passes, visited = kernels.shrunk_passes(
+        indptr, local, X.data, False, y, c, norm_sq, z, pack, code, params, 1.0, inv,
+        pg_range, 0.0, 25, 7,
+    )  # fmt: skip
+    after, w = _dual_value(problem, X, y, c, z, alpha)
+    assert passes == 25
+    assert after > before
+    # v is still w(z) of the dual point the passes reached
+    np.testing.assert_allclose(pack[:, 0], w[columns], rtol=1e-10, atol=1e-13)
+    # the dual stays in its box: a = -y z in [0, c] ([0, inf) for the squared hinge)
+    a = -y * z
+    assert np.all(a >= 0.0)
+    if loss != "squared_hinge":
+        assert np.all(a <= c * (1 + 1e-15))
+    # rows left the active set: fewer nonzeros read than 25 full passes
+    assert visited < 25 * X.nnz
+    # and the point is near the optimum: the gap of w is small
+    primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
+    assert primal - after <= 1e-4 * primal
+
+
+def test_shrinking_needs_fewer_rounds_to_the_same_optimum():
+    X, y = _data(n=600, d=40, seed=22)
+    common = {"loss": "hinge", "alpha": 0.001, "solver": "cocoa", "tol": 1e-6,
+              "max_epochs": 5000, "eval_every": 1, "client": False}  # fmt: skip
+    plain = solve((X, y), shrinking=False, **common)
+    shrunk = solve((X, y), **common)
+    assert plain.converged and shrunk.converged
+    assert shrunk.n_epochs < plain.n_epochs / 2
+    assert shrunk.primal == pytest.approx(plain.primal, rel=2e-6)
+    np.testing.assert_allclose(shrunk.w, plain.w, rtol=0, atol=1e-2 * np.abs(plain.w).max())
 
 
 # --------------------------------------------------------------------------------------------
