@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 from daskpd import datasets, metrics
 from daskpd.callbacks import Callback, EarlyStopping, HistoryRecorder, ProgressBar
-from daskpd.checkpoint import CorruptStoreError, load_model, save_model
+from daskpd.checkpoint import CorruptStoreError, save_model
 from daskpd.dataset import (
     Dataset,
     DatasetIntegrityError,
@@ -39,6 +39,7 @@ from daskpd.solvers import (
     TrainingFailed,
     available_solvers,
     get_solver,
+    load_model,
     register_solver,
     solve,
 )

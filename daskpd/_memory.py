@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import uuid
-from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,7 +11,6 @@ from daskpd._base import (
     LAYOUTS,
     TASKS,
     BaseDataset,
-    GridInfo,
     block_limits,
     check_labels,
     check_weights,
@@ -210,159 +207,3 @@ def _check_grid(grid) -> int:
     if grid < 1:
         raise ValueError(f"grid must be >= 1, got {grid}")
     return int(grid)
-
-
-class BiasDataset(BaseDataset):
-    """Read-only view of a dataset with one more constant feature ``scale`` per row.
-
-    The extra feature is column ``base.n_features``; every row stores it (so ``nnz`` grows by
-    ``n_samples``). In grids it belongs to the last column block; tile offsets shift
-    accordingly. Created by :meth:`BaseDataset.with_bias`.
-
-    Parameters
-    ----------
-    base : BaseDataset
-    scale : float
-        Finite and > 0.
-    """
-
-    def __init__(self, base, scale):
-        scale = float(scale)
-        if not (math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale of the bias feature must be finite and > 0, got {scale}")
-        if isinstance(base, BiasDataset):
-            raise ValueError("the dataset already has a bias feature")
-        self.base = base
-        self.scale = scale
-        self.shape = (base.n_samples, base.n_features + 1)
-        self.nnz = int(base.nnz) + base.n_samples
-        self.binary = bool(base.binary and scale == 1.0)
-        self.layout = base.layout
-        self.task = base.task
-        self.label_counts = base.label_counts
-        self.dtype = base.dtype
-        self.has_sample_weight = base.has_sample_weight
-        self.row_block_bounds = base.row_block_bounds
-
-    def __reduce__(self):
-        return (BiasDataset, (self.base, self.scale))
-
-    def __repr__(self) -> str:
-        return f"{self.base!r}.with_bias({self.scale!r})"
-
-    def _token(self):
-        return ("daskpd.BiasDataset", self.base._token(), self.scale)
-
-    @property
-    def path(self):
-        """Path of the underlying on-disk dataset (AttributeError for in-memory data)."""
-        return self.base.path
-
-    @cached_property
-    def row_nnz(self) -> np.ndarray:
-        """Stored entries per row, int64 (n_samples,)."""
-        return self.base.row_nnz + 1
-
-    @cached_property
-    def row_norm_sq(self) -> np.ndarray:
-        """Squared row norms, float64 (n_samples,)."""
-        return self.base.row_norm_sq + self.scale * self.scale
-
-    @cached_property
-    def col_nnz(self) -> np.ndarray:
-        """Stored entries per column, int64 (n_features,)."""
-        return np.append(self.base.col_nnz, np.int64(self.n_samples))
-
-    @property
-    def y(self) -> np.ndarray:
-        """All labels, float64 (n_samples,)."""
-        return self.base.y
-
-    @property
-    def sample_weight(self):
-        """All sample weights, or None."""
-        return self.base.sample_weight
-
-    def verify(self) -> None:
-        """Verify the underlying dataset (see :meth:`daskpd.dataset.Dataset.verify`)."""
-        self.base.verify()
-
-    def _row_nnz_chunks(self):
-        for chunk in self.base._row_nnz_chunks():
-            yield chunk + 1
-
-    def _y_rows(self, start, stop):
-        return self.base._y_rows(start, stop)
-
-    def _weight_rows(self, start, stop):
-        return self.base._weight_rows(start, stop)
-
-    def _csr_rows(self, start, stop):
-        indptr, indices, data = self.base._csr_rows(start, stop)
-        if data is None:
-            data = np.ones(indices.shape[0], dtype=self.dtype)
-        indptr, indices, data = kernels.append_constant_column(
-            indptr, indices, data, self.base.n_features, self.scale
-        )
-        return indptr, indices, (None if self.binary else data)
-
-    def _dense_rows(self, start, stop):
-        block = self.base._dense_rows(start, stop)
-        column = np.full((block.shape[0], 1), self.scale, dtype=block.dtype)
-        return np.hstack([block, column])
-
-    @property
-    def grids(self) -> list[int]:
-        """Grid sizes available in the underlying dataset."""
-        return self.base.grids
-
-    def partition(self, grid):
-        """Build the grid of the underlying in-memory dataset (see ``MemoryDataset.partition``).
-
-        The view's tiles are the base's tiles, with the bias entries added to the last column
-        block. On-disk datasets are partitioned with :func:`daskpd.dataset.partition_dataset`.
-
-        Returns
-        -------
-        GridInfo
-        """
-        if not hasattr(self.base, "partition"):
-            raise TypeError(
-                f"{self.base!r} is stored on disk: run partition_dataset(path, grid={grid})"
-            )
-        self.base.partition(grid)
-        return self.grid(grid)
-
-    def _grid_info(self, n_blocks):
-        info = self.base._grid_info(n_blocks)
-        col_bounds = info.col_bounds.copy()
-        col_bounds[-1] += 1
-        group_rows = np.diff(info.row_bounds)
-        # Each row of groups before q adds one entry before tile (q, .); the rows of group q
-        # add theirs inside its last tile.
-        tile_ptr = info.tile_ptr + info.row_bounds[:-1, None]
-        tile_ptr[:, -1] += group_rows
-        # the bias column is the last position of the grid's order (inside the last block)
-        col_order = None
-        if info.col_order is not None:
-            col_order = np.append(info.col_order, np.int64(info.col_bounds[-1]))
-        return GridInfo(
-            row_bounds=info.row_bounds, col_bounds=col_bounds, tile_ptr=tile_ptr,
-            col_order=col_order,
-        )  # fmt: skip
-
-    def _tile(self, n_blocks, info, q, r):
-        base_info = self.base._grid_info(n_blocks)
-        rows, cols, vals = self.base._tile(n_blocks, base_info, q, r)
-        if r < n_blocks - 1:
-            return rows, cols, (None if self.binary else _values(vals, rows, self.dtype))
-        n_rows = int(base_info.row_bounds[q + 1] - base_info.row_bounds[q])
-        local_column = int(base_info.col_bounds[-1] - base_info.col_bounds[-2])
-        rows, cols, vals = kernels.append_tile_column(
-            rows, cols, _values(vals, rows, self.dtype), n_rows, local_column, self.scale
-        )
-        return rows, cols, (None if self.binary else vals)
-
-
-def _values(vals, rows, dtype):
-    return np.ones(rows.shape[0], dtype=dtype) if vals is None else vals

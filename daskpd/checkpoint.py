@@ -24,6 +24,7 @@ save and load without ever being pickled.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -40,7 +41,8 @@ __all__ = [
     "CheckpointStore",
     "CorruptStoreError",
     "atomic_group",
-    "load_model",
+    "options_to_dict",
+    "read_model",
     "save_model",
 ]
 
@@ -408,8 +410,6 @@ def save_model(result, path, *, overwrite=False) -> Path:
     -------
     Path
     """
-    from daskpd.solvers._driver import options_to_dict
-
     options = result.options
     options_dict = options_to_dict(options) if hasattr(options, "__dataclass_fields__") else {}
     path = Path(path)
@@ -438,8 +438,11 @@ def save_model(result, path, *, overwrite=False) -> Path:
     return path
 
 
-def load_model(path):
-    """Load a model saved by :func:`save_model`.
+def read_model(path):
+    """Open a model saved by :func:`save_model`: its attributes and a reader of its arrays.
+
+    The :class:`~daskpd.solvers._driver.SolveResult` is built by
+    :func:`daskpd.solvers._driver.load_model` (``daskpd.load_model``), one layer up.
 
     Parameters
     ----------
@@ -447,9 +450,11 @@ def load_model(path):
 
     Returns
     -------
-    SolveResult
-        ``options`` is the solver's ``Options`` dataclass when that solver is registered,
-        else a dict.
+    attrs : dict
+        The group's JSON attributes.
+    read : callable
+        ``read(name)``: the array ``name`` verified against its checksum, or None when the
+        model has no such array.
 
     Raises
     ------
@@ -458,11 +463,9 @@ def load_model(path):
     ValueError
         When ``path`` is not a daskpd model.
     CorruptStoreError
-        When an array is missing, unreadable or fails its checksum (a ``ValueError``).
+        When ``w`` is missing, or an array is unreadable or fails its checksum.
     """
     import zarr
-
-    from daskpd.solvers._driver import SolveResult, get_solver, make_options
 
     path = Path(path)
     if not path.exists():
@@ -483,27 +486,17 @@ def load_model(path):
 
     if "w" not in arrays:
         raise CorruptStoreError(f"{where}array 'w' is missing")
-    options = json.loads(attrs["options"])
-    try:
-        solver = get_solver(attrs["solver"])
-        options = make_options(solver, {k: _as_tuple(v) for k, v in options.items()})
-    except ValueError:
-        pass
-    return SolveResult(
-        w=read("w"),
-        z=read("z"),
-        w_avg=read("w_avg"),
-        history=tuple(json.loads(attrs["history"])),
-        n_epochs=int(attrs["n_epochs"]),
-        gap=float(json.loads(attrs["gap"])),
-        converged=bool(attrs["converged"]),
-        stop_reason=attrs["stop_reason"],
-        solver=attrs["solver"],
-        options=options,
-        objective=json.loads(attrs["objective"]),
-        seed_entropy=int(attrs["seed_entropy"]),
-    )
+    return attrs, read
 
 
-def _as_tuple(value):
-    return tuple(value) if isinstance(value, list) else value
+def options_to_dict(options) -> dict:
+    """Return a solver's options dataclass as a JSON-compatible dict (tuples become lists)."""
+    out = {}
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if isinstance(value, np.generic):
+            value = value.item()
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out

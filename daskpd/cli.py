@@ -907,8 +907,7 @@ def _run_train(args) -> int:
 
 
 def _model_scores(args):
-    from daskpd.checkpoint import load_model
-    from daskpd.solvers._driver import score_rows
+    from daskpd.solvers._driver import load_model, score_rows
 
     model = load_model(args.model)
     data = _open_data(args.data, "DATA")

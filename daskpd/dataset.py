@@ -87,6 +87,7 @@ from daskpd._base import (
     LAYOUTS,
     TASKS,
     BaseDataset,
+    BiasDataset,
     GridInfo,
     block_limits,
     check_labels,
@@ -100,7 +101,7 @@ from daskpd._base import (
     task_and_counts,
 )
 from daskpd._format import FORMAT_VERSION, DatasetIntegrityError
-from daskpd._memory import BiasDataset, MemoryDataset, _check_grid
+from daskpd._memory import MemoryDataset, _check_grid
 from daskpd._partition import (
     TILE_ARRAYS,
     ZarrSink,

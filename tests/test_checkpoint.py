@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd.checkpoint import CheckpointStore, atomic_group, load_model, save_model
+from daskpd.checkpoint import CheckpointStore, atomic_group, save_model
 from daskpd.dataset import MemoryDataset
-from daskpd.solvers import solve
+from daskpd.solvers import load_model, solve
 
 
 @pytest.fixture(autouse=True)

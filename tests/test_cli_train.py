@@ -9,8 +9,7 @@ import pytest
 import scipy.sparse as sp
 import zarr
 
-from daskpd import metrics
-from daskpd.checkpoint import load_model
+from daskpd import load_model, metrics
 from daskpd.cli import main
 from daskpd.dataset import write_dataset
 

@@ -16,10 +16,10 @@ import pytest
 import scipy.sparse as sp
 
 from daskpd._cluster import worker_addresses
-from daskpd.checkpoint import CheckpointStore, load_model
+from daskpd.checkpoint import CheckpointStore
 from daskpd.cli import main
 from daskpd.dataset import partition_dataset, write_dataset
-from daskpd.solvers import Iterate, TrainingFailed, register_solver, solve
+from daskpd.solvers import Iterate, TrainingFailed, load_model, register_solver, solve
 
 pytestmark = pytest.mark.cluster
 

@@ -51,7 +51,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import json
 import math
+import os
 import pkgutil
 import time
 from collections.abc import Mapping
@@ -59,6 +61,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from daskpd.checkpoint import options_to_dict
 
 __all__ = [
     "DivergenceError",
@@ -185,7 +189,7 @@ class SolveResult:
         ``epochs``, ``evaluation`` (gap and test metrics) and ``checkpoint`` (writing
         checkpoints); the rest of ``wall`` is callbacks and the driver's own work. A resumed
         run counts only this call (the history's clocks count the whole run). Empty for a
-        model read by :func:`daskpd.checkpoint.load_model`.
+        model read by :func:`load_model`.
     """
 
     w: np.ndarray
@@ -236,6 +240,55 @@ class SolveResult:
         from daskpd.checkpoint import save_model
 
         return save_model(self, path, overwrite=overwrite)
+
+
+def load_model(path) -> SolveResult:
+    """Load a model saved by :meth:`SolveResult.save` (:func:`daskpd.checkpoint.save_model`).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    SolveResult
+        ``options`` is the solver's ``Options`` dataclass when that solver is registered,
+        else a dict.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` does not exist.
+    ValueError
+        When ``path`` is not a daskpd model.
+    CorruptStoreError
+        When an array is missing, unreadable or fails its checksum (a ``ValueError``).
+    """
+    from daskpd.checkpoint import read_model
+
+    attrs, read = read_model(path)
+    options = json.loads(attrs["options"])
+    try:
+        solver = get_solver(attrs["solver"])
+        options = make_options(
+            solver, {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+        )
+    except ValueError:
+        pass
+    return SolveResult(
+        w=read("w"),
+        z=read("z"),
+        w_avg=read("w_avg"),
+        history=tuple(json.loads(attrs["history"])),
+        n_epochs=int(attrs["n_epochs"]),
+        gap=float(json.loads(attrs["gap"])),
+        converged=bool(attrs["converged"]),
+        stop_reason=attrs["stop_reason"],
+        solver=attrs["solver"],
+        options=options,
+        objective=json.loads(attrs["objective"]),
+        seed_entropy=int(attrs["seed_entropy"]),
+    )
 
 
 @dataclass(frozen=True)
@@ -408,9 +461,8 @@ def register_solver(solver=None, *, name: str | None = None):
 
 
 def _import_solver_modules() -> None:
-    import daskpd.solvers as package
-
-    for module in pkgutil.iter_modules(package.__path__):
+    # the solver modules beside this one (importing the package from here would be a cycle)
+    for module in pkgutil.iter_modules([os.path.dirname(__file__)]):
         if module.name.startswith("_"):
             continue
         try:
@@ -501,19 +553,6 @@ def make_options(solver, solver_options: Mapping | None = None):
         return options_cls(**solver_options)
     except TypeError as exc:
         raise ValueError(f"invalid options for solver {solver.name!r}: {exc}") from None
-
-
-def options_to_dict(options) -> dict:
-    """Return the options as a JSON-compatible dict (tuples become lists)."""
-    out = {}
-    for f in dataclasses.fields(options):
-        value = getattr(options, f.name)
-        if isinstance(value, np.generic):
-            value = value.item()
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
-    return out
 
 
 # --------------------------------------------------------------------------------------------
