@@ -202,6 +202,28 @@ def projected_gradient(gradient, a, upper):
 
 
 @njit
+def step_row(
+    code, params, z, i, u, kappa, c, y, pack, indices, vals, binary, start, stop, sigma,
+    inv_alpha_n,
+):  # fmt: skip
+    """Take row ``i``'s exact step (:func:`dual_step`) and add ``-sigma delta x_i / (alpha n)``
+    to ``v = pack[:, 0]`` over the row's nonzeros ``start:stop``."""
+    zi = z[i]
+    new_z = dual_step(code, params, zi, u, kappa, c, y)
+    delta = new_z - zi
+    z[i] = new_z
+    if delta == 0.0:
+        return
+    coef = -(sigma * delta) * inv_alpha_n
+    if binary:
+        for e in range(start, stop):
+            pack[indices[e], 0] += coef
+    else:
+        for e in range(start, stop):
+            pack[indices[e], 0] += coef * np.float64(vals[e])
+
+
+@njit
 def start_pack(w, columns, pack):
     """``pack[l] = (w_j, w_j)`` for ``j = columns[l]``: the group's columns of ``w``.
 
@@ -430,18 +452,10 @@ def cocoa_pass(
                 pg = projected_gradient(gradient, a, upper)
                 pg_max = max(pg_max, pg)
                 pg_min = min(pg_min, pg)
-            new_z = dual_step(loss_code, loss_params, zi, u, curvature * norm_sq[i], c, yi)
-            delta = new_z - zi
-            z[i] = new_z
-            if delta == 0.0:
-                continue
-            coef = -(sigma * delta) * inv_alpha_n
-            if binary:
-                for e in range(start, stop):
-                    pack[indices[e], 0] += coef
-            else:
-                for e in range(start, stop):
-                    pack[indices[e], 0] += coef * np.float64(vals[e])
+            step_row(
+                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, indices,
+                vals, binary, start, stop, sigma, inv_alpha_n,
+            )  # fmt: skip
     if pg_max < pg_min:
         # not a box loss, or no row of weight > 0
         pg_max = 0.0
@@ -555,18 +569,10 @@ def shrunk_passes(
             pg_min = min(pg_min, pg)
             if pg == 0.0:
                 continue
-            new_z = dual_step(loss_code, loss_params, zi, u, curvature * norm_sq[i], c, yi)
-            delta = new_z - zi
-            z[i] = new_z
-            if delta == 0.0:
-                continue
-            coef = -(sigma * delta) * inv_alpha_n
-            if binary:
-                for e in range(start, stop):
-                    pack[indices[e], 0] += coef
-            else:
-                for e in range(start, stop):
-                    pack[indices[e], 0] += coef * np.float64(vals[e])
+            step_row(
+                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, indices,
+                vals, binary, start, stop, sigma, inv_alpha_n,
+            )  # fmt: skip
         passes += 1
         if pg_max - pg_min <= target:
             break
