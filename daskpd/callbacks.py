@@ -178,7 +178,9 @@ class ProgressBar(Callback):
         if self.bar is None:
             return None
         if info.row is not None:
-            self.row = info.row
+            # A certificate-only row has no test metrics: keep showing the last ones.
+            scores = {k: v for k, v in (self.row or {}).items() if k.startswith("test_")}
+            self.row = {**scores, **info.row}
         self.clocks = (info.wall_seconds, info.seconds)
         self._show()
         # After a replay (lost worker) the epoch can go back: set the position, not += 1.

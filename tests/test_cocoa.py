@@ -372,6 +372,44 @@ def test_one_compute_per_round_and_none_for_the_certificate(counting_scheduler):
     assert counting_scheduler.calls == 5
 
 
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_every_round_is_certified_without_an_evaluation(loss):
+    # eval_every=1000 skips every evaluation but the last: the rows before it come from the
+    # rounds' own sums, and each is the exact objective of the point the round started from.
+    X, y = _loss_data(loss, seed=12)
+    X_test, y_test = _loss_data(loss, seed=13)
+    problem = Problem(loss, "l2", 1e-3)
+    seen = []
+
+    def check(info):
+        if info.row is not None and info.row.get("certificate_only"):
+            w = info.current_iterate().w
+            seen.append((info.row, problem.evaluate(np.asarray(w), (X, y))))
+
+    common = {"loss": loss, "alpha": 1e-3, "solver": "cocoa", "grid": 2, "client": False}
+    tight = solve((X, y), tol=0.0, max_epochs=6, eval_every=1, **common)
+    sparse = solve(
+        (X, y), tol=0.0, max_epochs=6, eval_every=1000, callbacks=[check],
+        test_data=(X_test, y_test), **common,
+    )  # fmt: skip
+    assert [row["epoch"] for row in sparse.history] == [1, 2, 3, 4, 5, 6]
+    assert [row.get("certificate_only", False) for row in sparse.history] == [True] * 5 + [False]
+    # the last row is a full evaluation, with the test metrics
+    assert "test_auprc" in sparse.history[-1] and "test_auprc" not in sparse.history[0]
+    for a, b in zip(sparse.history, tight.history, strict=True):
+        assert (a["primal"], a["dual"], a["gap"]) == (b["primal"], b["dual"], b["gap"])
+    assert len(seen) == 5
+    for row, evaluation in seen:
+        assert row["primal"] == pytest.approx(evaluation.primal, rel=1e-10)
+        assert row["dual"] <= evaluation.primal
+    # stopped by tol at the first certified round, with a full row
+    target = tight.history[3]["gap"]
+    stopped = solve((X, y), tol=target, max_epochs=50, eval_every=1000, **common)
+    assert stopped.stop_reason == "tol" and stopped.n_epochs == 4
+    assert not stopped.history[-1].get("certificate_only", False)
+    assert stopped.gap == target
+
+
 def test_checkpoint_resume_gives_the_same_bits(tmp_path):
     X, y = _data(seed=12)
     data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=60)

@@ -115,11 +115,24 @@ class _Recorder:
         primal, gap = float(row["primal"]), float(row["gap"])
         self.points.append((wall, float(row["seconds"]), primal, int(row["epoch"])))
         self.best_dual = max(self.best_dual, primal - gap)
-        w = np.array(info.iterate.w, dtype=np.float64)
-        self.last = {"rule": "budget", "wall_seconds": wall, "primal": primal, "gap": gap, "w": w}
-        if self.chosen is None and gap <= self.rule_tol * abs(primal):
+        stop = primal <= self.bound or wall >= self.budget
+        chosen_now = self.chosen is None and gap <= self.rule_tol * abs(primal)
+        # w is gathered only when it can be needed: the chosen model, the run's last point,
+        # or an evaluation that gathered it anyway (a certificate-only row moves no w).
+        w = None
+        if chosen_now or stop or info.iterate is not None:
+            w = np.array(info.current_iterate().w, dtype=np.float64)
+        if w is not None:
+            self.last = {
+                "rule": "budget",
+                "wall_seconds": wall,
+                "primal": primal,
+                "gap": gap,
+                "w": w,
+            }
+        if chosen_now:
             self.chosen = {**self.last, "rule": f"gap <= {self.rule_tol:g} P"}
-        return primal <= self.bound or wall >= self.budget
+        return stop
 
 
 def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers, seed):

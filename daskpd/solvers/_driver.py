@@ -41,6 +41,12 @@ A solver is a class with a ``name`` and an ``Options`` frozen dataclass, and the
     close(state) -> None   (optional)
         Release what the run holds outside Dask (DSO: its shared-memory files). Called
         once when the run ends, and on a state given up for a replay after a lost worker.
+    certificate(state) -> (primal, dual) or None   (optional)
+        The exact primal and dual of the point :meth:`iterate` would return, when the
+        epoch's own work produced them (the dual solver's pass sees every margin) and
+        reading them costs a few numbers, not a pass or a gather of ``w``. The driver asks
+        for it after every epoch that the ``eval_every`` cadence skips, so that a run stops
+        by ``tol`` at the first certified epoch and the history has a row per epoch.
 
 The solver never prints, never evaluates the objective for the driver's sake, and never
 calls ``compute`` inside an inner loop.
@@ -49,6 +55,7 @@ calls ``compute`` inside an inner loop.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import json
@@ -312,7 +319,8 @@ class EpochInfo:
     history : tuple of dict
         All history rows so far.
     iterate : Iterate or None
-        The solver's iterate, when this epoch was evaluated.
+        The solver's iterate, when this epoch was evaluated (:meth:`current_iterate`
+        fetches it otherwise).
     solver : str
         Name of the method.
 
@@ -330,6 +338,21 @@ class EpochInfo:
     history: tuple
     iterate: Iterate | None
     solver: str
+    fetch: Any = field(default=None, repr=False, compare=False)
+
+    def current_iterate(self) -> Iterate:
+        """The iterate after this epoch, gathered now if the epoch was not evaluated.
+
+        Valid during the callback (the solver's state moves on with the next epoch).
+
+        Returns
+        -------
+        Iterate
+        """
+        if self.iterate is None and self.fetch is not None:
+            # Frozen for the callbacks; the fetched iterate is a cache of the same epoch.
+            object.__setattr__(self, "iterate", self.fetch())
+        return self.iterate
 
 
 class DivergenceError(FloatingPointError):
@@ -1076,6 +1099,7 @@ def _loop(
             }
         )
     lost = _lost_worker_errors()
+    certify = getattr(method, "certificate", None)
     stop_reason = "max_epochs"
     converged = False
     last_iterate = None
@@ -1096,10 +1120,19 @@ def _loop(
                 out_of_time = time_limit is not None and progress.seconds >= time_limit
                 last_epoch = epoch >= max_epochs or out_of_time
                 row = iterate = None
-                if _should_evaluate(
+                evaluate = _should_evaluate(
                     eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
                     progress.last_eval_cost, last_epoch,
-                ):  # fmt: skip
+                )  # fmt: skip
+                if not evaluate and certify is not None:
+                    row = _certified_row(certify, state, progress, divergence_factor, store)
+                    # The first certified epoch gets the full evaluation (test metrics, the
+                    # gathered w) that a stop by ``tol`` reports.
+                    evaluate = row is not None and row["gap"] <= tol
+                    if evaluate:
+                        progress.history.pop()
+                        row = None
+                if evaluate:
                     evaluation_started = time.perf_counter()
                     iterate = method.iterate(state)
                     row = _checked_row(
@@ -1150,6 +1183,7 @@ def _loop(
                 history=tuple(progress.history),
                 iterate=iterate,
                 solver=method.name,
+                fetch=functools.partial(method.iterate, state),
             )
             asked_stop = False
             for callback in callback_list:
@@ -1164,9 +1198,15 @@ def _loop(
             if out_of_time:
                 stop_reason = "time_limit"
                 break
-        evaluated = bool(progress.history) and progress.history[-1]["epoch"] == progress.epoch
+        evaluated = (
+            bool(progress.history)
+            and progress.history[-1]["epoch"] == progress.epoch
+            and not progress.history[-1].get("certificate_only", False)
+        )
         if not evaluated:
-            # Stopped by a callback between evaluations.
+            # Stopped by a callback between evaluations (or after a certificate-only row).
+            if progress.history and progress.history[-1]["epoch"] == progress.epoch:
+                progress.history.pop()
             evaluation_started = time.perf_counter()
             last_iterate = method.iterate(state)
             _checked_row(
@@ -1314,6 +1354,46 @@ def _checked_row(
     return row
 
 
+def _certified_row(certify, state, progress, factor, store) -> dict | None:
+    """The history row of the solver's own certificate ``certify(state)``, or None without one.
+
+    Rows from a certificate carry ``certificate_only=True`` and no test metrics; reading
+    the certificate counts as evaluation time but does not set the cadence's cost of an
+    evaluation (it is much cheaper than one).
+    """
+    started = time.perf_counter()
+    certificate = certify(state)
+    if certificate is None:
+        progress.eval_seconds += time.perf_counter() - started
+        return None
+    primal, dual = (float(v) for v in certificate)
+    row = {
+        "epoch": int(progress.epoch),
+        "seconds": float(progress.seconds),
+        "primal": primal,
+        "dual": dual,
+        "gap": _rounded_gap(primal, dual),
+        "certificate_only": True,
+    }
+    progress.eval_seconds += time.perf_counter() - started
+    row["wall_seconds"] = progress.wall_seconds()
+    row["eval_seconds"] = progress.eval_seconds
+    if progress.reference_primal is None and math.isfinite(primal):
+        progress.reference_primal = primal
+    _check_objective(row, progress.reference_primal, factor, store, progress.history)
+    progress.history.append(row)
+    return row
+
+
+def _rounded_gap(primal, dual) -> float:
+    # A certificate computed in floating point can come out a hair negative at the optimum;
+    # rounding as Problem.evaluate does.
+    gap = primal - dual
+    if -1e-12 * max(1.0, abs(primal)) <= gap < 0.0:
+        gap = 0.0
+    return gap
+
+
 def _restore(method, problem, data, arrays, seed, client, options):
     parameters = inspect.signature(method.restore).parameters
     # Solvers written against the first draft of the protocol have no ``seed`` keyword.
@@ -1330,9 +1410,7 @@ def _evaluate(problem, iterate, data, test_data, client, epoch, seconds) -> dict
     if iterate.primal is not None and iterate.dual is not None:
         # certified by the solver itself (no evaluation pass); rounding as Problem.evaluate
         primal, dual = float(iterate.primal), float(iterate.dual)
-        gap = primal - dual
-        if -1e-12 * max(1.0, abs(primal)) <= gap < 0.0:
-            gap = 0.0
+        gap = _rounded_gap(primal, dual)
     else:
         kwargs = {}
         if iterate.z is not None:

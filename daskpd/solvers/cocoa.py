@@ -728,6 +728,26 @@ class Cocoa:
         z = _references(state.certified_z)
         return Iterate(w=w, z=z, z_bounds=state.row_bounds, primal=primal, dual=dual)
 
+    def certificate(self, state):
+        """``(primal, dual)`` of :meth:`iterate`'s point, from the last round's sums.
+
+        The round's certifying pass computed them; reading them moves a few numbers, not
+        ``w``, so the driver can check the gap after every round.
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        tuple of float or None
+            None at epoch 0 (the start point has no certificate).
+        """
+        if state.epoch == 0:
+            return None
+        stats = state.stats if state.client is None else state.client.gather(state.stats)
+        return _certificate(state.settings, stats)
+
     def state_arrays(self, state):
         """Return every array needed to resume exactly (gathers ``w`` and ``z`` once).
 
