@@ -3,7 +3,10 @@
 Policy (the same for the CLI and the estimators):
 
 * ``scheduler`` given: connect to that scheduler and fail fast, with the address in the
-  message, if it does not answer.
+  message, if it does not answer. A ``tls://`` address is reached with a
+  ``distributed.Security``: given, built from certificate files, or read from Dask's
+  configuration (``distributed.comm.tls.*``); without one it is an error before any
+  connection is tried.
 * otherwise, an active ``distributed.Client`` is reused when one exists;
 * otherwise a ``LocalCluster`` is started only when the caller asks for one
   (``start=True``), with one single-threaded worker process per core by default, so numba
@@ -15,6 +18,14 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from typing import Any
+
+#: Dask configuration keys of a client's TLS settings (``distributed.Security()`` reads them).
+TLS_CONFIG_KEYS = {
+    "tls_ca_file": "distributed.comm.tls.ca-file",
+    "tls_client_cert": "distributed.comm.tls.client.cert",
+    "tls_client_key": "distributed.comm.tls.client.key",
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,29 @@ class ClusterOptions:
         dashboard's profile page). Off by default: it samples every thread's stack 100
         times a second, and on a machine whose cores all run kernels that time comes out
         of the kernels (2-process DSO epochs 3-7% slower here, BENCHMARKS.md).
+    tls_ca_file : str or None
+        PEM file of the certificate authority that signed the scheduler's certificate (the
+        ``--tls-ca-file`` of ``dask scheduler``). With ``tls_cert``, the run connects to a
+        ``tls://`` scheduler with ``distributed.Security(tls_ca_file=..., tls_client_cert=...,
+        tls_client_key=..., require_encryption=True)``.
+    tls_cert : str or None
+        PEM file of this client's certificate, signed by a CA the cluster trusts (Dask's TLS is
+        mutual: the scheduler checks the client too).
+    tls_key : str or None
+        PEM file of the key of ``tls_cert``; ``None`` when the key is inside ``tls_cert``.
+    security : distributed.Security or None
+        A ready security object instead of the three files. With neither, a ``tls://``
+        scheduler is reached with the settings of Dask's configuration
+        (``distributed.comm.tls.ca-file``, ``distributed.comm.tls.client.cert`` and ``.key``),
+        and is an error when those are not set.
+
+    Raises
+    ------
+    ValueError
+        When TLS settings come without a ``tls://`` scheduler address, or as both files and
+        a ``security`` object, or as a certificate without a CA (or the reverse).
+    FileNotFoundError
+        When a TLS file does not exist (the message names the parameter and the file).
     """
 
     scheduler: str | None = None
@@ -47,12 +81,97 @@ class ClusterOptions:
     threads_per_worker: int = 1
     timeout: float = 10.0
     profile: bool = False
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    security: Any = None
 
     def __post_init__(self):
         if self.n_workers is not None and int(self.n_workers) < 1:
             raise ValueError(f"n_workers must be >= 1, got {self.n_workers!r}")
         if int(self.threads_per_worker) < 1:
             raise ValueError(f"threads_per_worker must be >= 1, got {self.threads_per_worker!r}")
+        files = {
+            name: getattr(self, name)
+            for name in ("tls_ca_file", "tls_cert", "tls_key")
+            if getattr(self, name) is not None
+        }
+        if not files and self.security is None:
+            return
+        given = ", ".join([*files, *(["security"] if self.security is not None else [])])
+        if not str(self.scheduler or "").startswith("tls://"):
+            # a LocalCluster started here speaks TCP, and a tcp:// scheduler has no use for
+            # certificates: accepting them would silently leave the run unencrypted
+            raise ValueError(
+                f"{given} apply to a tls:// scheduler address, got scheduler={self.scheduler!r}"
+            )
+        if files and self.security is not None:
+            raise ValueError(f"give either security or the TLS files ({given}), not both")
+        if files and (self.tls_ca_file is None or self.tls_cert is None):
+            raise ValueError(
+                "TLS needs both tls_ca_file (--tls-ca-file) and tls_cert (--tls-cert), got "
+                f"only {given}"
+            )
+        for name, path in files.items():
+            _check_tls_file(path, f"{name} (--{_FLAGS[name]})")
+
+    def client_security(self):
+        """The ``distributed.Security`` the client connects with, or ``None`` for Dask's default.
+
+        Returns
+        -------
+        distributed.Security or None
+            ``security``, or one built from the TLS files, or (for a ``tls://`` scheduler
+            without either) one read from Dask's configuration; ``None`` otherwise.
+
+        Raises
+        ------
+        ValueError
+            When the scheduler is ``tls://`` and no TLS settings are given or configured.
+        FileNotFoundError
+            When a file named in Dask's TLS configuration does not exist.
+        """
+        if self.security is not None:
+            return self.security
+        from distributed import Security
+
+        if self.tls_ca_file is not None:
+            return Security(
+                tls_ca_file=os.fspath(self.tls_ca_file),
+                tls_client_cert=os.fspath(self.tls_cert),
+                tls_client_key=None if self.tls_key is None else os.fspath(self.tls_key),
+                require_encryption=True,
+            )
+        if not str(self.scheduler or "").startswith("tls://"):
+            return None
+        import dask
+
+        configured = {name: dask.config.get(key, None) for name, key in TLS_CONFIG_KEYS.items()}
+        if configured["tls_ca_file"] is None or configured["tls_client_cert"] is None:
+            raise ValueError(
+                f"scheduler {self.scheduler!r} uses TLS but no certificates are given: pass "
+                "--tls-ca-file, --tls-cert and --tls-key (ClusterOptions tls_ca_file, tls_cert, "
+                f"tls_key), or set {TLS_CONFIG_KEYS['tls_ca_file']}, "
+                f"{TLS_CONFIG_KEYS['tls_client_cert']} and {TLS_CONFIG_KEYS['tls_client_key']} "
+                "in Dask's configuration"
+            )
+        for name, value in configured.items():
+            if value is not None and not _is_pem_text(value):
+                _check_tls_file(value, f"{TLS_CONFIG_KEYS[name]} (Dask configuration)")
+        return Security(require_encryption=True)
+
+
+_FLAGS = {"tls_ca_file": "tls-ca-file", "tls_cert": "tls-cert", "tls_key": "tls-key"}
+
+
+def _is_pem_text(value) -> bool:
+    """Whether a TLS setting holds the certificate itself (Dask accepts PEM text there)."""
+    return isinstance(value, str) and "-----BEGIN" in value
+
+
+def _check_tls_file(path, what) -> None:
+    if not os.path.isfile(os.fspath(path)):
+        raise FileNotFoundError(f"{what}: no such file {os.fspath(path)!r}")
 
 
 class SchedulerUnreachable(RuntimeError):
@@ -89,11 +208,18 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
     """
     import dask
     from distributed import Client, LocalCluster
+    from distributed.comm.core import FatalCommClosedError
 
     options = options or ClusterOptions()
     if options.scheduler:
+        security = options.client_security()
         try:
-            client = Client(options.scheduler, timeout=options.timeout)
+            client = Client(options.scheduler, timeout=options.timeout, security=security)
+        except FatalCommClosedError as exc:
+            # the scheduler answered and the TLS handshake failed: say so, not "no answer"
+            raise SchedulerUnreachable(
+                f"the Dask scheduler at {options.scheduler!r} refused the connection ({exc})"
+            ) from None
         except (OSError, TimeoutError) as exc:
             raise SchedulerUnreachable(
                 f"no Dask scheduler answered at {options.scheduler!r} within "

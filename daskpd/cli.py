@@ -46,11 +46,33 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="threads of each LocalCluster worker process (default: 1)",
     )
+    # the names of `dask scheduler` / `dask worker`'s own TLS flags
+    group.add_argument(
+        "--tls-ca-file",
+        metavar="PEM",
+        default=None,
+        help="CA certificate for a tls:// --scheduler (default: Dask's distributed.comm.tls "
+        "configuration)",
+    )
+    group.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        default=None,
+        help="client certificate (signed by a CA the cluster trusts) for a tls:// --scheduler",
+    )
+    group.add_argument(
+        "--tls-key",
+        metavar="PEM",
+        default=None,
+        help="key of --tls-cert (default: the key inside --tls-cert)",
+    )
 
 
 def _cluster_asked(args):
-    """Whether the command line asks for Dask workers (a scheduler or a LocalCluster shape)."""
-    return bool(args.scheduler or args.workers or args.threads_per_worker)
+    """Whether the command line asks for Dask workers (a scheduler, a LocalCluster shape or
+    TLS settings, which are an error without a tls:// scheduler)."""
+    tls = args.tls_ca_file or args.tls_cert or args.tls_key
+    return bool(args.scheduler or args.workers or args.threads_per_worker or tls)
 
 
 def _cluster_options(args):
@@ -61,6 +83,9 @@ def _cluster_options(args):
         n_workers=args.workers,
         memory_limit=args.memory_limit,
         threads_per_worker=args.threads_per_worker or 1,
+        tls_ca_file=args.tls_ca_file,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
 
 
@@ -962,7 +987,11 @@ def _run_predict(args) -> int:
     return 0
 
 
-@subcommand("demo", "generate splice-site-like data, train DSO on a LocalCluster, report")
+@subcommand(
+    "demo",
+    "generate splice-site-like data, train DSO (started from the dual solver's rounds) on a "
+    "LocalCluster, report",
+)
 def _add_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dir",
@@ -1078,7 +1107,7 @@ def _print_demo_times(args, result, data_seconds, cluster_seconds, on_cluster) -
         rows.append((label, cluster_seconds, ""))
     rows += [
         ("training", timings["wall"], "wall time of the solve, split below"),
-        ("  init", timings["init"], "solver start: data reads, first kernels"),
+        ("  init", timings["init"], "solver start: data reads, start rounds, first kernels"),
         ("  epochs", timings["epochs"], ""),
         (
             "  evaluation",
