@@ -497,6 +497,43 @@ def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
     assert thrown.history[0]["primal"] > 2 * start.primal
 
 
+def test_cocoa_start_is_certified_and_the_epochs_keep_it(tmp_path):
+    from daskpd.datasets import make_splice_like
+
+    path = tmp_path / "splice.zarr"
+    make_splice_like(path, 3000, degree=6, hash_bits=16, random_state=0)
+    data = partition_dataset(path, grid=2)
+    problem = Problem("hinge", "l2", 1e-4)
+    optimum = solve(data, "hinge", "l2", 1e-4, "cocoa", tol=1e-12, max_epochs=200, client=False)
+    assert optimum.converged
+    solver = DSO()
+    options = DSOOptions(grid=2, init="cocoa", start_gap=1e-3)
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    start = problem.evaluate(solver.iterate(state).w, data)
+    # the start stopped at a certified 1e-3 gap, so its primal is that close to P*
+    assert optimum.primal <= start.primal <= (1 + 1e-3) * optimum.primal
+    assert start.primal > optimum.primal  # a start, not the optimum
+    common = dict(max_epochs=4, tol=0.0, client=False, grid=2, eval_every=1)
+    kept = solve(data, "hinge", "l2", 1e-4, "dso", init="cocoa", **common)
+    # the start's dual came along (from w alone the dual would start far below) and the
+    # epochs, with the start's step and SVRG, stay near the optimum
+    assert kept.history[0]["gap"] < 2e-3 * optimum.primal
+    assert all(row["primal"] <= (1 + 2e-3) * optimum.primal for row in kept.history)
+    # "auto" is that start for a problem the dual solver takes, the zero start otherwise
+    auto = solve(data, "hinge", "l2", 1e-4, "dso", **common)
+    assert np.array_equal(auto.w, kept.w)
+    zero = solve(data, "hinge", "l2", 1e-4, "dso", init="zero", **common)
+    assert not np.array_equal(zero.w, kept.w)
+    lasso = dict(common, max_epochs=2)
+    auto_l1 = solve(data, "hinge", "l1", 1e-4, "dso", **lasso)
+    zero_l1 = solve(data, "hinge", "l1", 1e-4, "dso", init="zero", **lasso)
+    assert np.array_equal(auto_l1.w, zero_l1.w)
+    with pytest.raises(ValueError, match="cocoa"):
+        solve(data, "hinge", "l1", 1e-4, "dso", init="cocoa", **lasso)
+    with pytest.raises(ValueError, match="start_rounds"):
+        DSOOptions(start_rounds=0)
+
+
 @pytest.mark.parametrize("snapshots", [False, True])
 def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
     import pickle

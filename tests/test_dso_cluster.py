@@ -317,7 +317,7 @@ def test_grid_must_be_a_multiple_of_the_workers(local_cluster, tmp_path):
 def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
     result = solve(
         disk_data, "hinge", "l2", 1e-2, "dso", max_epochs=30, tol=0.0, eval_every=10,
-        client=local_cluster, grid=2, svrg_every=1,
+        client=local_cluster, grid=2, svrg_every=1, init="zero",
     )  # fmt: skip
     gaps = [row["gap"] for row in result.history]
     assert len(gaps) == 3

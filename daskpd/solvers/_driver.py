@@ -167,7 +167,9 @@ class SolveResult:
         ``gap``, test metrics (``test_auprc``, ...), ``wall_seconds`` (wall time so far, this
         evaluation included: everything :func:`solve` did after the cluster it started, if
         any, was up) and ``eval_seconds`` (the part of it spent in evaluations). All three
-        clocks continue across a resume.
+        clocks continue across a resume. A solver with a certificate of its own (cocoa) also
+        has a row for each epoch between evaluations, from that certificate:
+        ``certificate_only=True``, the same keys but no test metrics.
     n_epochs : int
         Epochs run in total (including those before a resume).
     gap : float
@@ -741,9 +743,23 @@ def _coerce_warm_start(warm_start, data) -> Iterate | None:
         )
     if not np.all(np.isfinite(w)):
         raise ValueError("warm_start contains NaN or inf")
+    z = _whole_dual(z)
     if not isinstance(z, np.ndarray) or z.shape != (data.n_samples,):
         z = None
     return Iterate(w=w, z=None if z is None else np.array(z, dtype=np.float64))
+
+
+def _whole_dual(z):
+    """A dual held by ranges (arrays or futures of consecutive row ranges) as one array.
+
+    A solver that keeps its dual on the workers (cocoa, DSO) returns it as a list in row
+    order; a warm start from that result needs the whole vector (the futures are read through
+    the client that made them, which must still be up).
+    """
+    if not isinstance(z, list | tuple) or not z:
+        return z
+    parts = [part.result() if hasattr(part, "result") else part for part in z]
+    return np.concatenate([np.asarray(part, dtype=np.float64).ravel() for part in parts])
 
 
 def _check_positive_int(name, value, *, allow_none=False):

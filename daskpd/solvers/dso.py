@@ -54,7 +54,7 @@ _ORDERS = ("shuffled", "blocked", "rows", "random", "storage")
 _SEGMENT_ORDERS = ("shuffled", "blocked", "rows")
 #: Orders that cut a tile's columns into cache-sized sub-blocks.
 _SUB_BLOCK_ORDERS = ("shuffled", "blocked")
-_INITS = ("zero", "dcd")
+_INITS = ("auto", "cocoa", "zero", "dcd")
 _REG_STEPS = ("auto", "gradient", "prox")
 _REPORTS = ("last", "average")
 
@@ -111,13 +111,24 @@ class DSOOptions:
         With ``"shuffled"`` and ``"blocked"``: bytes of the packed ``w`` columns of one
         sub-block (32 bytes a column, 64 with SVRG). The default, half a MiB, stays inside a
         1 MiB L2 cache.
-    init : {"zero", "dcd"}, default="zero"
+    init : {"auto", "cocoa", "zero", "dcd"}, default="auto"
+        ``"cocoa"``: rounds of the data-parallel dual solver (:mod:`daskpd.solvers.cocoa`,
+        its default options) until its certified gap is at most ``start_gap`` times its
+        primal or ``start_rounds`` rounds ran; DSO's epochs continue from its ``(w, z)``
+        with the start's step (:data:`START_ETA`) and SVRG. Its rounds are DSO's
+        initialization (they count in the run's training seconds). ``"auto"``: ``"cocoa"``
+        for the problems that solver takes (L2 with hinge, squared hinge, smoothed hinge,
+        logistic or squared loss), else ``"zero"``. A warm start replaces either.
         ``"zero"``: ``w = 0`` and ``z_i = c_i loss'(0, y_i)`` projected on the dual box;
         ``"dcd"``: ``dcd_passes`` passes of local dual coordinate ascent on every row group,
         then ``w`` = the row-count-weighted average of the local ``w`` (App. A; hinge,
         logistic or squared with L2).
     dcd_passes : int, default=20
         Passes of the local dual coordinate ascent of ``init="dcd"``.
+    start_gap : float, default=1e-3
+        With ``init="cocoa"``: the relative duality gap at which the start's rounds stop.
+    start_rounds : int, default=20
+        With ``init="cocoa"``: the most rounds the start runs.
     svrg_every : int or None, default=None
         Take an SVRG snapshot at the start of every ``svrg_every``-th epoch and use
         variance-reduced coupling terms (0: off). ``None``: every epoch (1) from a start
@@ -158,8 +169,10 @@ class DSOOptions:
     interleave: int = 4
     chunk_nnz: int = 1024
     block_bytes: int = 1 << 19
-    init: str = "zero"
+    init: str = "auto"
     dcd_passes: int = 20
+    start_gap: float = 1e-3
+    start_rounds: int = 20
     svrg_every: int | None = None
     regularizer_step: str = "auto"
     w_box: bool = True
@@ -197,6 +210,10 @@ class DSOOptions:
             raise ValueError(f"chunk_nnz must be >= 1, got {self.chunk_nnz!r}")
         if int(self.dcd_passes) < 1:
             raise ValueError(f"dcd_passes must be >= 1, got {self.dcd_passes!r}")
+        if not (float(self.start_gap) >= 0 and math.isfinite(float(self.start_gap))):
+            raise ValueError(f"start_gap must be a finite number >= 0, got {self.start_gap!r}")
+        if isinstance(self.start_rounds, bool) or int(self.start_rounds) < 1:
+            raise ValueError(f"start_rounds must be >= 1, got {self.start_rounds!r}")
         if self.svrg_every is not None and int(self.svrg_every) < 0:
             raise ValueError(f"svrg_every must be >= 0 or None, got {self.svrg_every!r}")
         if not isinstance(self.shared_memory, bool | np.bool_):
@@ -299,6 +316,60 @@ def _settings(problem, data, options, grid, started=False):
         svrg_every=svrg_every,
         cache_bytes=None if options.tile_cache_bytes is None else int(options.tile_cache_bytes),
         report_average=options.report == "average",
+    )
+
+
+def _cocoa_start_solver():
+    # Imported here: the start is one use of the dual solver, which DSO's other paths skip.
+    from daskpd.solvers.cocoa import Cocoa
+
+    return Cocoa()
+
+
+def _cocoa_start_options():
+    from daskpd.solvers.cocoa import CocoaOptions
+
+    return CocoaOptions()
+
+
+def _start_method(problem, data, options):
+    """The start ``init`` resolves to (``"auto"``: the dual solver's when it takes the problem)."""
+    if options.init != "auto":
+        return options.init
+    try:
+        _cocoa_start_solver().check(problem, data, _cocoa_start_options())
+    except ValueError:
+        return "zero"
+    return "cocoa"
+
+
+def _cocoa_start(problem, data, seed, client, options):
+    """DSO's start from the data-parallel dual solver: its rounds until a certified gap.
+
+    Each round's certificate is of the round's start point (one round behind), so at most
+    ``start_rounds`` rounds run and the iterate returned is the last certified one. The
+    rounds draw from a child of the run's seed, so DSO's epochs keep their own streams.
+
+    Returns
+    -------
+    Iterate
+        ``w`` and the whole dual ``z`` (gathered in row order).
+    """
+    from daskpd.solvers._driver import Iterate
+
+    solver, cocoa_options = _cocoa_start_solver(), _cocoa_start_options()
+    start_seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1 << 30))
+    state = solver.init(problem, data, seed=start_seed, client=client, options=cocoa_options)
+    for rnd in range(1, int(options.start_rounds) + 1):
+        state = solver.run_epoch(state, rnd)
+        primal, dual = solver.certificate(state)
+        if primal - dual <= float(options.start_gap) * abs(primal):
+            break
+    point = solver.iterate(state)
+    z = point.z if client is None else client.gather(list(point.z))
+    return Iterate(
+        w=np.asarray(point.w, dtype=np.float64),
+        z=np.concatenate([np.asarray(part, dtype=np.float64) for part in z]),
     )
 
 
@@ -1352,6 +1423,8 @@ class DSO:
             raise ValueError(f"DSO needs alpha > 0, got alpha={problem.alpha!r}")
         if getattr(data, "layout", "csr") != "csr":
             raise ValueError(f"DSO needs sparse (csr) data, got layout {data.layout!r}")
+        if options.init == "cocoa":
+            _cocoa_start_solver().check(problem, data, _cocoa_start_options())
         if options.init == "dcd" and not (
             reg.code == scalar.L2 and loss.code in (scalar.HINGE, scalar.LOGISTIC, scalar.SQUARED)
         ):
@@ -1401,6 +1474,8 @@ class DSO:
             raise ValueError(
                 f"grid={grid} must be a multiple of the number of Dask workers ({len(workers)})"
             )
+        if warm_start is None and _start_method(problem, data, options) == "cocoa":
+            warm_start = _cocoa_start(problem, data, seed, client, options)
         data = _ensure_grid(data, grid)
         started = warm_start is not None or options.init == "dcd"
         settings = _settings(problem, data, options, grid, started=started)
@@ -1659,6 +1734,7 @@ class DSO:
             raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
         # checkpoints from before the key existed were made when the default was 0
         svrg_every = arrays.get("svrg_every", options.svrg_every or 0)
+        # the saved blocks replace the start, which need not be run again
         options = dataclasses.replace(options, grid=grid, init="zero", svrg_every=int(svrg_every))
         state = self.init(problem, data, seed=seed, client=client, options=options)
         if "steps" in arrays:
