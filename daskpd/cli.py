@@ -1257,6 +1257,17 @@ def _check_section(path, section):
         raise UsageError(str(exc)) from None
 
 
+def _check_bench_extra() -> None:
+    # The figures need matplotlib, which only the bench extra installs: say so before the runs.
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(
+            "daskpd bench draws its figures with matplotlib, which is not installed: "
+            "pip install 'daskpd[bench]'"
+        )
+
+
 def _run_bench(args) -> int:
     import os
 
@@ -1299,6 +1310,7 @@ def _run_bench(args) -> int:
     if args.markdown:
         # fail now, not after an hour of measurements
         _check_section(args.markdown, section)
+    _check_bench_extra()
     if args.from_results:
         import json
 

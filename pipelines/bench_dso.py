@@ -252,7 +252,7 @@ def bench_race(
     data, test, problem, grid, n_workers, max_epochs, max_seconds, options, alpha, threads=1
 ):
     """Time to reach liblinear's test AUPRC - 0.005; peers' times on the same objective."""
-    from daskpd import peers
+    from daskpd.bench import peers
     from daskpd.metrics import auprc
     from daskpd.solvers import dso
 

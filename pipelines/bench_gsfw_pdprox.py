@@ -389,7 +389,7 @@ def run_pdprox_budget(X, y, budget, tol=1e-3, per_epoch=10, max_seconds=120):
 
 
 def experiment_label_noise(quick, trials):
-    from daskpd.peers import fit_liblinear
+    from daskpd.bench.peers import fit_liblinear
 
     rows = []
     for trial in range(trials):

@@ -150,7 +150,7 @@ def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys
 @pytest.mark.cluster
 def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     """P* from the tight peer, true medians over repeats, a target line that comes out not met."""
-    from daskpd import peers
+    from daskpd.bench import peers
     from daskpd.bench.data import in_memory
     from daskpd.dataset import open_dataset
     from daskpd.problem import Problem

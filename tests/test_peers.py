@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd import peers
+from daskpd.bench import peers
 
 
 def _problem(n=300, d=20, seed=0):

@@ -170,7 +170,12 @@ def markdown(results: dict, command: str | None = None, title: str = "Against pe
 
 def plot(results: dict, directory: str) -> list[str]:
     """One PNG per table: relative suboptimality against wall seconds, median run per method."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError(
+            "the benchmark's figures need matplotlib: pip install 'daskpd[bench]'"
+        ) from exc
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -227,7 +227,7 @@ def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=
     -------
     Run
     """
-    from daskpd import peers
+    from daskpd.bench import peers
 
     X, y = data["train"]
     X_test, y_test = data["test"]
@@ -298,7 +298,7 @@ def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=
 
 def _run_dask_ml(config, data, problem, metric, p_star, alpha):
     """dask-ml's L-BFGS on a cluster of its own, a ladder of iteration counts."""
-    from daskpd import peers
+    from daskpd.bench import peers
 
     X, y = data["train"]
     X_test, y_test = data["test"]
@@ -333,7 +333,7 @@ def _vw_text(config, data, kind):
 
 def choose_vw_l2(config, data, metric, alpha):
     """VW's online ``--l2`` with the best validation metric (:data:`VW_L2`, 3 passes)."""
-    from daskpd import peers
+    from daskpd.bench import peers
 
     X, y = data["train"]
     X_valid, y_valid = data["valid"]
@@ -355,7 +355,7 @@ def _run_vw(config, data, metric, alpha, l2):
     Its weights live in VW's normalized coordinates (not readable as ours), so it has no
     primal value and reaches no line of the ladder; the table reports its test metric.
     """
-    from daskpd import peers
+    from daskpd.bench import peers
 
     X, y = data["train"]
     X_valid, y_valid = data["valid"]
@@ -396,7 +396,7 @@ def reference_optimum(config, X, y, problem, alpha):
     dict
         ``primal``, ``seconds``, ``source``.
     """
-    from daskpd import peers
+    from daskpd.bench import peers
 
     start = time.perf_counter()
     if config.loss == "squared":
@@ -435,7 +435,7 @@ def choose_alpha(config, data, metric):
     rows : list of dict
         ``alpha``, validation ``metric`` and fit ``seconds`` of every candidate.
     """
-    from daskpd import peers
+    from daskpd.bench import peers
 
     X, y = data["train"]
     X_valid, y_valid = data["valid"]

@@ -64,13 +64,13 @@ from daskpd.kernels import dso as dso_kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
-from daskpd.solvers.dso import (
-    _class_pair,
-    _has_grid,
-    _is_on_disk,
-    _owner,
-    _row_weights,
-    _workers,
+from daskpd.solvers._groups import (
+    class_weight_pair,
+    group_owner,
+    has_grid,
+    is_on_disk,
+    row_weights,
+    worker_list,
 )
 
 __all__ = ["Cocoa", "CocoaOptions"]
@@ -221,7 +221,7 @@ def _settings(problem, data, options, grid):
 
 def _row_bounds(data, grid):
     """Row bounds of the groups: the stored grid's, else the same cut computed here."""
-    if _has_grid(data, grid):
+    if has_grid(data, grid):
         return np.asarray(data.grid(grid).row_bounds, dtype=np.int64)
     from daskpd._partition import balanced_bounds, cumulative_chunks
 
@@ -257,7 +257,7 @@ def _load_group(source, start, stop, class_pair, renumber):
         if vals.dtype not in (np.float32, np.float64):
             vals = vals.astype(np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    weight = _row_weights(source, y, start, stop, class_pair)
+    weight = row_weights(source, y, start, stop, class_pair)
     norm_sq = np.empty(y.shape[0])
     kernels.row_norms(indptr, vals, binary, norm_sq)
     return _Group(indptr, indices, columns, vals, binary, y, weight, norm_sq)
@@ -826,17 +826,17 @@ class Cocoa:
 
     def _setup(self, problem, data, seed, client, options):
         """The state without a point: settings, row groups read on their owners."""
-        workers = _workers(client)
+        workers = worker_list(client)
         grid = 1 if options.grid is None else int(options.grid)
         self._check_grid(data, grid)
         settings = _settings(problem, data, options, grid)
         bounds = _row_bounds(data, grid)
-        owners = tuple(_owner(settings, workers, k) for k in range(grid))
+        owners = tuple(group_owner(settings, workers, k) for k in range(grid))
         homes = tuple(dict.fromkeys(owners))
         token = uuid.uuid4().hex[:12]
-        class_pair = _class_pair(problem, data)
+        class_pair = class_weight_pair(problem, data)
         ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(grid)]
-        if client is not None and _is_on_disk(data):
+        if client is not None and is_on_disk(data):
             # read by the owner straight from the store; the future stays for the run
             groups = [
                 client.submit(
@@ -859,7 +859,7 @@ class Cocoa:
                 _scatter_to(client, _load_group(data, start, stop, class_pair, grid > 1), owners[k])
                 for k, (start, stop) in enumerate(ranges)
             ]
-        elif _is_on_disk(data):
+        elif is_on_disk(data):
             import dask
 
             groups = dask.compute(

@@ -43,6 +43,14 @@ from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers import _shared
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
+from daskpd.solvers._groups import (
+    class_weight_pair,
+    group_owner,
+    has_grid,
+    is_on_disk,
+    row_weights,
+    worker_list,
+)
 
 __all__ = ["DSO", "DSOOptions", "serial_replay"]
 
@@ -355,8 +363,6 @@ def _cocoa_start(problem, data, seed, client, options):
     Iterate
         ``w`` and the whole dual ``z`` (gathered in row order).
     """
-    from daskpd.solvers._driver import Iterate
-
     solver, cocoa_options = _cocoa_start_solver(), _cocoa_start_options()
     start_seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1 << 30))
     state = solver.init(problem, data, seed=start_seed, client=client, options=cocoa_options)
@@ -373,32 +379,11 @@ def _cocoa_start(problem, data, seed, client, options):
     )
 
 
-def _row_weights(data, y, start, stop, class_pair):
-    """Row weights ``c_i = sample_weight_i * class_weight[y_i]`` of rows ``start:stop``.
-
-    ``class_pair`` is ``(c_negative, c_positive)`` or ``None``, as
-    :class:`daskpd.problem.Problem` resolves it, so training and evaluation weigh rows alike.
-    """
-    weights = np.ones(stop - start, dtype=np.float64)
-    sample = data.sample_weight_rows(start, stop)
-    if sample is not None:
-        weights *= np.asarray(sample, dtype=np.float64)
-    if class_pair is not None:
-        weights *= np.where(y > 0, float(class_pair[1]), float(class_pair[0]))
-    return weights
-
-
-def _class_pair(problem, data):
-    if getattr(problem, "class_weight", None) is None:
-        return None
-    return problem._class_weight_pair(data)
-
-
 def _w_bound(problem, data):
     """Half-width of a box that contains the primal solution."""
     loss, reg, alpha = problem.loss, problem.regularizer, float(problem.alpha)
     y = np.asarray(data.y, dtype=np.float64)
-    weights = _row_weights(data, y, 0, y.shape[0], _class_pair(problem, data))
+    weights = row_weights(data, y, 0, y.shape[0], class_weight_pair(problem, data))
     mean_weight = float(weights.mean()) if weights.size else 0.0
     if reg.code == scalar.L2 and loss.code == scalar.HINGE:
         return math.sqrt(mean_weight / alpha)
@@ -616,7 +601,7 @@ def _kernel_segments(tile, settings):
 def _row_constants_task(source, class_pair, settings, start, stop):
     """Per-row constants of one row group and its starting dual block."""
     y = np.asarray(source.y_rows(start, stop), dtype=np.float64)
-    weights = _row_weights(source, y, start, stop, class_pair)
+    weights = row_weights(source, y, start, stop, class_pair)
     row_nnz = np.asarray(source.row_nnz[start:stop], dtype=np.float64)
     inv_row_nnz = np.divide(1.0, row_nnz, out=np.zeros_like(row_nnz), where=row_nnz > 0)
     inv_weight = np.divide(1.0, weights, out=np.zeros_like(weights), where=weights > 0)
@@ -1145,14 +1130,6 @@ def _fresh(state):
     return state
 
 
-def _owner(settings, workers, q):
-    if not workers:
-        return None
-    # Contiguous row groups per worker: the ring step q + 1 -> q stays inside one worker
-    # for all but one row group of each worker.
-    return workers[q * len(workers) // settings.grid]
-
-
 def _w_home(settings, workers, r):
     """Where ``w`` block ``r`` and its average live between epochs.
 
@@ -1160,7 +1137,7 @@ def _w_home(settings, workers, r):
     there keeps the block's move to row group ``r`` (round 0 of the next epoch) off the end
     of the epoch, which waits for the averages.
     """
-    return _owner(settings, workers, (r + 1) % settings.grid)
+    return group_owner(settings, workers, (r + 1) % settings.grid)
 
 
 def _graph(state_or_client, token):
@@ -1180,7 +1157,7 @@ def _epoch_graph(state, epoch, graph):
     p = settings.grid
     zstates = list(state.zstates)
     wstates = list(state.wstates)
-    owner = [_owner(settings, state.workers, q) for q in range(p)]
+    owner = [group_owner(settings, state.workers, q) for q in range(p)]
     home = [_w_home(settings, state.workers, r) for r in range(p)]
     # a block made by row group q's task next goes to row group q - 1
     share = [_shares(state, owner[q], owner[(q - 1) % p]) for q in range(p)]
@@ -1336,32 +1313,10 @@ def _assemble(blocks, block_cols, n_features):
     return full
 
 
-def _has_grid(data, grid):
-    try:
-        return int(grid) in [int(g) for g in data.grids]
-    except (AttributeError, KeyError, TypeError):
-        return False
-
-
-def _is_on_disk(data):
-    return getattr(data, "path", None) is not None
-
-
-def _workers(client):
-    if client is None:
-        return ()
-    from daskpd._cluster import worker_addresses
-
-    workers = worker_addresses(client)
-    if not workers:
-        raise ValueError(f"the Dask cluster at {client.scheduler.address} has no workers")
-    return workers
-
-
 def _choose_grid(data, options, n_workers):
     if options.grid is not None:
         return int(options.grid)
-    if not _is_on_disk(data):
+    if not is_on_disk(data):
         return max(1, n_workers)
     grids = sorted(int(g) for g in getattr(data, "grids", []))
     for g in grids:
@@ -1372,9 +1327,9 @@ def _choose_grid(data, options, n_workers):
 
 def _ensure_grid(data, grid):
     """Make sure ``data`` has the tiled layout of ``grid`` (made in memory for in-memory data)."""
-    if _has_grid(data, grid):
+    if has_grid(data, grid):
         return data
-    if not _is_on_disk(data) and hasattr(data, "partition"):
+    if not is_on_disk(data) and hasattr(data, "partition"):
         data.partition(grid)
         return data
     where = getattr(data, "path", "DATA")
@@ -1442,7 +1397,7 @@ class DSO:
             raise ValueError(
                 f"grid={grid} is too large for {n} rows and {d} columns (needs grid <= {min(n, d)})"
             )
-        if _is_on_disk(data) and not _has_grid(data, grid):
+        if is_on_disk(data) and not has_grid(data, grid):
             raise ValueError(
                 f"dataset {data.path} has no tiled layout for grid {grid}; run "
                 f"`daskpd partition {data.path} --grid {grid}` first"
@@ -1467,7 +1422,7 @@ class DSO:
         -------
         state
         """
-        workers = _workers(client)
+        workers = worker_list(client)
         grid = _choose_grid(data, options, len(workers))
         self._check_grid(data, grid)
         if workers and grid % len(workers) != 0:
@@ -1485,12 +1440,12 @@ class DSO:
         if shared is not None:
             settings = dataclasses.replace(settings, shared_run=shared.name)
         p = grid
-        on_disk = _is_on_disk(data)
+        on_disk = is_on_disk(data)
         # On-disk rows are read by the worker owning the row group; in-memory data is
         # already in this process, so its setup runs here and only the blocks are shipped.
         graph = _graph(client if on_disk else None, token)
-        owner = [_owner(settings, workers, q) for q in range(p)]
-        class_pair = _class_pair(problem, data)
+        owner = [group_owner(settings, workers, q) for q in range(p)]
+        class_pair = class_weight_pair(problem, data)
         row_consts = [
             graph.call(
                 _row_constants_task,
@@ -1647,7 +1602,7 @@ class DSO:
             ``report="average"``); ``w_avg``/``z_avg`` the other (``None`` at epoch 0).
         """
         client, p = _fresh(state).client, state.settings.grid
-        owner = [_owner(state.settings, state.workers, q) for q in range(p)]
+        owner = [group_owner(state.settings, state.workers, q) for q in range(p)]
         d, cols = state.settings.n_features, state.block_cols
         if client is None:
             w = _assemble([ws[0] for ws in state.wstates], cols, d)
@@ -1767,7 +1722,7 @@ class DSO:
         z_avg = [arrays["z_avg"][rb[q] : rb[q + 1]].copy() for q in range(p)]
         w_avg = [arrays["w_avg"][cols[r]] for r in range(p)]
         if client is not None:
-            owner = [_owner(state.settings, state.workers, q) for q in range(p)]
+            owner = [group_owner(state.settings, state.workers, q) for q in range(p)]
             zstates = _scatter_each(client, zstates, owner)
             z_avg = _scatter_each(client, z_avg, owner)
             home = [_w_home(state.settings, state.workers, r) for r in range(p)]
