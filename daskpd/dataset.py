@@ -134,8 +134,21 @@ __all__ = [
 
 
 def _normalize_path(path) -> str:
+    if _format.is_url(path):
+        return path.rstrip("/")
     path = os.path.abspath(os.fspath(path))
     return path.rstrip(os.sep) or os.sep
+
+
+def _check_storage_options(path, storage_options):
+    if storage_options is None:
+        return None
+    if not _format.is_url(path):
+        raise ValueError(
+            f"storage_options apply to a URL (s3://, gs://, http://, file://...), got the local "
+            f"path {path!r}"
+        )
+    return dict(storage_options)
 
 
 _FILES_CHECKED: set = set()
@@ -148,8 +161,10 @@ _OPEN_LOCK = threading.Lock()
 _OPEN_HANDLES: dict = {}
 
 
-def _stamp(path):
+def _stamp(path, storage_options=None):
     """Identity of a stored group's metadata file: replaced or rewritten means changed."""
+    if _format.is_url(path):
+        return _format.remote_stamp(path, storage_options)
     try:
         stat = os.stat(os.path.join(path, "zarr.json"))
     except FileNotFoundError:
@@ -161,15 +176,17 @@ class Dataset(BaseDataset):
     """Read-only handle on a dataset stored in the daskpd zarr format.
 
     Opening is cheap (metadata and directory listings only); arrays are read on demand, slice
-    by slice. The handle pickles as its path, so Dask tasks reopen it on workers and read only
-    their block. Use :func:`open_dataset` to create one.
+    by slice. The handle pickles as its path (or URL and storage options), so Dask tasks reopen
+    it on workers and read only their block. Use :func:`open_dataset` to create one.
 
     Parameters
     ----------
     path : str or os.PathLike
-        Dataset directory.
+        Dataset directory, or its URL (see :func:`open_dataset`).
     verify : bool, default=False
         Also re-read every array and compare its checksum with the manifest.
+    storage_options : dict, optional
+        fsspec options of a URL (see :func:`open_dataset`).
 
     Raises
     ------
@@ -179,13 +196,18 @@ class Dataset(BaseDataset):
         When the dataset is not a daskpd dataset, or is truncated or altered.
     """
 
-    def __init__(self, path, *, verify=False, _reopened=False):
+    def __init__(self, path, *, verify=False, storage_options=None, _reopened=False):
         self.path = _normalize_path(path)
+        self._storage_options = _check_storage_options(self.path, storage_options)
         self._reopened = bool(_reopened)
-        if not os.path.isdir(self.path):
+        if _format.is_url(self.path):
+            found = _format.remote_exists(self.path, self._storage_options)
+        else:
+            found = os.path.isdir(self.path)
+        if not found:
             raise FileNotFoundError(f"no dataset at {self.path}")
         try:
-            self._group = _format.open_group_readonly(self.path)
+            self._group = _format.open_group_readonly(self.path, self._storage_options)
             attrs = dict(self._group.attrs)
         except Exception as exc:
             raise DatasetIntegrityError(
@@ -329,7 +351,7 @@ class Dataset(BaseDataset):
     # ---- pickling and identity
 
     def __reduce__(self):
-        return (_reopen, (self.path, self._write_id))
+        return (_reopen, (self.path, self._write_id, self._storage_options))
 
     def __repr__(self) -> str:
         return f"Dataset({self.path!r}, shape={self.shape}, nnz={self.nnz}, layout={self.layout!r})"
@@ -482,6 +504,10 @@ def _check_group_files(group, directory, manifest, write_id, reopened) -> dict:
     """
     mtimes = []
     for name in sorted(manifest):
+        if _format.is_url(directory):
+            # object stores keep no directory mtimes: a process lists a write's files once
+            mtimes.append(None)
+            continue
         try:
             mtimes.append(os.stat(os.path.join(directory, name)).st_mtime_ns)
         except FileNotFoundError:
@@ -514,22 +540,27 @@ def _verify_arrays(group, directory, manifest) -> None:
             )
 
 
-def _reopen(path, write_id=None) -> Dataset:
+def _reopen(path, write_id=None, storage_options=None) -> Dataset:
     """The handle of a dataset that was pickled (in a Dask task, on a worker).
 
     Handles are shared per process while the dataset's metadata file is unchanged. A dataset
     replaced since it was pickled (another ``write_id``) is an error: the task was built for
-    the old data.
+    the old data. A dataset at a URL is opened again at that URL: every worker must reach it.
     """
-    stamp = _stamp(path)
+    stamp = _stamp(path, storage_options)
+    key = path
+    if storage_options is not None:
+        from dask.base import tokenize
+
+        key = (path, tokenize(storage_options))
     with _OPEN_LOCK:
-        cached = _OPEN_HANDLES.get(path)
+        cached = _OPEN_HANDLES.get(key)
     if cached is not None and stamp is not None and cached[0] == stamp:
         handle = cached[1]
     else:
-        handle = Dataset(path, _reopened=True)
+        handle = Dataset(path, storage_options=storage_options, _reopened=True)
         with _OPEN_LOCK:
-            _OPEN_HANDLES[path] = (stamp, handle)
+            _OPEN_HANDLES[key] = (stamp, handle)
     if write_id is not None and handle._write_id != write_id:
         raise DatasetIntegrityError(
             f"{path}: the dataset was rewritten after this task was created (write id "
@@ -538,21 +569,42 @@ def _reopen(path, write_id=None) -> Dataset:
     return handle
 
 
-def open_dataset(path, *, verify=False) -> Dataset:
+def open_dataset(path, *, verify=False, storage_options=None) -> Dataset:
     """Open a stored dataset read-only.
 
     Parameters
     ----------
     path : str or os.PathLike
-        Dataset directory written by :func:`write_dataset` or :class:`DatasetWriter`.
+        Dataset directory written by :func:`write_dataset` or :class:`DatasetWriter`, or its
+        URL: ``s3://bucket/train.zarr``, ``gs://...``, ``http(s)://...``, ``file:///...`` or
+        any protocol fsspec knows (its package installed: ``s3fs``, ``gcsfs``; ``aiohttp``
+        for HTTP), read through zarr's ``FsspecStore``. Dask workers open the same URL
+        to read their row blocks, so every worker must reach it. Datasets are written
+        locally (or on a shared file system) and copied to object storage as they are:
+        :func:`write_dataset` and :func:`partition_dataset` do not write to URLs, and DSO's
+        grids are not read through URLs (DSO needs the dataset on a shared path). The open
+        checks every chunk file the manifest lists (one listing, or one request per file
+        over HTTP, whose listings carry no sizes).
     verify : bool, default=False
         Re-read every array and compare checksums (slow: reads the whole dataset).
+    storage_options : dict, optional
+        Options of the URL's fsspec file system (credentials, endpoint, ``anon``...), passed
+        on to the workers with the tasks. Only for URLs.
 
     Returns
     -------
     Dataset
+
+    Raises
+    ------
+    FileNotFoundError
+        When there is no dataset at ``path``.
+    ValueError
+        When the URL's protocol is unknown to fsspec or its package is not installed.
+    OSError
+        When the store at the URL cannot be reached.
     """
-    return Dataset(path, verify=verify)
+    return Dataset(path, verify=verify, storage_options=storage_options)
 
 
 # --------------------------------------------------------------------------------------------
@@ -613,6 +665,12 @@ class DatasetWriter:
         chunk_bytes=_format.CHUNK_BYTES,
     ):
         self.path = _normalize_path(path)
+        if _format.is_url(self.path):
+            raise ValueError(
+                f"{self.path}: datasets are written to a local or shared directory (the "
+                "temporary-name-and-rename commit needs a file system); copy it to object "
+                "storage afterwards and open the URL"
+            )
         n_features = int(n_features)
         if n_features < 1:
             raise ValueError(f"n_features must be >= 1, got {n_features}")
@@ -1025,6 +1083,11 @@ def partition_dataset(
             "have .partition(grid)"
         )
     dataset = path if isinstance(path, Dataset) else open_dataset(path)
+    if _format.is_url(dataset.path):
+        raise ValueError(
+            f"{dataset.path}: grids are written to and read from a local or shared directory, "
+            "not a URL; partition a copy there"
+        )
     n_blocks = _check_grid(grid)
     if int(memory_budget) < 1:
         raise ValueError(f"memory_budget must be >= 1 byte, got {memory_budget}")
