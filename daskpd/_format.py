@@ -380,7 +380,7 @@ async def _remote_sizes(fs, prefix, names):
 
     try:
         listing = await fs._ls(prefix, detail=True)
-    except (FileNotFoundError, NotImplementedError):
+    except Exception:  # no listing (refused, or a server that does not list): ask each file
         listing = []
     sizes = {
         _strip(fs, item["name"]): item.get("size")

@@ -142,6 +142,36 @@ def test_a_missing_chunk_file_is_found_over_http(served):
     open_dataset(served["url"], storage_options=OPTIONS)
 
 
+class _NoListingHandler(_Handler):
+    """A static file server that does not list directories, as many do."""
+
+    def list_directory(self, path):
+        self.send_error(404, "no listings")
+        return None
+
+
+def test_a_server_without_listings_serves_the_same_rows(served):
+    requests = []
+    handler = type("Handler", (_NoListingHandler,), {"requests": requests})
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(served["root"]))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/train.zarr"
+        remote = open_dataset(url, storage_options=OPTIONS, verify=True)
+        local = open_dataset(served["local"])
+        (X_local, y_local), (X_remote, y_remote) = local.block(2), remote.block(2)
+        assert (X_local != X_remote).nnz == 0 and np.array_equal(y_local, y_remote)
+        # no listing to find the chunk files in: each was asked for by a request of its own
+        assert ("HEAD", "/train.zarr/indices/c.0") in requests
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
 def test_file_url_reads_the_same_rows(served):
     local = open_dataset(served["local"])
     remote = open_dataset(served["local"].as_uri())
