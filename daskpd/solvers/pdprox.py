@@ -55,8 +55,8 @@ import dask
 import numpy as np
 
 from daskpd.kernels import pdprox as kernels
+from daskpd.solvers._blocks import block_csr
 from daskpd.solvers._driver import Iterate, register_solver
-from daskpd.solvers.gsfw import block_csr
 
 __all__ = [
     "Pdprox",

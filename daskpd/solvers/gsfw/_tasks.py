@@ -1,0 +1,141 @@
+"""GSFW's Dask tasks: the block task of the chained pass, the refresh and start tasks.
+
+Every task is pure (it copies what it mutates). Symbols as in the paper-to-code table of
+:mod:`daskpd.solvers.gsfw`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dask
+import numpy as np
+
+from daskpd.kernels import gsfw as kernels
+from daskpd.solvers._blocks import block_csr
+
+
+def _sum_arrays(*arrays):
+    out = np.array(arrays[0], dtype=np.float64, copy=True)
+    for a in arrays[1:]:
+        out += a
+    return out
+
+
+def tree_sum(parts, fan_in=8):
+    """Sum delayed arrays with a tree of ``fan_in``-ary tasks (a map-reduce's reduce)."""
+    parts = list(parts)
+    while len(parts) > 1:
+        parts = [
+            dask.delayed(_sum_arrays, pure=False)(*parts[k : k + fan_in])
+            for k in range(0, len(parts), fan_in)
+        ]
+    return parts[0]
+
+
+def compute(client, *objects):
+    """One Dask compute on ``client`` (or the current scheduler); results as a tuple."""
+    if client is not None:
+        return tuple(client.gather(client.compute(list(objects))))
+    return dask.compute(*objects, scheduler=_in_process_scheduler())
+
+
+def _in_process_scheduler():
+    # Without a client the run is in-process: a scheduler set in dask.config is used, but not
+    # a distributed client that merely happens to be the default one.
+    return dask.config.get("scheduler", None) or "threads"
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What the kernels need about the problem (picklable, small)."""
+
+    loss_code: int
+    loss_params: np.ndarray
+    lmo_code: int  # kernels.LMO_* ; LMO_DENSE for the Python generalized LMO
+    lmo_params: np.ndarray
+    strong: bool
+    sigma: float
+    n: int
+    n_features: int
+    batch_size: int
+    m: float
+
+
+def _draw_batches(seed, n_rows, batch_size, n_iterations):
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_iterations, batch_size), dtype=np.int64)
+    for k in range(n_iterations):
+        out[k] = rng.choice(n_rows, size=batch_size, replace=False)
+    return out
+
+
+def _gsfw_block_task(carry, block_state, data, block, seed, n_iterations, spec, lmo_fn):
+    """Run the iterations of one block on copies of the carry and the block state."""
+    indptr, indices, values, has_values, y = block_csr(data, block)
+    d = carry["d"].copy()
+    w_acc = carry["w_acc"].copy()
+    w_bar = carry["w_bar"].copy()
+    it = int(carry["it"])
+    s = block_state["s"].copy()
+    z_acc = block_state["z_acc"].copy()
+    t_last = block_state["t_last"].copy()
+    n_rows = s.shape[0]
+    b = min(spec.batch_size, n_rows)
+    batches = _draw_batches(seed, n_rows, b, n_iterations)
+    if spec.lmo_code == kernels.LMO_DENSE:
+        for k in range(n_iterations):
+            direction = np.ascontiguousarray(lmo_fn(d), dtype=np.float64).ravel()
+            kernels.gsfw_apply_direction(
+                indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params,
+                batches[k], direction, spec.n, spec.m, it + k, s, d, w_bar, z_acc, t_last,
+            )  # fmt: skip
+    else:
+        kernels.gsfw_iterations(
+            indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params, batches,
+            spec.lmo_code, spec.lmo_params, spec.n, spec.m, it, spec.strong, spec.sigma,
+            s, d, w_acc, w_bar, z_acc, t_last,
+        )  # fmt: skip
+    new_carry = {
+        "d": d,
+        "w_acc": w_acc,
+        "w_bar": w_bar,
+        "it": it + n_iterations,
+        "grads": int(carry["grads"]) + b * n_iterations,
+    }
+    return new_carry, {"s": s, "z_acc": z_acc, "t_last": t_last}
+
+
+def _refresh_task(data, block, block_state, spec):
+    indptr, indices, values, has_values, y = block_csr(data, block)
+    return kernels.block_xt_derivative(
+        indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params,
+        block_state["s"], spec.n_features, 1.0 / spec.n,
+    )  # fmt: skip
+
+
+def _start_task(data, block, w, spec):
+    """Warm start of one block: ``s = X_b w`` and its partial ``(1/n) X_b^T loss'(s)``."""
+    indptr, indices, values, has_values, y = block_csr(data, block)
+    s = kernels.block_matvec(indptr, indices, values, has_values, w)
+    state = {"s": s, "z_acc": np.zeros(s.shape[0]), "t_last": np.zeros(s.shape[0], np.int64)}
+    partial = kernels.block_xt_derivative(
+        indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params, s,
+        spec.n_features, 1.0 / spec.n,
+    )  # fmt: skip
+    return state, partial
+
+
+def _with_d(carry, d, n):
+    return {**carry, "d": d, "grads": int(carry["grads"]) + n}
+
+
+class _DenseLMO:
+    """Picklable ``d -> argmin_v d . v + alpha R(v)`` through ``regularizer.lmo``."""
+
+    def __init__(self, regularizer, alpha):
+        self.regularizer = regularizer
+        self.alpha = alpha
+
+    def __call__(self, d):
+        return self.regularizer.lmo(d / self.alpha)
