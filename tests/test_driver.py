@@ -393,7 +393,7 @@ def test_history_clocks_and_timings(problem_data):
 
 
 def test_should_evaluate_rule():
-    from daskpd.solvers._driver import _should_evaluate
+    from daskpd.solvers._loop import _should_evaluate
 
     # An int: every eval_every epochs, and the last epoch.
     assert [_should_evaluate(3, e, 0.0, 0.0, None, False) for e in (1, 2, 3, 6)] == [
@@ -411,7 +411,7 @@ def test_should_evaluate_rule():
 
 @pytest.mark.parametrize("epoch_cost, eval_cost", [(1.0, 0.01), (1.0, 0.5), (1.0, 4.0)])
 def test_auto_cadence_keeps_evaluation_near_a_tenth(epoch_cost, eval_cost):
-    from daskpd.solvers._driver import _should_evaluate
+    from daskpd.solvers._loop import _should_evaluate
 
     # The driver's rule replayed on a clock that advances by fixed costs.
     n_epochs, wall, spent, last_cost, evaluated = 200, 0.0, 0.0, None, []

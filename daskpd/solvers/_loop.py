@@ -1,0 +1,531 @@
+"""The training loop of :func:`daskpd.solvers._driver.solve`.
+
+Epochs, the evaluation cadence (``eval_every``) and the solver's own certificates, history
+and its clocks, callbacks, stop rules, checkpoints and resume, divergence checks, and the
+replay of epochs after a lost worker.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daskpd.checkpoint import options_to_dict
+from daskpd.solvers._data import (
+    _data_identity,
+    _objective_description,
+    metrics_for,
+    score_rows,
+)
+from daskpd.solvers._types import DivergenceError, EpochInfo, SolveResult, TrainingFailed
+
+
+def _lost_worker_errors() -> tuple:
+    """Exceptions meaning "a worker or its data was lost" (the epoch is then replayed)."""
+    import asyncio
+    import concurrent.futures
+
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    return (
+        KilledWorker,
+        CommClosedError,
+        FutureCancelledError,
+        asyncio.CancelledError,
+        concurrent.futures.CancelledError,
+    )
+
+
+def _loop(
+    *,
+    method,
+    options,
+    data,
+    problem,
+    test_data,
+    start,
+    seed,
+    client,
+    callback_list,
+    max_epochs,
+    tol,
+    time_limit,
+    eval_every,
+    store,
+    checkpoint_every,
+    resume,
+    max_retries,
+    divergence_factor,
+) -> SolveResult:
+    # The wall clock of the call starts here: a cluster that solve() started is already up.
+    progress = _Progress(started=time.perf_counter())
+    spent = dict.fromkeys(("init", "epochs", "checkpoint"), 0.0)
+    objective = _objective_description(problem, data)
+    run_meta = {
+        "solver": method.name,
+        "options": options_to_dict(options),
+        "objective": objective,
+        "data": _data_identity(data),
+    }
+    state = None
+    if resume:
+        tick = time.perf_counter()
+        saved = store.latest()
+        if saved is not None:
+            saved.check_compatible(run_meta)
+            seed = saved.seed()
+            state = _restore(method, problem, data, saved.arrays, seed, client, options)
+            seconds = float(saved.meta["seconds"])
+            progress = _Progress(
+                started=progress.started,
+                epoch=saved.epoch,
+                seconds=seconds,
+                # A checkpoint from before the wall clock existed: its training seconds are
+                # the best lower bound of its wall time.
+                wall_before=float(saved.meta.get("wall_seconds", seconds)),
+                eval_seconds=float(saved.meta.get("eval_seconds", 0.0)),
+                history=list(saved.meta["history"]),
+                reference_primal=saved.meta.get("reference_primal"),
+            )
+        spent["init"] += time.perf_counter() - tick
+    eval_seconds_before = progress.eval_seconds
+    if state is None:
+        tick = time.perf_counter()
+        state = method.init(
+            problem, data, seed=seed, client=client, options=options, warm_start=start
+        )
+        # Initialization is training work (DSO's local DCD start can be several passes), so
+        # it counts in the seconds of the history, as it would in a peer's fit time.
+        elapsed = time.perf_counter() - tick
+        progress.seconds += elapsed
+        spent["init"] += elapsed
+
+    def recover():
+        # The replay point: the latest checkpoint, else the initial state rebuilt from the
+        # same seed. Epochs are functions of (state, seed, epoch), so the replay gives the
+        # same bits as the lost attempt would have.
+        saved = store.latest() if store is not None else None
+        if saved is not None:
+            restored = _restore(method, problem, data, saved.arrays, seed, client, options)
+            return restored, saved.epoch
+        fresh = method.init(
+            problem, data, seed=seed, client=client, options=options, warm_start=start
+        )
+        return fresh, 0
+
+    for callback in callback_list:
+        callback.on_train_begin(
+            {
+                "solver": method.name,
+                "epoch": progress.epoch,
+                "max_epochs": max_epochs,
+                "history": tuple(progress.history),
+            }
+        )
+    lost = _lost_worker_errors()
+    certify = getattr(method, "certificate", None)
+    stop_reason = "max_epochs"
+    converged = False
+    last_iterate = None
+    retries = 0
+    try:
+        while progress.epoch < max_epochs:
+            epoch = progress.epoch + 1
+            tick = time.perf_counter()
+            try:
+                # Everything that touches the cluster: a lost worker can surface in the epoch
+                # itself, in gathering the iterate, in the evaluation or in the checkpoint.
+                state = method.run_epoch(state, epoch)
+                elapsed = time.perf_counter() - tick
+                progress.seconds += elapsed
+                spent["epochs"] += elapsed
+                tick = None
+                progress.epoch = epoch
+                out_of_time = time_limit is not None and progress.seconds >= time_limit
+                last_epoch = epoch >= max_epochs or out_of_time
+                row = iterate = None
+                evaluate = _should_evaluate(
+                    eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
+                    progress.last_eval_cost, last_epoch,
+                )  # fmt: skip
+                if not evaluate and certify is not None:
+                    row = _certified_row(certify, state, progress, divergence_factor, store)
+                    # The first certified epoch gets the full evaluation (test metrics, the
+                    # gathered w) that a stop by ``tol`` reports.
+                    evaluate = row is not None and row["gap"] <= tol
+                    if evaluate:
+                        progress.history.pop()
+                        row = None
+                if evaluate:
+                    evaluation_started = time.perf_counter()
+                    iterate = method.iterate(state)
+                    row = _checked_row(
+                        problem, iterate, data, test_data, client, progress, store,
+                        divergence_factor, evaluation_started,
+                    )  # fmt: skip
+                    last_iterate = iterate
+                    converged = row["gap"] <= tol
+                if store is not None and (epoch % checkpoint_every == 0 or last_epoch or converged):
+                    saving = time.perf_counter()
+                    arrays = method.state_arrays(state)
+                    _check_state_arrays(arrays, epoch, store)
+                    store.save(
+                        epoch,
+                        arrays,
+                        seed=seed,
+                        meta={
+                            **run_meta,
+                            "seconds": progress.seconds,
+                            "wall_seconds": progress.wall_seconds(),
+                            "eval_seconds": progress.eval_seconds,
+                            "history": progress.history,
+                            "reference_primal": progress.reference_primal,
+                        },
+                    )
+                    spent["checkpoint"] += time.perf_counter() - saving
+            except lost as exc:
+                if tick is not None:
+                    elapsed = time.perf_counter() - tick
+                    progress.seconds += elapsed
+                    spent["epochs"] += elapsed
+                _close(method, state)
+                rebuilding = time.perf_counter()
+                state, back_to, retries = _recover_with_retries(
+                    recover, retries, max_retries, epoch, exc
+                )
+                spent["init"] += time.perf_counter() - rebuilding
+                progress.rewind(back_to)
+                converged = False
+                last_iterate = None
+                continue
+            info = EpochInfo(
+                epoch=epoch,
+                max_epochs=max_epochs,
+                seconds=progress.seconds,
+                wall_seconds=progress.wall_seconds(),
+                row=row,
+                history=tuple(progress.history),
+                iterate=iterate,
+                solver=method.name,
+                fetch=functools.partial(method.iterate, state),
+            )
+            asked_stop = False
+            for callback in callback_list:
+                # Every callback sees every epoch, even after an earlier one asked to stop.
+                asked_stop = bool(callback.on_epoch_end(info)) or asked_stop
+            if converged:
+                stop_reason = "tol"
+                break
+            if asked_stop:
+                stop_reason = "callback"
+                break
+            if out_of_time:
+                stop_reason = "time_limit"
+                break
+        evaluated = (
+            bool(progress.history)
+            and progress.history[-1]["epoch"] == progress.epoch
+            and not progress.history[-1].get("certificate_only", False)
+        )
+        if not evaluated:
+            # Stopped by a callback between evaluations (or after a certificate-only row).
+            if progress.history and progress.history[-1]["epoch"] == progress.epoch:
+                progress.history.pop()
+            evaluation_started = time.perf_counter()
+            last_iterate = method.iterate(state)
+            _checked_row(
+                problem, last_iterate, data, test_data, client, progress, store,
+                divergence_factor, evaluation_started,
+            )  # fmt: skip
+        elif last_iterate is None:
+            last_iterate = method.iterate(state)
+        # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
+        converged = progress.history[-1]["gap"] <= tol
+    finally:
+        _close(method, state)
+        for callback in callback_list:
+            callback.on_train_end()
+
+    final = progress.history[-1]
+    return SolveResult(
+        w=np.asarray(last_iterate.w, dtype=np.float64),
+        z=last_iterate.z,
+        w_avg=None if last_iterate.w_avg is None else np.asarray(last_iterate.w_avg),
+        history=tuple(progress.history),
+        n_epochs=progress.epoch,
+        gap=float(final["gap"]),
+        converged=bool(converged),
+        stop_reason=stop_reason,
+        solver=method.name,
+        options=options,
+        objective=objective,
+        seed_entropy=int(seed.entropy),
+        recoveries=retries,
+        timings={
+            "wall": time.perf_counter() - progress.started,
+            "init": spent["init"],
+            "epochs": spent["epochs"],
+            "evaluation": progress.eval_seconds - eval_seconds_before,
+            "checkpoint": spent["checkpoint"],
+        },
+    )
+
+
+def _close(method, state):
+    """``method.close(state)``, for the solvers that hold something outside Dask."""
+    close = getattr(method, "close", None)
+    if close is not None and state is not None:
+        close(state)
+
+
+def _recover_with_retries(recover, retries, max_retries, epoch, error):
+    """Rebuild the replay point, counting every attempt against ``max_retries``."""
+    lost = _lost_worker_errors()
+    while True:
+        retries += 1
+        if retries > max_retries:
+            raise TrainingFailed(
+                f"epoch {epoch} failed after {max_retries} replays from the last recovery "
+                f"point ({error.__class__.__name__}: {error})"
+            ) from error
+        try:
+            state, back_to = recover()
+            return state, back_to, retries
+        except lost as exc:
+            # The replay point itself lost a worker (e.g. while scattering): try again.
+            error = exc
+
+
+@dataclass
+class _Progress:
+    """Where a run is: epochs done, its clocks, history, divergence reference.
+
+    ``started`` is the ``time.perf_counter()`` at the top of this call's loop and
+    ``wall_before`` the wall seconds of the run before this call (a resume); the
+    ``last_eval_cost`` is of this call (None until its first evaluation).
+    """
+
+    started: float
+    epoch: int = 0
+    seconds: float = 0.0
+    wall_before: float = 0.0
+    eval_seconds: float = 0.0
+    last_eval_cost: float | None = None
+    history: list = field(default_factory=list)
+    reference_primal: float | None = None
+
+    def wall_seconds(self) -> float:
+        return self.wall_before + time.perf_counter() - self.started
+
+    def rewind(self, epoch: int) -> None:
+        # The clocks keep counting (the lost attempt did cost time); rows of the epochs to be
+        # replayed are dropped so that they are not reported twice.
+        self.epoch = epoch
+        self.history = [row for row in self.history if row["epoch"] <= epoch]
+
+
+# With eval_every="auto", the share of the wall time that evaluation may take.
+_AUTO_EVAL_SHARE = 0.1
+
+
+def _should_evaluate(eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch):
+    """Whether to evaluate after ``epoch`` (see ``eval_every`` in :func:`solve`).
+
+    Parameters
+    ----------
+    eval_every : int or "auto"
+    epoch : int
+        Epoch just run.
+    wall_so_far, eval_so_far : float
+        Wall seconds of the run so far, and the part of them spent in evaluations.
+    last_eval_cost : float or None
+        Seconds of the last evaluation measured in this call; None before the first.
+    last_epoch : bool
+        Whether the run ends after this epoch (``max_epochs`` or ``time_limit``).
+
+    Returns
+    -------
+    bool
+    """
+    if last_epoch:
+        return True
+    if eval_every != "auto":
+        return epoch % eval_every == 0
+    if last_eval_cost is None:
+        return True
+    return eval_so_far + last_eval_cost <= _AUTO_EVAL_SHARE * (wall_so_far + last_eval_cost)
+
+
+def _checked_row(
+    problem, iterate, data, test_data, client, progress, store, factor, started
+) -> dict:
+    """Evaluate ``iterate``, check it for divergence, append its row to the history.
+
+    ``started`` is the ``time.perf_counter()`` when the evaluation began (gathering the
+    iterate is part of it); the row gets the clocks with this evaluation included.
+    """
+    epoch = progress.epoch
+    _check_iterate(iterate, epoch, store)
+    row = _evaluate(problem, iterate, data, test_data, client, epoch, progress.seconds)
+    progress.last_eval_cost = time.perf_counter() - started
+    progress.eval_seconds += progress.last_eval_cost
+    row["wall_seconds"] = progress.wall_seconds()
+    row["eval_seconds"] = progress.eval_seconds
+    if progress.reference_primal is None and math.isfinite(row["primal"]):
+        progress.reference_primal = float(row["primal"])
+    _check_objective(row, progress.reference_primal, factor, store, progress.history)
+    progress.history.append(row)
+    return row
+
+
+def _certified_row(certify, state, progress, factor, store) -> dict | None:
+    """The history row of the solver's own certificate ``certify(state)``, or None without one.
+
+    Rows from a certificate carry ``certificate_only=True`` and no test metrics; reading
+    the certificate counts as evaluation time but does not set the cadence's cost of an
+    evaluation (it is much cheaper than one).
+    """
+    started = time.perf_counter()
+    certificate = certify(state)
+    if certificate is None:
+        progress.eval_seconds += time.perf_counter() - started
+        return None
+    primal, dual = (float(v) for v in certificate)
+    row = {
+        "epoch": int(progress.epoch),
+        "seconds": float(progress.seconds),
+        "primal": primal,
+        "dual": dual,
+        "gap": _rounded_gap(primal, dual),
+        "certificate_only": True,
+    }
+    progress.eval_seconds += time.perf_counter() - started
+    row["wall_seconds"] = progress.wall_seconds()
+    row["eval_seconds"] = progress.eval_seconds
+    if progress.reference_primal is None and math.isfinite(primal):
+        progress.reference_primal = primal
+    _check_objective(row, progress.reference_primal, factor, store, progress.history)
+    progress.history.append(row)
+    return row
+
+
+def _rounded_gap(primal, dual) -> float:
+    # A certificate computed in floating point can come out a hair negative at the optimum;
+    # rounding as Problem.evaluate does.
+    gap = primal - dual
+    if -1e-12 * max(1.0, abs(primal)) <= gap < 0.0:
+        gap = 0.0
+    return gap
+
+
+def _restore(method, problem, data, arrays, seed, client, options):
+    parameters = inspect.signature(method.restore).parameters
+    # Solvers written against the first draft of the protocol have no ``seed`` keyword.
+    accepts_seed = "seed" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+    kwargs = {"client": client, "options": options}
+    if accepts_seed:
+        kwargs["seed"] = seed
+    return method.restore(problem, data, arrays, **kwargs)
+
+
+def _evaluate(problem, iterate, data, test_data, client, epoch, seconds) -> dict:
+    if iterate.primal is not None and iterate.dual is not None:
+        # certified by the solver itself (no evaluation pass); rounding as Problem.evaluate
+        primal, dual = float(iterate.primal), float(iterate.dual)
+        gap = _rounded_gap(primal, dual)
+    else:
+        kwargs = {}
+        if iterate.z is not None:
+            kwargs["z"] = iterate.z
+            if iterate.z_bounds is not None:
+                kwargs["z_bounds"] = iterate.z_bounds
+        evaluation = problem.evaluate(
+            np.asarray(iterate.w, dtype=np.float64), data, client=client, **kwargs
+        )
+        primal, dual, gap = evaluation.primal, evaluation.dual, evaluation.gap
+    row = {
+        "epoch": int(epoch),
+        "seconds": float(seconds),
+        "primal": float(primal),
+        "dual": float(dual),
+        "gap": float(gap),
+    }
+    if test_data is not None:
+        scores = score_rows(iterate.w, test_data, client=client)
+        metrics = metrics_for(
+            scores,
+            test_data.y,
+            getattr(test_data, "task", "binary"),
+            getattr(problem.loss, "name", ""),
+        )
+        row.update({f"test_{name}": value for name, value in metrics.items()})
+    return row
+
+
+def _kept_message(store) -> str:
+    if store is None:
+        return "no checkpoint directory was given"
+    latest = store.latest_epoch()
+    if latest is None:
+        return f"no checkpoint was written yet in {store.path}"
+    return f"last good checkpoint (epoch {latest}) kept in {store.path}"
+
+
+def _finite_report(name: str, array) -> str | None:
+    if array is None or not isinstance(array, np.ndarray):
+        return None
+    if array.dtype.kind not in "fc":
+        return None
+    bad = ~np.isfinite(array)
+    if bad.any():
+        n_nan = int(np.isnan(array).sum())
+        return f"{name} has {n_nan} NaN and {int(bad.sum()) - n_nan} infinite entries"
+    return None
+
+
+def _check_iterate(iterate, epoch, store) -> None:
+    for name, array in (("w", iterate.w), ("z", iterate.z), ("w_avg", iterate.w_avg)):
+        report = _finite_report(name, array if isinstance(array, np.ndarray) else None)
+        if report:
+            raise DivergenceError(
+                f"training diverged at epoch {epoch}: {report}; {_kept_message(store)}"
+            )
+
+
+def _check_state_arrays(arrays, epoch, store) -> None:
+    # Only NaN: some solvers legitimately keep infinite bounds in their state.
+    for name, array in arrays.items():
+        array = np.asarray(array)
+        if array.dtype.kind in "fc" and np.isnan(array).any():
+            raise DivergenceError(
+                f"training diverged at epoch {epoch}: solver state {name!r} has "
+                f"{int(np.isnan(array).sum())} NaN entries; {_kept_message(store)}"
+            )
+
+
+def _check_objective(row, reference_primal, factor, store, history) -> None:
+    primal = row["primal"]
+    epoch = row["epoch"]
+    if not math.isfinite(primal):
+        last = next((r for r in reversed(history) if math.isfinite(r["primal"])), None)
+        before = f" (last finite {last['primal']:.6g} at epoch {last['epoch']})" if last else ""
+        raise DivergenceError(
+            f"training diverged at epoch {epoch}: primal objective is {primal}{before}; "
+            f"{_kept_message(store)}"
+        )
+    limit = float(factor) * max(1.0, abs(reference_primal or 0.0))
+    if primal > limit:
+        raise DivergenceError(
+            f"training diverged at epoch {epoch}: primal objective {primal:.6g} exploded "
+            f"(more than {float(factor):g} x max(1, first evaluated {reference_primal:.6g})); "
+            f"{_kept_message(store)}"
+        )

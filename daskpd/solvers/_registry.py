@@ -1,0 +1,156 @@
+"""The solver registry: methods by name, found by scanning this directory, and their options.
+
+A solver module registers its class with :func:`register_solver` when it is imported;
+:func:`get_solver` and :func:`available_solvers` import the solver modules on first lookup
+(the modules whose names start with ``_``, such as this one, are not solvers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import pkgutil
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["available_solvers", "get_solver", "make_options", "register_solver"]
+
+_REGISTRY: dict[str, Any] = {}
+
+
+def register_solver(solver=None, *, name: str | None = None):
+    """Register a solver class (or instance) under its ``name``.
+
+    Usable as a decorator (``@register_solver``) or a call. Registering a second class under a
+    taken name replaces the first (so reloading a module in a session works).
+
+    Parameters
+    ----------
+    solver : class or object
+        Implements :class:`Solver`; a class is instantiated without arguments.
+    name : str, optional
+        Overrides ``solver.name``.
+
+    Returns
+    -------
+    solver : the argument, unchanged (so it works as a class decorator)
+    """
+
+    def register(obj):
+        instance = obj() if isinstance(obj, type) else obj
+        key = name or getattr(instance, "name", None)
+        if not key or not isinstance(key, str):
+            raise ValueError(f"solver {obj!r} has no name")
+        missing = [
+            method
+            for method in ("check", "init", "run_epoch", "iterate", "state_arrays", "restore")
+            if not callable(getattr(instance, method, None))
+        ]
+        options = getattr(instance, "Options", None)
+        if missing or not (isinstance(options, type) and dataclasses.is_dataclass(options)):
+            raise TypeError(
+                f"solver {key!r} does not follow the Solver protocol: missing "
+                f"{', '.join(missing) or 'an Options dataclass'}"
+            )
+        _REGISTRY[key.lower()] = instance
+        return obj
+
+    if solver is None:
+        return register
+    return register(solver)
+
+
+def _import_solver_modules() -> None:
+    # the solver modules beside this one (importing the package from here would be a cycle)
+    for module in pkgutil.iter_modules([os.path.dirname(__file__)]):
+        if module.name.startswith("_"):
+            continue
+        try:
+            importlib.import_module(f"daskpd.solvers.{module.name}")
+        except ImportError:
+            # A module that cannot import (a missing optional dependency) registers nothing;
+            # asking for its solver by name reports the import error itself.
+            continue
+
+
+def available_solvers() -> list[str]:
+    """Return the sorted names of every registered solver.
+
+    Returns
+    -------
+    list of str
+    """
+    _import_solver_modules()
+    return sorted(_REGISTRY)
+
+
+def get_solver(name) -> Any:
+    """Return the registered solver called ``name`` (case-insensitive).
+
+    Parameters
+    ----------
+    name : str or Solver
+        A registered name, or a solver object (returned as is).
+
+    Returns
+    -------
+    Solver
+
+    Raises
+    ------
+    ValueError
+        If no solver has that name; the message lists the valid names.
+    """
+    if not isinstance(name, str):
+        if all(hasattr(name, m) for m in ("init", "run_epoch", "iterate", "Options")):
+            return name
+        raise ValueError(f"solver must be a name or a Solver object, got {name!r}")
+    key = name.lower()
+    if key not in _REGISTRY:
+        try:
+            importlib.import_module(f"daskpd.solvers.{key}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"daskpd.solvers.{key}":
+                raise
+    if key not in _REGISTRY:
+        valid = ", ".join(available_solvers()) or "none registered"
+        raise ValueError(f"unknown solver {name!r}; valid solvers: {valid}")
+    return _REGISTRY[key]
+
+
+def make_options(solver, solver_options: Mapping | None = None):
+    """Build ``solver.Options`` from keyword options.
+
+    Parameters
+    ----------
+    solver : Solver
+        The method (its ``Options`` frozen dataclass lists the valid names).
+    solver_options : mapping or Options instance, optional
+        Option values by name. An ``Options`` instance is returned unchanged.
+
+    Returns
+    -------
+    options : solver.Options
+
+    Raises
+    ------
+    ValueError
+        Naming every unknown option and listing the valid ones (also when the ``Options``
+        dataclass rejects a value).
+    """
+    options_cls = solver.Options
+    if isinstance(solver_options, options_cls):
+        return solver_options
+    solver_options = dict(solver_options or {})
+    valid = [f.name for f in dataclasses.fields(options_cls)]
+    unknown = sorted(set(solver_options) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown option{'s' if len(unknown) > 1 else ''} for solver {solver.name!r}: "
+            f"{', '.join(unknown)}; valid options: {', '.join(valid) or 'none'}"
+        )
+    try:
+        return options_cls(**solver_options)
+    except TypeError as exc:
+        raise ValueError(f"invalid options for solver {solver.name!r}: {exc}") from None

@@ -1,0 +1,347 @@
+"""The objects a solver and the driver exchange: the protocol, its iterate, the result.
+
+Every method (DSO, SPDC, DSPDC, GSFW, Pdprox, the batch baseline) is a class that follows the
+:class:`Solver` protocol below and registers itself under a name with
+:func:`daskpd.solvers._registry.register_solver`; :func:`daskpd.solvers._driver.solve` runs
+it. This module also holds what a run hands back (:class:`SolveResult`, read back by
+:func:`load_model`), what a callback sees (:class:`EpochInfo`) and the errors of a run.
+
+Solver protocol
+---------------
+A solver is a class with a ``name`` and an ``Options`` frozen dataclass, and these methods::
+
+    check(problem, data, options) -> None
+        Raise ValueError (naming the parameter and its value) for anything the method cannot
+        do with this problem and data, before any Dask work.
+    init(problem, data, *, seed, client, options, warm_start=None) -> state
+        Build the state of epoch 0. ``seed`` is the root ``np.random.SeedSequence`` of the run;
+        keep it in the state and draw the randomness of epoch ``e`` from
+        ``epoch_seed(seed, e)`` (and per block from ``block_seeds(epoch_seed(seed, e), n)``),
+        so that a run is a function of (seed, epoch) only and resumes bit for bit.
+        ``warm_start`` is ``None`` or an :class:`Iterate` (``w`` ndarray, ``z`` ndarray or
+        ``None``). ``client`` is a ``distributed.Client`` or ``None`` (in-process: use plain
+        ``dask.compute``, which then runs on the threaded or configured scheduler).
+    run_epoch(state, epoch) -> state
+        One epoch (epoch = 1, 2, ...), ONE Dask compute or one wave of futures. Tasks are
+        pure: they copy what they mutate, so a retried task gives the same bits. The one
+        exception is a block that a single task reads, updated in place only after
+        everything in the task that can fail (DSO's ``w`` blocks); the state given to such
+        a ``run_epoch`` is spent, and the driver uses only the state it returns.
+    iterate(state) -> Iterate
+        The current answer: ``w`` (and ``w_avg``) as ndarray (n_features,); ``z`` an ndarray
+        (n_samples,), or a list of per-range arrays / futures with ``z_bounds``, or ``None``
+        (then the driver's evaluation builds the dual point from ``w``).
+    state_arrays(state) -> dict[str, np.ndarray]
+        Everything needed to resume exactly (w, z, accumulators, step counters as 0-d
+        arrays, ...). Written to the checkpoint as zarr arrays.
+    restore(problem, data, arrays, *, seed, client, options) -> state
+        Inverse of ``state_arrays``: the state after the checkpointed epoch. ``seed`` is the
+        same root SeedSequence that ``init`` received.
+    close(state) -> None   (optional)
+        Release what the run holds outside Dask (DSO: its shared-memory files). Called
+        once when the run ends, and on a state given up for a replay after a lost worker.
+    certificate(state) -> (primal, dual) or None   (optional)
+        The exact primal and dual of the point :meth:`iterate` would return, when the
+        epoch's own work produced them (the dual solver's pass sees every margin) and
+        reading them costs a few numbers, not a pass or a gather of ``w``. The driver asks
+        for it after every epoch that the ``eval_every`` cadence skips, so that a run stops
+        by ``tol`` at the first certified epoch and the history has a row per epoch.
+
+The solver never prints, never evaluates the objective for the driver's sake, and never
+calls ``compute`` inside an inner loop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from daskpd.solvers._data import _as_data, _check_n_features, score_rows
+from daskpd.solvers._registry import get_solver, make_options
+
+__all__ = [
+    "DivergenceError",
+    "EpochInfo",
+    "Iterate",
+    "SolveResult",
+    "Solver",
+    "TrainingFailed",
+    "load_model",
+]
+
+
+@dataclass(frozen=True)
+class Iterate:
+    """The current answer of a solver.
+
+    Parameters
+    ----------
+    w : ndarray of shape (n_features,)
+        Primal iterate (the one the solver reports as its answer).
+    z : ndarray of shape (n_samples,), list, or None
+        Dual iterate; a list of per-range arrays or Dask futures when ``z_bounds`` is given,
+        or ``None`` when the solver keeps no dual variable.
+    z_bounds : ndarray of shape (n_ranges + 1,) or None
+        int64 row bounds of the ranges of a list-valued ``z``.
+    w_avg : ndarray of shape (n_features,) or None
+        Averaged primal iterate, when the method keeps one.
+    z_avg : ndarray, list, or None
+        Averaged dual iterate, when the method keeps one (same layout as ``z``).
+    primal, dual : float or None
+        ``P(w)`` and ``D(z)``, when the solver computed them exactly on the way (CoCoA's
+        pass); with both given the driver does not evaluate them again.
+    """
+
+    w: np.ndarray
+    z: Any = None
+    z_bounds: np.ndarray | None = None
+    w_avg: np.ndarray | None = None
+    z_avg: Any = None
+    primal: float | None = None
+    dual: float | None = None
+
+
+@runtime_checkable
+class Solver(Protocol):
+    """What a method implements to run under :func:`solve` (see the module docstring)."""
+
+    name: str
+    Options: type
+
+    def check(self, problem, data, options) -> None:
+        """Raise ``ValueError`` for an unsupported problem, data or options."""
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        """Return the state of epoch 0."""
+
+    def run_epoch(self, state, epoch):
+        """Return the state after one more epoch (one Dask compute)."""
+
+    def iterate(self, state) -> Iterate:
+        """Return the current :class:`Iterate`."""
+
+    def state_arrays(self, state) -> dict:
+        """Return the arrays from which :meth:`restore` rebuilds ``state`` exactly."""
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        """Rebuild the state saved by :meth:`state_arrays`."""
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """The outcome of :func:`solve`.
+
+    Attributes
+    ----------
+    w : ndarray of shape (n_features,)
+        Primal solution (the last evaluated iterate).
+    z : ndarray of shape (n_samples,), list, or None
+        Dual iterate as the solver holds it (may be a list of distributed handles).
+    w_avg : ndarray of shape (n_features,) or None
+        Averaged primal iterate, when the method keeps one.
+    history : tuple of dict
+        One row per evaluation: ``epoch``, ``seconds`` (training time so far: the
+        solver's initialization and its epochs, evaluation excluded), ``primal``, ``dual``,
+        ``gap``, test metrics (``test_auprc``, ...), ``wall_seconds`` (wall time so far, this
+        evaluation included: everything :func:`solve` did after the cluster it started, if
+        any, was up) and ``eval_seconds`` (the part of it spent in evaluations). All three
+        clocks continue across a resume. A solver with a certificate of its own (cocoa) also
+        has a row for each epoch between evaluations, from that certificate:
+        ``certificate_only=True``, the same keys but no test metrics.
+    n_epochs : int
+        Epochs run in total (including those before a resume).
+    gap : float
+        Duality gap of ``w`` at the last evaluation.
+    converged : bool
+        Whether ``gap <= tol``.
+    stop_reason : str
+        ``"tol"``, ``"max_epochs"``, ``"time_limit"`` or ``"callback"``.
+    solver : str
+        Registered name of the method.
+    options : Options dataclass
+        The solver's options.
+    objective : dict
+        Description of the problem: ``loss``, ``loss_params``, ``regularizer``,
+        ``regularizer_params``, ``alpha``, ``class_weight``, ``n_features``, ``task``.
+    seed_entropy : int
+        Entropy of the root ``SeedSequence`` (reproduces the run, also when
+        ``random_state=None``).
+    recoveries : int
+        Times an epoch was replayed from the last checkpoint (or from the start) because a
+        worker and data that Dask could not recompute were lost.
+    timings : dict of str to float
+        Where the seconds of this call went: ``wall`` (all of it, from the moment the
+        cluster :func:`solve` started, if any, was up), ``init`` (the solver's
+        initialization, or its restore from a checkpoint on resume and after a lost worker),
+        ``epochs``, ``evaluation`` (gap and test metrics) and ``checkpoint`` (writing
+        checkpoints); the rest of ``wall`` is callbacks and the driver's own work. A resumed
+        run counts only this call (the history's clocks count the whole run). Empty for a
+        model read by :func:`load_model`.
+    """
+
+    w: np.ndarray
+    z: Any
+    w_avg: np.ndarray | None
+    history: tuple
+    n_epochs: int
+    gap: float
+    converged: bool
+    stop_reason: str
+    solver: str
+    options: Any
+    objective: dict = field(default_factory=dict)
+    seed_entropy: int = 0
+    recoveries: int = 0
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def primal(self) -> float:
+        """Primal objective at the last evaluation."""
+        return float(self.history[-1]["primal"]) if self.history else math.nan
+
+    @property
+    def dual(self) -> float:
+        """Dual objective at the last evaluation."""
+        return float(self.history[-1]["dual"]) if self.history else math.nan
+
+    def decision_function(self, data, *, client=None) -> np.ndarray:
+        """Return ``X @ w`` for every row of ``data`` (one Dask compute).
+
+        Parameters
+        ----------
+        data : Dataset, MemoryDataset or (X, y) pair
+            Rows to score; ``n_features`` must match ``w``.
+        client : distributed.Client, optional
+            Where to run; default: in-process for in-memory data, the active client otherwise.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+        """
+        data = _as_data(data, name="data")
+        _check_n_features(data, self.w.shape[0], "data")
+        return score_rows(self.w, data, client=client)
+
+    def save(self, path, *, overwrite=False):
+        """Save to a zarr group (see :func:`daskpd.checkpoint.save_model`)."""
+        from daskpd.checkpoint import save_model
+
+        return save_model(self, path, overwrite=overwrite)
+
+
+def load_model(path) -> SolveResult:
+    """Load a model saved by :meth:`SolveResult.save` (:func:`daskpd.checkpoint.save_model`).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    SolveResult
+        ``options`` is the solver's ``Options`` dataclass when that solver is registered,
+        else a dict.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` does not exist.
+    ValueError
+        When ``path`` is not a daskpd model.
+    CorruptStoreError
+        When an array is missing, unreadable or fails its checksum (a ``ValueError``).
+    """
+    from daskpd.checkpoint import read_model
+
+    attrs, read = read_model(path)
+    options = json.loads(attrs["options"])
+    try:
+        solver = get_solver(attrs["solver"])
+        options = make_options(
+            solver, {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+        )
+    except ValueError:
+        pass
+    return SolveResult(
+        w=read("w"),
+        z=read("z"),
+        w_avg=read("w_avg"),
+        history=tuple(json.loads(attrs["history"])),
+        n_epochs=int(attrs["n_epochs"]),
+        gap=float(json.loads(attrs["gap"])),
+        converged=bool(attrs["converged"]),
+        stop_reason=attrs["stop_reason"],
+        solver=attrs["solver"],
+        options=options,
+        objective=json.loads(attrs["objective"]),
+        seed_entropy=int(attrs["seed_entropy"]),
+    )
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """What a callback sees after each epoch.
+
+    Attributes
+    ----------
+    epoch : int
+        Epoch just finished (1, 2, ...).
+    max_epochs : int
+        Epoch budget of the run.
+    seconds : float
+        Training time so far (the solver's initialization and its epochs; evaluation
+        excluded).
+    wall_seconds : float
+        Wall time so far (evaluation, checkpoints and data reads included; the start of a
+        cluster that :func:`solve` started excluded).
+    row : dict or None
+        History row of this epoch, or ``None`` when this epoch was not evaluated.
+    history : tuple of dict
+        All history rows so far.
+    iterate : Iterate or None
+        The solver's iterate, when this epoch was evaluated (:meth:`current_iterate`
+        fetches it otherwise).
+    solver : str
+        Name of the method.
+
+    Notes
+    -----
+    After a replay (a lost worker took data Dask could not recompute) the replayed epochs are
+    reported again, with the same numbers.
+    """
+
+    epoch: int
+    max_epochs: int
+    seconds: float
+    wall_seconds: float
+    row: dict | None
+    history: tuple
+    iterate: Iterate | None
+    solver: str
+    fetch: Any = field(default=None, repr=False, compare=False)
+
+    def current_iterate(self) -> Iterate:
+        """The iterate after this epoch, gathered now if the epoch was not evaluated.
+
+        Valid during the callback (the solver's state moves on with the next epoch).
+
+        Returns
+        -------
+        Iterate
+        """
+        if self.iterate is None and self.fetch is not None:
+            # Frozen for the callbacks; the fetched iterate is a cache of the same epoch.
+            object.__setattr__(self, "iterate", self.fetch())
+        return self.iterate
+
+
+class DivergenceError(FloatingPointError):
+    """Training produced NaN/inf iterates or an exploding objective."""
+
+
+class TrainingFailed(RuntimeError):
+    """An epoch failed repeatedly (for example every retry after lost workers)."""
