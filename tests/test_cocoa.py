@@ -272,6 +272,39 @@ def test_reaches_liblinear_optimum(loss, weighted):
     assert np.linalg.norm(result.w - reference) <= math.sqrt(2 * 1e-6 / alpha) + 1e-6
 
 
+@pytest.mark.parametrize("loss", ["hinge", "logistic", "squared_hinge"])
+def test_threads_race_on_v_but_the_certificate_stays_exact(loss):
+    # Two threads share one group's v without locks; each round's w is rebuilt from z, so
+    # every reported (primal, dual) is the exact pair of a point and the run still reaches
+    # liblinear's optimum.
+    X, y = _data(n=400, d=30, seed=23)
+    alpha = 0.01
+    weight = np.random.default_rng(23).uniform(0.5, 2.0, X.shape[0])
+    data = MemoryDataset(X, y, sample_weight=weight)
+    problem = Problem(loss, "l2", alpha)
+    checked = []
+
+    def check(info):
+        point = info.current_iterate()
+        exact = problem.evaluate(np.asarray(point.w), data, z=point.z, z_bounds=point.z_bounds)
+        checked.append((info.row["primal"], exact.primal, info.row["dual"], exact.dual))
+
+    result = solve(
+        data, loss=loss, alpha=alpha, solver="cocoa", threads=2, tol=1e-6, max_epochs=3000,
+        eval_every=1, client=False, callbacks=[check],
+    )  # fmt: skip
+    assert result.converged and result.gap <= 1e-6
+    for primal, exact_primal, dual, exact_dual in checked:
+        assert primal == pytest.approx(exact_primal, rel=1e-10)
+        # w = w(z) to rounding: the dual of the pair is the dual of z
+        assert dual == pytest.approx(exact_dual, rel=1e-9, abs=1e-12)
+    reference = _liblinear(loss, X, y, alpha, weight)
+    p_ref = problem.evaluate(reference, data).primal
+    assert result.dual <= p_ref + 1e-12 and result.primal <= p_ref + 1e-6
+    with pytest.raises(ValueError, match="threads"):
+        CocoaOptions(threads=0)
+
+
 def test_smooth_hinge_reaches_the_lbfgs_optimum():
     X, y = _data(n=300, d=30, seed=7)
     alpha = 0.01
@@ -532,7 +565,7 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     before, _ = _dual_value(problem, X, y, c, z, alpha)
     passes, visited = kernels.shrunk_passes(
         indptr, local, X.data, False, y, c, norm_sq, z, pack, code, params, 1.0, inv,
-        pg_range, 0.0, 25, 7,
+        pg_range, 0.0, 25, 7, np.arange(n, dtype=np.int64),
     )  # fmt: skip
     after, w = _dual_value(problem, X, y, c, z, alpha)
     assert passes == 25

@@ -212,7 +212,7 @@ def _coverage_workload(tmp_path, tag):
     baselines, Pdprox's other algorithms and objective, DSPDC on factorized and matrix data.
     """
     from daskpd.dataset import MemoryDataset
-    from daskpd.datasets import make_classification
+    from daskpd.generators import make_classification
     from daskpd.io import dump_svmlight, ingest_sequences
     from daskpd.losses import Hinge, Logistic
     from daskpd.problem import Problem
@@ -240,7 +240,8 @@ def _coverage_workload(tmp_path, tag):
     data = MemoryDataset(X, y, rows_per_block=16)
     problem = Problem("hinge", "l2", 0.1)
     problem.evaluate(np.ones(7), data.with_bias(1.0))
-    serial_replay(problem, data.with_bias(1.0), n_epochs=1, options=DSOOptions(grid=2))
+    # the zero start: plain epochs (a start turns SVRG on)
+    serial_replay(problem, data.with_bias(1.0), n_epochs=1, options=DSOOptions(grid=2, init="zero"))
     for order in ("shuffled", "blocked", "rows", "random", "storage"):
         options = DSOOptions(grid=2, visit_order=order, init="dcd", dcd_passes=1, svrg_every=1)
         serial_replay(problem, data, n_epochs=1, options=options)
@@ -345,8 +346,19 @@ def _direct_workload():
     spdc.dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0)
     spdc.weighted_dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0, 2.0)
     spdc.row_dots(indptr, indices, data, False, w)
-    # CoCoA's coordinate step (called by its pass)
+    # CoCoA's coordinate step and the helpers its passes call (a pass loaded from numba's
+    # disk cache does not compile them in this process), its renumbering of a group's
+    # columns (several groups) and the exact step of a threaded round
     cocoa.dual_step(scalar.LOGISTIC, p, -0.2, 0.3, 0.5, 1.0, 1.0)
+    gradient, upper = cocoa.box_gradient(scalar.HINGE, p, 0.5, 0.3, 1.0)
+    cocoa.projected_gradient(gradient, 0.5, upper)
+    z = np.zeros(2)
+    pack = np.zeros((3, 2))
+    cocoa.step_row(
+        scalar.HINGE, p, z, 0, 0.3, 0.5, 1.0, 1.0, pack, indices, data, False, 0, 2, 1.0, 0.1
+    )
+    cocoa.local_columns(indices, 3)
+    cocoa.add_transpose_dot(indptr, indices, data, False, np.ones(2), 0, 2, np.zeros(3))
     packed = dso.pack_columns(w, w.copy(), w.copy())
     dso.unpack_columns(packed, np.empty(3), np.empty(3))
 

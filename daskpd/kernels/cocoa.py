@@ -484,6 +484,7 @@ def shrunk_passes(
     ratio,
     max_passes,
     seed,
+    rows,
 ):
     """Passes with shrinking after a full pass, in place on ``z`` and ``pack[:, 0]``.
 
@@ -507,6 +508,9 @@ def shrunk_passes(
     seed : uint64
         Seed of the visiting orders (Fisher-Yates with splitmix64 of ``seed`` + a counter,
         as :func:`daskpd.kernels.dso.shuffle_runs`: a function of ``seed`` alone).
+    rows : ndarray of int64
+        The rows these passes may visit (those of weight 0 are skipped): all of the
+        group's, or one thread's share of them.
 
     Returns
     -------
@@ -515,10 +519,10 @@ def shrunk_passes(
     visited : int
         Nonzeros read (of the rows visited, kept or dropped).
     """
-    m = y.shape[0]
-    active = np.empty(m, dtype=np.int64)
+    active = np.empty(rows.shape[0], dtype=np.int64)
     n_active = 0
-    for i in range(m):
+    for k in range(rows.shape[0]):
+        i = rows[k]
         if weight[i] != 0.0:
             active[n_active] = i
             n_active += 1
@@ -579,3 +583,34 @@ def shrunk_passes(
         old_max = pg_max if pg_max > 0.0 else math.inf
         old_min = pg_min if pg_min < 0.0 else -math.inf
     return passes, visited
+
+
+@njit
+def add_transpose_dot(indptr, indices, vals, binary, dz, start, stop, out):
+    """``out += X[start:stop]^T dz[start:stop]`` (``out`` on the group's columns).
+
+    The exact change of ``w`` of a round whose passes ran in several threads
+    (:mod:`daskpd.solvers.cocoa`, ``threads``): their racing additions to ``v`` are not
+    used for the next ``w``, so ``w`` stays ``w(z)`` to rounding and the certificate exact.
+
+    Parameters
+    ----------
+    indptr, indices, vals, binary
+        The group's rows (as for :func:`cocoa_pass`).
+    dz : ndarray of shape (m,)
+        The round's change of the group's dual block.
+    start, stop : int
+        The rows this call adds.
+    out : ndarray of shape (n_columns,)
+        Added to in place.
+    """
+    for i in range(start, stop):
+        di = dz[i]
+        if di == 0.0:
+            continue
+        if binary:
+            for e in range(indptr[i], indptr[i + 1]):
+                out[indices[e]] += di
+        else:
+            for e in range(indptr[i], indptr[i + 1]):
+                out[indices[e]] += di * np.float64(vals[e])

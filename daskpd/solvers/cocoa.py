@@ -115,6 +115,16 @@ class CocoaOptions:
         more.
     max_shrunk_passes : int, default=100
         At most this many shrunk passes a round.
+    threads : int, default=1
+        Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
+        ICML 2015, "wild": each thread steps its share of the rows and adds to the shared
+        ``v`` without locks). The racing additions only steer the steps: each round then
+        recomputes its change of ``w`` exactly from the change of ``z`` (one more read of
+        the nonzeros, in the same threads), so ``w = w(z)`` to rounding and the certificate
+        stays exact. With more than 1 the results depend on the threads' timing: not
+        bit-reproducible, and a replay after a lost worker does not repeat the lost
+        round's bits. 1: the serial passes, the same bits run to run. Give the group's
+        owner the cores (e.g. one worker process per machine, or idle workers beside it).
     """
 
     grid: int | None = None
@@ -123,6 +133,7 @@ class CocoaOptions:
     shrinking: bool | None = None
     shrink_ratio: float = 0.01
     max_shrunk_passes: int = 100
+    threads: int = 1
 
     def __post_init__(self):
         if self.grid is not None and (
@@ -160,6 +171,12 @@ class CocoaOptions:
             raise ValueError(
                 f"max_shrunk_passes must be a positive integer, got {self.max_shrunk_passes!r}"
             )
+        if (
+            isinstance(self.threads, bool)
+            or not isinstance(self.threads, int | np.integer)
+            or self.threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
 
 
 @dataclass(frozen=True)
@@ -179,6 +196,8 @@ class _Settings:
     shrink_ratio: float
     #: one group and sigma = 1: the pass's v is the next w (serial DCA, same bits)
     direct: bool
+    #: threads of a group's passes (1: serial)
+    threads: int = 1
 
     @property
     def inv_alpha_n(self):
@@ -200,7 +219,7 @@ class _Group(NamedTuple):
     norm_sq: np.ndarray
 
 
-def _settings(problem, data, options, grid):
+def _settings(problem, data, options, grid, threads=1):
     sigma = float(grid) if options.sigma is None else float(options.sigma)
     boxed = int(problem.loss.code) in kernels.BOX_LOSSES
     shrinking = boxed if options.shrinking is None else bool(options.shrinking)
@@ -216,6 +235,7 @@ def _settings(problem, data, options, grid):
         max_shrunk_passes=int(options.max_shrunk_passes) if shrinking else 0,
         shrink_ratio=float(options.shrink_ratio),
         direct=int(grid) == 1 and sigma == 1.0,
+        threads=int(threads),
     )
 
 
@@ -327,6 +347,8 @@ def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
     pack = dso_kernels.thread_scratch("cocoa_pack", 2 * n_columns)
     pack = pack[: 2 * n_columns].reshape(n_columns, 2)
     kernels.start_pack(w, group.columns, pack)
+    if settings.threads > 1 and m > 1:
+        return _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
     pg_range = np.zeros(2)
     loss_sum, conj_sum = kernels.cocoa_pass(
         group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
@@ -339,12 +361,78 @@ def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
             group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
             group.norm_sq, z, pack, settings.loss_code, settings.loss_params,
             settings.sigma, settings.inv_alpha_n, pg_range, settings.shrink_ratio,
-            settings.max_shrunk_passes, shrink_seed,
+            settings.max_shrunk_passes, shrink_seed, np.arange(m, dtype=np.int64),
         )  # fmt: skip
     step = np.empty(n_columns)
     kernels.finish_pack(pack, settings.sigma, settings.direct, step)
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
     return z, step, np.array([loss_sum, conj_sum, w_norm_sq, shrunk, visited])
+
+
+def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm):
+    """The passes of :func:`_round_task` in ``settings.threads`` threads (PASSCoDe-wild).
+
+    Thread ``t`` takes the ``t``-th share of every pass's order, then its shrunk passes
+    over those rows (its own visiting seed); all add to the one ``v`` without locks (the
+    kernels release the GIL). The round's step is then ``-X^T dz / (alpha n)`` computed
+    exactly (each thread a contiguous range of rows into its own buffer, summed in thread
+    order), not the raced ``v``: the next ``w`` is ``w(z)`` to rounding, so the next
+    round's certificate is exact. The certificate sums are per thread, added in order.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = z.shape[0]
+    n_threads = min(int(settings.threads), m)
+    cuts = [t * m // n_threads for t in range(n_threads + 1)]
+    z_start = z.copy()
+    pg = np.zeros((n_threads, 2))
+    sums = np.zeros((n_threads, 4))
+    n_columns = group.columns.shape[0]
+    partial = np.zeros((n_threads, n_columns))
+    # One stream of visiting orders per thread; thread 0's is the serial run's.
+    golden = np.uint64(0x9E3779B97F4A7C15)
+
+    def passes(t):
+        share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
+        sums[t, 0], sums[t, 1] = kernels.cocoa_pass(
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            group.norm_sq, z, pack, share, settings.loss_code, settings.loss_params,
+            settings.sigma, settings.inv_alpha_n, pg[t],
+        )  # fmt: skip
+
+    def shrunk(t, pg_range):
+        share = np.ascontiguousarray(orders[0, cuts[t] : cuts[t + 1]])
+        with np.errstate(over="ignore"):
+            seed = np.uint64(shrink_seed) + np.uint64(t) * golden
+        sums[t, 2], sums[t, 3] = kernels.shrunk_passes(
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            group.norm_sq, z, pack, settings.loss_code, settings.loss_params,
+            settings.sigma, settings.inv_alpha_n, pg_range.copy(), settings.shrink_ratio,
+            settings.max_shrunk_passes, seed, share,
+        )  # fmt: skip
+
+    def exact_step(t):
+        kernels.add_transpose_dot(
+            group.indptr, group.indices, group.vals, group.binary, z - z_start,
+            cuts[t], cuts[t + 1], partial[t],
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(passes, range(n_threads)))
+        if settings.max_shrunk_passes > 0:
+            # the full pass's spread over all threads' rows, as the serial pass has it
+            pg_range = np.array([pg[:, 0].max(), pg[:, 1].min()])
+            list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
+        list(pool.map(exact_step, range(n_threads)))
+    dw = partial.sum(axis=0) * -settings.inv_alpha_n
+    step = w[group.columns] + dw if settings.direct else dw
+    w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
+    loss_sum = conj_sum = 0.0
+    for t in range(n_threads):
+        loss_sum += sums[t, 0]
+        conj_sum += sums[t, 1]
+    stats = [loss_sum, conj_sum, w_norm_sq, sums[:, 2].sum(), sums[:, 3].sum()]
+    return z, step, np.array(stats)
 
 
 def _sum_task(w, direct, pick, *parts):
@@ -829,9 +917,10 @@ class Cocoa:
         workers = worker_list(client)
         grid = 1 if options.grid is None else int(options.grid)
         self._check_grid(data, grid)
-        settings = _settings(problem, data, options, grid)
+        settings = _settings(problem, data, options, grid, threads=options.threads)
         bounds = _row_bounds(data, grid)
         owners = tuple(group_owner(settings, workers, k) for k in range(grid))
+
         homes = tuple(dict.fromkeys(owners))
         token = uuid.uuid4().hex[:12]
         class_pair = class_weight_pair(problem, data)
