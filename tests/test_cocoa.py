@@ -20,7 +20,8 @@ from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.problem import Problem
 from daskpd.solvers import Iterate, block_seeds, epoch_seed, solve
-from daskpd.solvers.cocoa import Cocoa, CocoaOptions, _row_bounds
+from daskpd.solvers.cocoa import Cocoa, CocoaOptions
+from daskpd.solvers.cocoa._graph import _row_bounds
 
 LOSSES = ["hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"]
 

@@ -1,0 +1,196 @@
+"""Where CoCoA+ runs: the row groups, the state between rounds, one round as one graph on a
+client, and the helpers that place blocks on their owners.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from daskpd.solvers._groups import has_grid
+from daskpd.solvers.cocoa._options import _Settings
+from daskpd.solvers.cocoa._tasks import _columns_of, _copy
+
+
+def _row_bounds(data, grid):
+    """Row bounds of the groups: the stored grid's, else the same cut computed here."""
+    if has_grid(data, grid):
+        return np.asarray(data.grid(grid).row_bounds, dtype=np.int64)
+    from daskpd._partition import balanced_bounds, cumulative_chunks
+
+    return balanced_bounds(
+        cumulative_chunks(data._row_nnz_chunks()), int(data.nnz), int(grid), int(data.n_samples)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# one round on a distributed client: one graph of tasks pinned to the groups' owners
+
+
+class _ClientRound:
+    """Builds one round's tasks, each pinned to a worker, and runs them as one graph."""
+
+    def __init__(self, client, token):
+        self.client = client
+        self.token = token
+        self._layers = {}
+
+    def add(self, name, fn, *args, worker):
+        from dask.highlevelgraph import MaterializedLayer
+        from dask.task_spec import Task, TaskRef
+
+        key = f"cocoa-{name}-{self.token}"
+        annotations = {"workers": [worker], "allow_other_workers": False}
+        self._layers[key] = MaterializedLayer({key: Task(key, fn, *args)}, annotations=annotations)
+        return TaskRef(key)
+
+    def run(self, outputs, n_waited, release=()):
+        """Submit the graph; wait for the first ``n_waited`` ``outputs``; return futures.
+
+        ``release``: futures (or anything else, skipped) to release once the graph is
+        submitted; the scheduler keeps what the graph still needs.
+        """
+        from dask.highlevelgraph import HighLevelGraph
+        from distributed import Future, wait
+
+        layers, self._layers = self._layers, {}
+        keys = [ref.key for ref in outputs]
+        graph = HighLevelGraph(layers, {key: set() for key in layers})
+        futures = self.client.get(graph, keys, sync=False)
+        for value in release:
+            if isinstance(value, Future):
+                value.release()
+        waited = futures[:n_waited]
+        with self.client.as_current():
+            wait(waited)
+        for future in waited:
+            if future.status in ("error", "cancelled"):
+                future.result()
+        return futures
+
+
+# --------------------------------------------------------------------------------------------
+# state
+
+
+@dataclass(frozen=True)
+class _State:
+    """A run between rounds: arrays in-process, futures on a client."""
+
+    problem: Any
+    source: Any
+    settings: _Settings
+    seed: Any
+    client: Any
+    token: str
+    row_bounds: np.ndarray
+    #: worker of each group (None in-process)
+    owners: tuple
+    #: workers holding a copy of w, one per distinct owner (``(None,)`` in-process)
+    homes: tuple
+    groups: tuple
+    #: the groups' columns where each home's sum task reads them: ``columns[h][k]``
+    columns: tuple
+    #: where the next round takes the dual blocks: arrays, or (``z_pick = 0``) the tuples
+    #: of the last round's tasks (no split task between two rounds)
+    z: tuple
+    z_pick: int | None
+    #: the dual blocks as arrays (futures on a client)
+    z_blocks: tuple
+    #: one copy of w per home
+    w: tuple
+    epoch: int
+    #: the start point of the last round, its dual blocks and its groups' certificate sums
+    #: (one row per group)
+    certified_w: Any = None
+    certified_z: tuple | None = None
+    stats: Any = None
+    #: whether a round task's whole tuple may travel to the sums (its z block is small)
+    whole: bool = True
+
+    def home_of(self, k):
+        return self.homes.index(self.owners[k])
+
+
+def _spread_columns(client, groups, owners, homes, token):
+    """Copy every group's columns to every home once; return them and their sizes."""
+    columns = [
+        client.submit(
+            _columns_of,
+            group,
+            key=f"cocoa-columns-{k}-{token}",
+            workers=[owners[k]],
+            allow_other_workers=False,
+            pure=False,
+        )  # fmt: skip
+        for k, group in enumerate(groups)
+    ]
+    copies = tuple(
+        tuple(
+            columns[k]
+            if owners[k] == home
+            else client.submit(
+                _copy,
+                columns[k],
+                key=f"cocoa-columns-{k}-{h}-{token}",
+                workers=[home],
+                allow_other_workers=False,
+                pure=False,
+            )  # fmt: skip
+            for k in range(len(groups))
+        )
+        for h, home in enumerate(homes)
+    )
+    sizes = client.gather(
+        [
+            client.submit(
+                len,
+                part,
+                key=f"cocoa-n-columns-{k}-{token}",
+                workers=[owners[k]],
+                allow_other_workers=False,
+                pure=False,
+            )  # fmt: skip
+            for k, part in enumerate(columns)
+        ]
+    )
+    return copies, sizes
+
+
+def _run_tasks(state, calls, name):
+    """Run ``calls`` (one ``(fn, group, *args)`` per group) where the groups live; gather."""
+    client = state.client
+    if client is None:
+        import dask
+
+        return list(dask.compute(*[dask.delayed(fn, pure=False)(*args) for fn, *args in calls]))
+    futures = [
+        client.submit(
+            fn,
+            *args,
+            key=f"cocoa-{name}-{k}-{state.token}",
+            workers=[state.owners[k]],
+            allow_other_workers=False,
+            pure=False,
+        )  # fmt: skip
+        for k, (fn, *args) in enumerate(calls)
+    ]
+    return client.gather(futures)
+
+
+def _references(values):
+    """New references to the same data: futures of their own (else the values themselves).
+
+    :meth:`Cocoa.run_epoch` releases the futures a state no longer needs; an iterate keeps
+    its own references, so it outlives the rounds after it.
+    """
+    from distributed import Future
+
+    return [Future(v.key, v.client) if isinstance(v, Future) else v for v in values]
+
+
+def _scatter_to(client, value, worker):
+    # A one-element list keeps a tuple as one future.
+    return client.scatter([value], workers=[worker], hash=False)[0]

@@ -1,0 +1,159 @@
+"""The options of CoCoA+ (:class:`CocoaOptions`) and the constants every task of a run needs.
+
+Symbols as in the paper-to-code table of :mod:`daskpd.solvers.cocoa`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from daskpd.kernels import cocoa as kernels
+
+
+@dataclass(frozen=True)
+class CocoaOptions:
+    """Options of :class:`Cocoa`.
+
+    Parameters
+    ----------
+    grid : int or None, default=None
+        ``K``, the number of row groups (the row groups of the dataset's ``grid x grid``
+        layout). ``None``: one group, serial dual coordinate ascent on the worker that
+        holds the rows. Measured on the splice-like sets (BENCHMARKS.md), whose rows share
+        many features, ``K = 2`` with the safe ``sigma = K`` needed far more rounds than
+        ``K = 1`` (hinge, 1e7 nonzeros, alpha 1e-3: not within 1e-2 of P* in 300 rounds,
+        against 25 rounds to 1e-4 for one group; logistic, alpha 1e-5: 175 against 11), so
+        more rounds cost more than the second worker gains. Set ``grid`` for data-parallel
+        rounds (rows that do not fit one worker, or nearly orthogonal groups). The result
+        depends on the grid and the seed, never on the number of workers.
+    sigma : float or None, default=None
+        ``sigma'``, the local subproblem's curvature factor; ``None``: ``grid``, always safe.
+        Smaller values take longer steps and can diverge when the groups are not nearly
+        orthogonal.
+    local_passes : int, default=1
+        Full passes of the local solver over its group per round (each in its own random
+        order); the first also computes the certificate of the round's start.
+    shrinking : bool or None, default=None
+        After the full passes, passes with liblinear's shrinking over the rows still active
+        (:func:`daskpd.kernels.cocoa.shrunk_passes`). ``None``: on for the losses whose
+        dual lives on a box (hinge, squared hinge, smoothed hinge), the only ones it
+        applies to. Most rows of a near-separable set settle at a bound early; the shrunk
+        passes skip them, so a round does many cheap passes for one full one.
+    shrink_ratio : float, default=0.01
+        The shrunk passes of a round stop once the spread of their projected gradients is
+        at most this fraction of the full pass's. On the splice-like sets (1e7 and 1e8
+        nonzeros, hinge, alpha 1e-2 to 1e-5) 0.01 and 0.001 reached ``(1 + 1e-3) P*`` in
+        3-4 rounds, against 10-20 rounds without shrinking; 0.1 and 0.3 took a round or two
+        more.
+    max_shrunk_passes : int, default=100
+        At most this many shrunk passes a round.
+    threads : int, default=1
+        Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
+        ICML 2015, "wild": each thread steps its share of the rows and adds to the shared
+        ``v`` without locks). The racing additions only steer the steps: each round then
+        recomputes its change of ``w`` exactly from the change of ``z`` (one more read of
+        the nonzeros, in the same threads), so ``w = w(z)`` to rounding and the certificate
+        stays exact. With more than 1 the results depend on the threads' timing: not
+        bit-reproducible, and a replay after a lost worker does not repeat the lost
+        round's bits. 1: the serial passes, the same bits run to run. Give the group's
+        owner the cores (e.g. one worker process per machine, or idle workers beside it).
+    """
+
+    grid: int | None = None
+    sigma: float | None = None
+    local_passes: int = 1
+    shrinking: bool | None = None
+    shrink_ratio: float = 0.01
+    max_shrunk_passes: int = 100
+    threads: int = 1
+
+    def __post_init__(self):
+        if self.grid is not None and (
+            isinstance(self.grid, bool)
+            or not isinstance(self.grid, int | np.integer)
+            or self.grid < 1
+        ):
+            raise ValueError(f"grid must be a positive integer, got {self.grid!r}")
+        if self.sigma is not None:
+            try:
+                sigma = float(self.sigma)
+            except (TypeError, ValueError):
+                raise ValueError(f"sigma must be a number > 0, got {self.sigma!r}") from None
+            if not (sigma > 0 and math.isfinite(sigma)):
+                raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        if (
+            isinstance(self.local_passes, bool)
+            or not isinstance(self.local_passes, int | np.integer)
+            or self.local_passes < 1
+        ):
+            raise ValueError(f"local_passes must be a positive integer, got {self.local_passes!r}")
+        if self.shrinking is not None and not isinstance(self.shrinking, bool | np.bool_):
+            raise ValueError(f"shrinking must be True, False or None, got {self.shrinking!r}")
+        try:
+            ratio = float(self.shrink_ratio)
+        except (TypeError, ValueError):
+            ratio = math.nan
+        if isinstance(self.shrink_ratio, bool) or not 0.0 <= ratio < 1.0:
+            raise ValueError(f"shrink_ratio must be a number in [0, 1), got {self.shrink_ratio!r}")
+        if (
+            isinstance(self.max_shrunk_passes, bool)
+            or not isinstance(self.max_shrunk_passes, int | np.integer)
+            or self.max_shrunk_passes < 1
+        ):
+            raise ValueError(
+                f"max_shrunk_passes must be a positive integer, got {self.max_shrunk_passes!r}"
+            )
+        if (
+            isinstance(self.threads, bool)
+            or not isinstance(self.threads, int | np.integer)
+            or self.threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """Constants of a run that every task needs (small; shipped with each task)."""
+
+    grid: int
+    n_samples: int
+    n_features: int
+    loss_code: int
+    loss_params: np.ndarray
+    alpha: float
+    sigma: float
+    local_passes: int
+    #: shrunk passes after the full ones (0: none)
+    max_shrunk_passes: int
+    shrink_ratio: float
+    #: one group and sigma = 1: the pass's v is the next w (serial DCA, same bits)
+    direct: bool
+    #: threads of a group's passes (1: serial)
+    threads: int = 1
+
+    @property
+    def inv_alpha_n(self):
+        return 1.0 / (self.alpha * self.n_samples)
+
+
+def _settings(problem, data, options, grid, threads=1):
+    sigma = float(grid) if options.sigma is None else float(options.sigma)
+    boxed = int(problem.loss.code) in kernels.BOX_LOSSES
+    shrinking = boxed if options.shrinking is None else bool(options.shrinking)
+    return _Settings(
+        grid=int(grid),
+        n_samples=int(data.n_samples),
+        n_features=int(data.n_features),
+        loss_code=int(problem.loss.code),
+        loss_params=np.asarray(problem.loss.params, dtype=np.float64),
+        alpha=float(problem.alpha),
+        sigma=sigma,
+        local_passes=int(options.local_passes),
+        max_shrunk_passes=int(options.max_shrunk_passes) if shrinking else 0,
+        shrink_ratio=float(options.shrink_ratio),
+        direct=int(grid) == 1 and sigma == 1.0,
+        threads=int(threads),
+    )

@@ -1,0 +1,487 @@
+"""The CoCoA+ solver: the :class:`Cocoa` class that the driver runs.
+
+Symbols as in the paper-to-code table of :mod:`daskpd.solvers.cocoa`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import uuid
+
+import numpy as np
+
+from daskpd.kernels import cocoa as kernels
+from daskpd.kernels import scalar
+from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
+from daskpd.solvers._groups import class_weight_pair, group_owner, is_on_disk, worker_list
+from daskpd.solvers.cocoa._graph import (
+    _ClientRound,
+    _references,
+    _row_bounds,
+    _run_tasks,
+    _scatter_to,
+    _spread_columns,
+    _State,
+)
+from daskpd.solvers.cocoa._options import CocoaOptions, _settings
+from daskpd.solvers.cocoa._tasks import (
+    _certificate,
+    _load_group,
+    _round_task,
+    _start_task,
+    _stats_task,
+    _sum_task,
+)
+
+_LOSS_NAMES = "hinge, squared_hinge, smooth_hinge, logistic, squared"
+
+
+@register_solver
+class Cocoa:
+    """CoCoA+ (``solver="cocoa"``): data-parallel dual coordinate ascent, updates added.
+
+    Supports the losses hinge, squared hinge, smoothed hinge, logistic and squared with the
+    L2 regularizer, and row weights (``sample_weight`` times ``class_weight``). See
+    :mod:`daskpd.solvers.cocoa` for the schedule and :class:`CocoaOptions` for the options.
+    """
+
+    name = "cocoa"
+    Options = CocoaOptions
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def check(self, problem, data, options):
+        """Raise ``ValueError`` for anything CoCoA cannot do, before any Dask work.
+
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        options : CocoaOptions
+        """
+        loss, reg = problem.loss, problem.regularizer
+        if int(getattr(loss, "code", -1)) not in kernels.COCOA_LOSSES:
+            raise ValueError(
+                f"solver 'cocoa' does not support loss={getattr(loss, 'name', loss)!r}; "
+                f"supported: {_LOSS_NAMES}"
+            )
+        if int(getattr(reg, "code", -1)) != scalar.L2:
+            raise ValueError(
+                f"solver 'cocoa' does not support regularizer={getattr(reg, 'name', reg)!r}; "
+                "it solves the l2-regularized problem only (elastic net and l1 need a "
+                "different local subproblem); use solver='dso' or 'spdc'"
+            )
+        if not float(problem.alpha) > 0:
+            raise ValueError(f"solver 'cocoa' needs alpha > 0, got alpha={problem.alpha!r}")
+        if options.shrinking and int(loss.code) not in kernels.BOX_LOSSES:
+            raise ValueError(
+                f"shrinking=True needs a loss whose dual lives on a box (hinge, "
+                f"squared_hinge, smooth_hinge), not loss={loss.name!r}"
+            )
+        if options.grid is not None:
+            self._check_grid(data, int(options.grid))
+
+    def _check_grid(self, data, grid):
+        n = int(data.n_samples)
+        if grid > n:
+            raise ValueError(f"grid={grid} is larger than the number of rows ({n})")
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        """Read every group on its owner and build the state of epoch 0.
+
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        seed : numpy.random.SeedSequence
+            Root seed; round ``t``, group ``k`` draws its order from
+            ``block_seeds(epoch_seed(seed, t), grid)[k]``.
+        client : distributed.Client or None
+        options : CocoaOptions
+        warm_start : Iterate, optional
+            With ``z`` (length ``n_samples``): that dual point, projected on the dual box,
+            and ``w = -X^T z / (alpha n)``. With ``w`` only: the dual point
+            ``z_i = c_i loss'(x_i . w, y_i)`` and its ``w``, a dual method's start.
+
+        Returns
+        -------
+        state
+        """
+        state = self._setup(problem, data, seed, client, options)
+        settings, n, d = state.settings, state.settings.n_samples, state.settings.n_features
+        bounds = state.row_bounds
+        sizes = np.diff(bounds)
+        if warm_start is None:
+            z = [np.zeros(int(m)) for m in sizes]
+            w = np.zeros(d)
+        else:
+            warm_z = warm_start.z
+            if not (isinstance(warm_z, np.ndarray) and warm_z.shape == (n,)):
+                warm_z = None
+            warm_w = None if warm_z is not None else np.asarray(warm_start.w, dtype=np.float64)
+            if warm_w is not None and state.client is not None:
+                # once to every home, not once per task through the scheduler
+                warm_w = state.client.scatter(warm_w, broadcast=True, hash=False)
+            parts = [
+                (
+                    _start_task,
+                    group,
+                    settings,
+                    None if warm_z is None else warm_z[bounds[k] : bounds[k + 1]],
+                    warm_w,
+                )
+                for k, group in enumerate(state.groups)
+            ]
+            results = _run_tasks(state, parts, "start")
+            z = [part[0] for part in results]
+            xt_z = np.zeros(d)
+            for _, columns, part in results:
+                xt_z[columns] += part
+            w = xt_z * (-settings.inv_alpha_n)
+        return self._placed(state, z, w, epoch=0)
+
+    def run_epoch(self, state, epoch):
+        """Run round ``epoch``: one local pass per group, then ``w += sum_k dw_k``.
+
+        One ``dask.compute`` in-process, one graph on a client.
+
+        Parameters
+        ----------
+        state
+            From :meth:`init`, :meth:`run_epoch` or :meth:`restore`. On a client it is
+            spent: the futures the returned state does not hold are released once the
+            round is submitted (an iterate taken before holds references of its own).
+        epoch : int
+            1, 2, ...
+
+        Returns
+        -------
+        state
+        """
+        settings, grid = state.settings, state.settings.grid
+        seeds = block_seeds(epoch_seed(state.seed, epoch), grid)
+        if state.client is None:
+            import dask
+
+            parts = [
+                dask.delayed(_round_task, pure=False)(
+                    state.groups[k],
+                    state.z[k],
+                    state.z_pick,
+                    state.w[0],
+                    seeds[k],
+                    settings,
+                    k == 0,
+                )  # fmt: skip
+                for k in range(grid)
+            ]
+            results = dask.compute(*parts)
+            z = tuple(part[0] for part in results)
+            w = _sum_task(state.w[0], settings.direct, 1, *results, *state.columns[0])
+            new = {
+                "z": z,
+                "z_pick": None,
+                "z_blocks": z,
+                "w": (w,),
+                "stats": _stats_task(2, *results),
+            }
+        else:
+            new = self._client_round(state, epoch, seeds)
+        return dataclasses.replace(
+            state,
+            epoch=epoch,
+            certified_w=state.w[0],
+            certified_z=state.z_blocks,
+            **new,
+        )
+
+    def _client_round(self, state, epoch, seeds):
+        """Submit one round as one graph, release what it spends, wait for the new ``w``."""
+        settings, grid = state.settings, state.settings.grid
+        graph = _ClientRound(state.client, f"{state.token}-{epoch}")
+        owners = state.owners
+        tasks = [
+            graph.add(
+                f"round-{k}",
+                _round_task,
+                state.groups[k],
+                state.z[k],
+                state.z_pick,
+                state.w[state.home_of(k)],
+                seeds[k],
+                settings,
+                k == 0,
+                worker=owners[k],
+            )  # fmt: skip
+            for k in range(grid)
+        ]
+        # z blocks as arrays, for the iterate and checkpoints (off the round's path)
+        z_blocks = [
+            graph.add(f"z-{k}", operator.getitem, task, 0, worker=owners[k])
+            for k, task in enumerate(tasks)
+        ]
+        if state.whole:
+            # the tuples travel whole (their z blocks are small): one hop less a round
+            steps, stats_parts, pick = tasks, tasks, 1
+        else:
+            steps = [
+                graph.add(f"step-{k}", operator.getitem, task, 1, worker=owners[k])
+                for k, task in enumerate(tasks)
+            ]
+            stats_parts = [
+                graph.add(f"stats-{k}", operator.getitem, task, 2, worker=owners[k])
+                for k, task in enumerate(tasks)
+            ]
+            pick = None
+        sums = [
+            graph.add(
+                f"w-{h}",
+                _sum_task,
+                state.w[h],
+                settings.direct,
+                pick,
+                *steps,
+                *state.columns[h],
+                worker=home,
+            )  # fmt: skip
+            for h, home in enumerate(state.homes)
+        ]
+        stats = graph.add(
+            "stats", _stats_task, None if pick is None else 2, *stats_parts,
+            worker=state.homes[0],
+        )  # fmt: skip
+        # what the new state does not hold: released once the scheduler has the graph
+        # (released later, their message would hold up the next round's graph)
+        # (z sources that are the blocks themselves go on as the certified z)
+        spent = [
+            *(state.z if state.z_pick is not None else ()), *state.w[1:], state.certified_w,
+            *(state.certified_z or ()), state.stats,
+        ]  # fmt: skip
+        n = len(sums)
+        futures = graph.run([*sums, stats, *tasks, *z_blocks], n_waited=n, release=spent)
+        return {
+            "w": tuple(futures[:n]),
+            "stats": futures[n],
+            "z": tuple(futures[n + 1 : n + 1 + grid]),
+            "z_pick": 0,
+            "z_blocks": tuple(futures[n + 1 + grid :]),
+        }
+
+    def iterate(self, state):
+        """Return the start point of the last round, with its exact primal and dual.
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        Iterate
+            ``w`` (gathered), ``z`` by group (futures on a client) with ``z_bounds``, and
+            ``primal``/``dual``. At epoch 0: the start point, without a certificate.
+        """
+        client = state.client
+        if state.epoch == 0:
+            w = state.w[0] if client is None else client.gather(state.w[0])
+            z = _references(state.z_blocks)
+            return Iterate(w=w, z=z, z_bounds=state.row_bounds)
+        if client is None:
+            w, stats = state.certified_w, state.stats
+        else:
+            w, stats = client.gather([state.certified_w, state.stats])
+        primal, dual = _certificate(state.settings, stats)
+        z = _references(state.certified_z)
+        return Iterate(w=w, z=z, z_bounds=state.row_bounds, primal=primal, dual=dual)
+
+    def certificate(self, state):
+        """``(primal, dual)`` of :meth:`iterate`'s point, from the last round's sums.
+
+        The round's certifying pass computed them; reading them moves a few numbers, not
+        ``w``, so the driver can check the gap after every round.
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        tuple of float or None
+            None at epoch 0 (the start point has no certificate).
+        """
+        if state.epoch == 0:
+            return None
+        stats = state.stats if state.client is None else state.client.gather(state.stats)
+        return _certificate(state.settings, stats)
+
+    def state_arrays(self, state):
+        """Return every array needed to resume exactly (gathers ``w`` and ``z`` once).
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        dict of str to ndarray
+        """
+        arrays = {
+            "epoch": np.asarray(state.epoch, dtype=np.int64),
+            "grid": np.asarray(state.settings.grid, dtype=np.int64),
+            "sigma": np.asarray(state.settings.sigma, dtype=np.float64),
+        }
+        values = [state.w[0], list(state.z_blocks)]
+        if state.epoch > 0:
+            values += [state.certified_w, list(state.certified_z), state.stats]
+        if state.client is not None:
+            values = state.client.gather(values)
+        arrays["w"] = np.asarray(values[0], dtype=np.float64)
+        arrays["z"] = np.concatenate(values[1])
+        if state.epoch > 0:
+            arrays["certified_w"] = np.asarray(values[2], dtype=np.float64)
+            arrays["certified_z"] = np.concatenate(values[3])
+            arrays["stats"] = np.asarray(values[4], dtype=np.float64)
+        return arrays
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        """Rebuild the state saved by :meth:`state_arrays`.
+
+        Parameters
+        ----------
+        problem, data, seed, client, options
+            As for :meth:`init`.
+        arrays : dict of str to ndarray
+
+        Returns
+        -------
+        state
+        """
+        grid = int(arrays["grid"])
+        if options.grid is not None and int(options.grid) != grid:
+            raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
+        options = dataclasses.replace(options, grid=grid)
+        state = self._setup(problem, data, seed, client, options)
+        if float(arrays["sigma"]) != state.settings.sigma:
+            raise ValueError(
+                f"checkpoint was made with sigma={float(arrays['sigma'])}, options give "
+                f"{state.settings.sigma}"
+            )
+        bounds = state.row_bounds
+
+        def blocks(name):
+            return [arrays[name][bounds[k] : bounds[k + 1]].copy() for k in range(grid)]
+
+        epoch = int(arrays["epoch"])
+        state = self._placed(state, blocks("z"), np.array(arrays["w"]), epoch=epoch)
+        if epoch == 0:
+            return state
+        certified_z = blocks("certified_z")
+        stats = np.array(arrays["stats"])
+        certified_w = np.array(arrays["certified_w"])
+        if client is not None:
+            certified_z = [
+                _scatter_to(client, part, state.owners[k]) for k, part in enumerate(certified_z)
+            ]
+            certified_w = _scatter_to(client, certified_w, state.homes[0])
+            stats = _scatter_to(client, stats, state.homes[0])
+        return dataclasses.replace(
+            state, certified_w=certified_w, certified_z=tuple(certified_z), stats=stats
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _setup(self, problem, data, seed, client, options):
+        """The state without a point: settings, row groups read on their owners."""
+        workers = worker_list(client)
+        grid = 1 if options.grid is None else int(options.grid)
+        self._check_grid(data, grid)
+        settings = _settings(problem, data, options, grid, threads=options.threads)
+        bounds = _row_bounds(data, grid)
+        owners = tuple(group_owner(settings, workers, k) for k in range(grid))
+
+        homes = tuple(dict.fromkeys(owners))
+        token = uuid.uuid4().hex[:12]
+        class_pair = class_weight_pair(problem, data)
+        ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(grid)]
+        if client is not None and is_on_disk(data):
+            # read by the owner straight from the store; the future stays for the run
+            groups = [
+                client.submit(
+                    _load_group,
+                    data,
+                    start,
+                    stop,
+                    class_pair,
+                    grid > 1,
+                    key=f"cocoa-rows-{k}-{token}",
+                    workers=[owners[k]],
+                    allow_other_workers=False,
+                    pure=False,
+                )  # fmt: skip
+                for k, (start, stop) in enumerate(ranges)
+            ]
+        elif client is not None:
+            # in-memory data is in this process already: each group goes to its owner once
+            groups = [
+                _scatter_to(client, _load_group(data, start, stop, class_pair, grid > 1), owners[k])
+                for k, (start, stop) in enumerate(ranges)
+            ]
+        elif is_on_disk(data):
+            import dask
+
+            groups = dask.compute(
+                *[
+                    dask.delayed(_load_group, pure=False)(data, start, stop, class_pair, grid > 1)
+                    for start, stop in ranges
+                ]
+            )
+        else:
+            groups = [
+                _load_group(data, start, stop, class_pair, grid > 1) for start, stop in ranges
+            ]
+        if client is None:
+            columns = (tuple(group.columns for group in groups),)
+            sizes = [group.columns.shape[0] for group in groups]
+        else:
+            columns, sizes = _spread_columns(client, groups, owners, homes, token)
+        # a z block may travel with its group's step when at most a quarter of its size
+        # (or up to 1 MiB)
+        whole = all(
+            int(m) <= max(size // 4, 1 << 17)
+            for m, size in zip(np.diff(bounds), sizes, strict=True)
+        )
+        return _State(
+            problem=problem,
+            source=data,
+            settings=settings,
+            seed=seed,
+            client=client,
+            token=token,
+            row_bounds=bounds,
+            owners=owners,
+            homes=homes,
+            groups=tuple(groups),
+            columns=columns,
+            z=(),
+            z_pick=None,
+            z_blocks=(),
+            w=(),
+            epoch=0,
+            whole=whole,
+        )
+
+    def _placed(self, state, z, w, *, epoch):
+        """``state`` at point ``(w, z)``: on a client, each block scattered where it lives.
+
+        Scattered, not made by tasks: a lost worker then loses data Dask cannot recompute
+        (rather than tasks pinned to a worker that is gone), and the driver replays the
+        epoch from its last recovery point.
+        """
+        client = state.client
+        if client is None:
+            z = tuple(z)
+        else:
+            z = tuple(_scatter_to(client, part, state.owners[k]) for k, part in enumerate(z))
+            w = [_scatter_to(client, w, home) for home in state.homes]
+        w = (w,) if client is None else tuple(w)
+        return dataclasses.replace(state, z=z, z_pick=None, z_blocks=z, w=w, epoch=epoch)

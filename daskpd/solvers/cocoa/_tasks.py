@@ -1,0 +1,256 @@
+"""The tasks of CoCoA+, one row group each: reading it, its start, its round, the sums.
+
+Tasks are pure: they copy what they mutate. Symbols as in the paper-to-code table of
+:mod:`daskpd.solvers.cocoa`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from daskpd.kernels import cocoa as kernels
+from daskpd.kernels import dso as dso_kernels
+from daskpd.kernels import scalar
+from daskpd.kernels import spdc as spdc_kernels
+from daskpd.solvers._groups import row_weights
+
+
+class _Group(NamedTuple):
+    """The rows of one group as the kernel reads them (resident on the owner)."""
+
+    indptr: np.ndarray
+    #: column ids into ``columns`` (the group's own columns)
+    indices: np.ndarray
+    #: the columns the group uses, increasing (int32)
+    columns: np.ndarray
+    vals: np.ndarray
+    binary: bool
+    y: np.ndarray
+    weight: np.ndarray
+    norm_sq: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------
+# tasks (pure: they copy what they mutate)
+
+
+def _load_group(source, start, stop, class_pair, renumber):
+    """Task: rows ``start:stop`` as a :class:`_Group` (read by the owner, kept there).
+
+    ``renumber``: the group's columns are renumbered into the ones it uses (several groups,
+    each a part of the rows); one group keeps the global column ids (it uses about every
+    column, and renumbering 1e8 nonzeros costs about a second of random writes).
+    """
+    indptr, indices, vals, y = source.read_rows_arrays(start, stop)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    if renumber:
+        columns, indices = kernels.local_columns(indices, int(source.n_features))
+    else:
+        columns = np.arange(int(source.n_features), dtype=np.int32)
+    binary = vals is None
+    if binary:
+        vals = np.zeros(0)
+    else:
+        # as stored: float32 stays float32 (no 8-byte copy of every value)
+        vals = np.ascontiguousarray(vals)
+        if vals.dtype not in (np.float32, np.float64):
+            vals = vals.astype(np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    weight = row_weights(source, y, start, stop, class_pair)
+    norm_sq = np.empty(y.shape[0])
+    kernels.row_norms(indptr, vals, binary, norm_sq)
+    return _Group(indptr, indices, columns, vals, binary, y, weight, norm_sq)
+
+
+def _dual_box(settings, group):
+    """Bounds of every row's dual value: ``c_i`` times the loss's dual domain."""
+    lo = np.empty(group.y.shape[0])
+    hi = np.empty(group.y.shape[0])
+    scalar.loss_dual_bounds_array(settings.loss_code, settings.loss_params, group.y, lo, hi)
+    weight = group.weight
+    with np.errstate(invalid="ignore"):
+        lo, hi = lo * weight, hi * weight
+    # weight 0: the box is {0} (0 * inf is not)
+    lo[weight == 0] = 0.0
+    hi[weight == 0] = 0.0
+    return lo, hi
+
+
+def _start_task(group, settings, z_start, w_start):
+    """Task: a group's starting dual block, its columns and ``X_k^T z_k`` on them (warm
+    starts only).
+
+    From ``z_start`` (projected on the dual box) or, without one, from the primal start:
+    ``z_i = c_i loss'(x_i . w_start, y_i)``, the dual point that matches ``w_start``.
+    """
+    lo, hi = _dual_box(settings, group)
+    if z_start is not None:
+        z = np.asarray(z_start, dtype=np.float64)
+    else:
+        scores = spdc_kernels.row_dots(
+            group.indptr, group.indices, group.vals, group.binary, w_start[group.columns]
+        )
+        slopes = np.empty_like(scores)
+        scalar.loss_derivative_array(
+            settings.loss_code, settings.loss_params, scores, group.y, slopes
+        )
+        z = group.weight * slopes
+    z = np.clip(z, lo, hi)
+    xt_z = spdc_kernels.transpose_dot(
+        group.indptr, group.indices, group.vals, group.binary, z, group.columns.shape[0]
+    )
+    return z, group.columns, xt_z
+
+
+def _picked(source, pick):
+    return source if pick is None else source[pick]
+
+
+def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
+    """Task ``(round, k)``: the local passes of group ``k`` from ``(w, z_k)``.
+
+    ``z_k`` is ``zsrc``, or ``zsrc[zpick]`` (the tuple of the group's previous round).
+    Returns ``(z_k new, step_k, stats_k)``: ``step_k`` is ``dw_k`` on the group's columns
+    (or, ``direct``, the next ``w`` there) and ``stats_k = (loss sum at w, conjugate sum
+    at z_k, ||w||^2 if with_norm else 0, shrunk passes, nonzeros they read)``.
+    """
+    z = _picked(zsrc, zpick)
+    m = z.shape[0]
+    rng = np.random.default_rng(seed)
+    orders = np.empty((settings.local_passes, m), dtype=np.int64)
+    for p in range(settings.local_passes):
+        orders[p] = rng.permutation(m)
+    shrink_seed = rng.integers(2**63, dtype=np.uint64)
+    z = np.array(z, dtype=np.float64, copy=True)
+    n_columns = group.columns.shape[0]
+    pack = dso_kernels.thread_scratch("cocoa_pack", 2 * n_columns)
+    pack = pack[: 2 * n_columns].reshape(n_columns, 2)
+    kernels.start_pack(w, group.columns, pack)
+    if settings.threads > 1 and m > 1:
+        return _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
+    pg_range = np.zeros(2)
+    loss_sum, conj_sum = kernels.cocoa_pass(
+        group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+        group.norm_sq, z, pack, orders, settings.loss_code, settings.loss_params,
+        settings.sigma, settings.inv_alpha_n, pg_range,
+    )  # fmt: skip
+    shrunk, visited = 0, 0
+    if settings.max_shrunk_passes > 0:
+        shrunk, visited = kernels.shrunk_passes(
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            group.norm_sq, z, pack, settings.loss_code, settings.loss_params,
+            settings.sigma, settings.inv_alpha_n, pg_range, settings.shrink_ratio,
+            settings.max_shrunk_passes, shrink_seed, np.arange(m, dtype=np.int64),
+        )  # fmt: skip
+    step = np.empty(n_columns)
+    kernels.finish_pack(pack, settings.sigma, settings.direct, step)
+    w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
+    return z, step, np.array([loss_sum, conj_sum, w_norm_sq, shrunk, visited])
+
+
+def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm):
+    """The passes of :func:`_round_task` in ``settings.threads`` threads (PASSCoDe-wild).
+
+    Thread ``t`` takes the ``t``-th share of every pass's order, then its shrunk passes
+    over those rows (its own visiting seed); all add to the one ``v`` without locks (the
+    kernels release the GIL). The round's step is then ``-X^T dz / (alpha n)`` computed
+    exactly (each thread a contiguous range of rows into its own buffer, summed in thread
+    order), not the raced ``v``: the next ``w`` is ``w(z)`` to rounding, so the next
+    round's certificate is exact. The certificate sums are per thread, added in order.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = z.shape[0]
+    n_threads = min(int(settings.threads), m)
+    cuts = [t * m // n_threads for t in range(n_threads + 1)]
+    z_start = z.copy()
+    pg = np.zeros((n_threads, 2))
+    sums = np.zeros((n_threads, 4))
+    n_columns = group.columns.shape[0]
+    partial = np.zeros((n_threads, n_columns))
+    # One stream of visiting orders per thread; thread 0's is the serial run's.
+    golden = np.uint64(0x9E3779B97F4A7C15)
+
+    def passes(t):
+        share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
+        sums[t, 0], sums[t, 1] = kernels.cocoa_pass(
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            group.norm_sq, z, pack, share, settings.loss_code, settings.loss_params,
+            settings.sigma, settings.inv_alpha_n, pg[t],
+        )  # fmt: skip
+
+    def shrunk(t, pg_range):
+        share = np.ascontiguousarray(orders[0, cuts[t] : cuts[t + 1]])
+        with np.errstate(over="ignore"):
+            seed = np.uint64(shrink_seed) + np.uint64(t) * golden
+        sums[t, 2], sums[t, 3] = kernels.shrunk_passes(
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            group.norm_sq, z, pack, settings.loss_code, settings.loss_params,
+            settings.sigma, settings.inv_alpha_n, pg_range.copy(), settings.shrink_ratio,
+            settings.max_shrunk_passes, seed, share,
+        )  # fmt: skip
+
+    def exact_step(t):
+        kernels.add_transpose_dot(
+            group.indptr, group.indices, group.vals, group.binary, z - z_start,
+            cuts[t], cuts[t + 1], partial[t],
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(passes, range(n_threads)))
+        if settings.max_shrunk_passes > 0:
+            # the full pass's spread over all threads' rows, as the serial pass has it
+            pg_range = np.array([pg[:, 0].max(), pg[:, 1].min()])
+            list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
+        list(pool.map(exact_step, range(n_threads)))
+    dw = partial.sum(axis=0) * -settings.inv_alpha_n
+    step = w[group.columns] + dw if settings.direct else dw
+    w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
+    loss_sum = conj_sum = 0.0
+    for t in range(n_threads):
+        loss_sum += sums[t, 0]
+        conj_sum += sums[t, 1]
+    stats = [loss_sum, conj_sum, w_norm_sq, sums[:, 2].sum(), sums[:, 3].sum()]
+    return z, step, np.array(stats)
+
+
+def _sum_task(w, direct, pick, *parts):
+    """Task: the next ``w``: ``w + dw_0 + dw_1 + ...`` in group order (``direct``: ``v``).
+
+    ``parts`` are the groups' steps (or, with an integer ``pick``, the round tasks'
+    tuples) followed by the groups' columns.
+    """
+    n_groups = len(parts) // 2
+    total = np.array(w, dtype=np.float64, copy=True)
+    for k in range(n_groups):
+        kernels.add_step(total, parts[n_groups + k], _picked(parts[k], pick), direct)
+    return total
+
+
+def _stats_task(pick, *parts):
+    """Task: the groups' certificate sums, one row per group."""
+    return np.stack([_picked(part, pick) for part in parts])
+
+
+def _columns_of(group):
+    """Task: the group's columns (a copy of them where a sum task reads them)."""
+    return group.columns
+
+
+def _copy(value):
+    return value
+
+
+def _certificate(settings, stats):
+    """``(primal, dual)`` of a round's start point from its groups' sums (rows of ``stats``)."""
+    loss_sum = 0.0
+    conj_sum = 0.0
+    for part in stats:
+        loss_sum += float(part[0])
+        conj_sum += float(part[1])
+    n = settings.n_samples
+    regularization = settings.alpha * 0.5 * float(stats[0][2])
+    return loss_sum / n + regularization, -conj_sum / n - regularization
