@@ -176,7 +176,7 @@ def test_feature_mismatch_at_evaluate(stores, capsys, tmp_path):
 
 
 def test_help_of_each_subcommand(capsys):
-    from daskpd.cli import SUBCOMMANDS
+    from daskpd.cli._options import SUBCOMMANDS
 
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
@@ -204,7 +204,7 @@ def test_mistyped_destination_creates_no_directories(capsys, tmp_path):
 
 
 def test_operating_system_errors_print_their_text_not_errno():
-    from daskpd.cli import _one_line
+    from daskpd.cli._options import _one_line
 
     error = NotADirectoryError(20, "Not a directory", "data/file.txt/out.zarr")
     assert _one_line(error) == "data/file.txt/out.zarr: Not a directory"

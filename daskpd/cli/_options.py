@@ -1,0 +1,220 @@
+"""What the subcommands of the ``daskpd`` command share: the :class:`UsageError` of the
+person at the keyboard, the cluster options and the client of a run, the option value types,
+JSON output, and the ``subcommand`` registry that :func:`daskpd.cli.build_parser` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+
+class UsageError(Exception):
+    """A mistake of the person at the keyboard: printed as one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------------------------
+# cluster options shared by every subcommand that runs Dask work
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("cluster")
+    group.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="address of an existing Dask scheduler (default: start a LocalCluster)",
+    )
+    group.add_argument(
+        "--workers",
+        type=_positive_int("--workers"),
+        default=None,
+        help="worker processes of the LocalCluster (default: one per core)",
+    )
+    group.add_argument(
+        "--memory-limit",
+        default=None,
+        help="memory limit per LocalCluster worker, e.g. 2GiB (default: Dask's share)",
+    )
+    group.add_argument(
+        "--threads-per-worker",
+        type=_positive_int("--threads-per-worker"),
+        default=None,
+        help="threads of each LocalCluster worker process (default: 1)",
+    )
+    # the names of `dask scheduler` / `dask worker`'s own TLS flags
+    group.add_argument(
+        "--tls-ca-file",
+        metavar="PEM",
+        default=None,
+        help="CA certificate for a tls:// --scheduler (default: Dask's distributed.comm.tls "
+        "configuration)",
+    )
+    group.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        default=None,
+        help="client certificate (signed by a CA the cluster trusts) for a tls:// --scheduler",
+    )
+    group.add_argument(
+        "--tls-key",
+        metavar="PEM",
+        default=None,
+        help="key of --tls-cert (default: the key inside --tls-cert)",
+    )
+
+
+def _cluster_asked(args):
+    """Whether the command line asks for Dask workers (a scheduler, a LocalCluster shape or
+    TLS settings, which are an error without a tls:// scheduler)."""
+    tls = args.tls_ca_file or args.tls_cert or args.tls_key
+    return bool(args.scheduler or args.workers or args.threads_per_worker or tls)
+
+
+def _cluster_options(args):
+    from daskpd._cluster import ClusterOptions
+
+    return ClusterOptions(
+        scheduler=args.scheduler,
+        n_workers=args.workers,
+        memory_limit=args.memory_limit,
+        threads_per_worker=args.threads_per_worker or 1,
+        tls_ca_file=args.tls_ca_file,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
+
+
+def _print_dashboard(client) -> None:
+    link = getattr(client, "dashboard_link", None)
+    if link:
+        print(f"Dask dashboard: {link}", file=sys.stderr)
+
+
+def _positive_int(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {value}")
+        return value
+
+    return parse
+
+
+def _print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=True, default=float)
+    sys.stdout.write("\n")
+
+
+@contextlib.contextmanager
+def _run_client(args, *, start):
+    """The client of a run (or None for --in-process), with errors turned into one line."""
+    from daskpd._cluster import SchedulerUnreachable, cluster_client
+
+    if getattr(args, "in_process", False):
+        if _cluster_asked(args) or args.memory_limit:
+            raise UsageError("--in-process cannot be combined with cluster options")
+        yield None
+        return
+    try:
+        context = cluster_client(_cluster_options(args), start=start)
+        client = context.__enter__()
+    except SchedulerUnreachable as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        if client is not None:
+            _print_dashboard(client)
+        yield client
+    except BaseException:
+        if not context.__exit__(*sys.exc_info()):
+            raise
+    else:
+        context.__exit__(None, None, None)
+
+
+def _nonnegative_float(name):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
+        return value
+
+    return parse
+
+
+def _nonnegative_int(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
+        return value
+
+    return parse
+
+
+def _check_out(path, overwrite, what="--out") -> None:
+    from pathlib import Path
+
+    if path is None:
+        return
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise UsageError(f"{what} {path!r} already exists (pass --overwrite to replace it)")
+    if not target.parent.is_dir():
+        raise UsageError(f"{what} {path!r}: directory {str(target.parent)!r} does not exist")
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of a user-facing error, on one line.
+
+    An ``OSError`` raised by the operating system carries ``(errno, strerror)`` as its
+    arguments, so its first argument is a bare number; its text and file name are used
+    instead.
+    """
+    if isinstance(exc, OSError) and exc.strerror:
+        message = exc.strerror
+        if exc.filename is not None:
+            message = f"{exc.filename}: {message}"
+    else:
+        message = exc.args[0] if exc.args else str(exc)
+    return " ".join(str(message).split())
+
+
+# --------------------------------------------------------------------------------------------
+# subcommands
+
+
+SUBCOMMANDS: dict[str, tuple] = {}
+
+
+def subcommand(name: str, help_text: str):
+    """Register ``_add``/``_run`` functions of a subcommand under ``name``."""
+
+    def decorate(add_function):
+        SUBCOMMANDS[name] = (help_text, add_function)
+        return add_function
+
+    return decorate

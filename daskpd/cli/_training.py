@@ -1,0 +1,522 @@
+"""The training commands of ``daskpd``: train, evaluate, predict, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from daskpd.cli._options import (
+    UsageError,
+    _add_cluster_options,
+    _check_out,
+    _cluster_asked,
+    _nonnegative_float,
+    _nonnegative_int,
+    _one_line,
+    _positive_float,
+    _positive_int,
+    _print_json,
+    _run_client,
+    subcommand,
+)
+
+# --------------------------------------------------------------------------------------------
+# train, evaluate, predict, demo (owner: solver driver)
+
+
+def _parse_option_value(text: str):
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _resolved_solver(args) -> str:
+    """The solver a run uses: ``--solver``, with ``auto`` resolved for its loss and penalty."""
+    if args.solver != "auto":
+        return args.solver
+    from daskpd.solvers._auto import auto_solver
+
+    return auto_solver(args.loss, args.reg, weighted=args.class_weight is not None)
+
+
+def _solver_options(args) -> dict:
+    from daskpd.solvers import get_solver
+
+    method = get_solver(_resolved_solver(args))
+    valid = set(method.Options.__dataclass_fields__)
+    options = {}
+    for item in args.option or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--option must look like NAME=VALUE, got {item!r}")
+        options[name.strip().replace("-", "_")] = _parse_option_value(value.strip())
+    if args.grid is not None:
+        if "grid" not in valid:
+            raise UsageError(f"--grid does not apply to solver {_resolved_solver(args)!r}")
+        options["grid"] = args.grid
+    return options
+
+
+def _check_solver_options(args) -> None:
+    """Build the solver's options once, so that a bad value fails before any work."""
+    import dataclasses
+
+    from daskpd.solvers import get_solver, make_options
+
+    method = get_solver(_resolved_solver(args))
+    options = _solver_options(args)
+    try:
+        make_options(method, options)
+    except ValueError as exc:
+        if args.option:
+            raise UsageError(f"--option {' '.join(args.option)}: {_one_line(exc)}") from None
+        raise
+    # Some solvers convert numeric options only when they check them, with Python's own
+    # message ("invalid literal for int()"), which names neither the option nor the value.
+    declared = {field.name: str(field.type) for field in dataclasses.fields(method.Options)}
+    for name, value in options.items():
+        kind = declared.get(name, "")
+        numeric = ("int" in kind or "float" in kind) and "str" not in kind
+        if numeric and isinstance(value, str):
+            raise UsageError(f"--option {name}={value}: {name} must be a number ({kind})")
+
+
+def _check_problem(args, data) -> None:
+    """Run the checks ``solve`` starts with (labels, loss / solver pairs, the DSO grid); they
+    read metadata and per-row statistics only, no Dask work."""
+    from daskpd.problem import Problem
+    from daskpd.solvers import get_solver, make_options
+
+    method = get_solver(_resolved_solver(args))
+    problem = Problem(
+        args.loss, args.reg, args.alpha, class_weight=_class_weight_arg(args.class_weight)
+    )
+    problem.check(data)
+    method.check(problem, data, make_options(method, _solver_options(args)))
+
+
+def _class_weight_arg(text):
+    if text is None:
+        return None
+    if text == "balanced":
+        return "balanced"
+    negative, sep, positive = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return {-1: float(negative), 1: float(positive)}
+    except ValueError:
+        raise UsageError(
+            f"--class-weight must be 'balanced' or NEG:POS weights like 1:10, got {text!r}"
+        ) from None
+
+
+def _open_data(path, what):
+    from daskpd.dataset import open_dataset
+
+    try:
+        return open_dataset(path)
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path!r} does not exist") from None
+
+
+def _add_training_options(parser, *, defaults) -> None:
+    group = parser.add_argument_group("model and solver")
+    group.add_argument(
+        "--solver",
+        default=defaults["solver"],
+        help=f"registered solver, or 'auto': the fastest to a certified model for the loss "
+        f"and penalty (default {defaults['solver']})",
+    )
+    group.add_argument(
+        "--loss", default=defaults["loss"], help=f"loss name (default {defaults['loss']})"
+    )
+    group.add_argument("--reg", default="l2", help="regularizer name (default l2)")
+    group.add_argument(
+        "--alpha",
+        type=_positive_float("--alpha"),
+        default=defaults["alpha"],
+        help=f"regularization strength (default {defaults['alpha']:g})",
+    )
+    group.add_argument(
+        "--epochs",
+        type=_positive_int("--epochs"),
+        default=defaults["epochs"],
+        help=f"epoch budget (default {defaults['epochs']})",
+    )
+    group.add_argument(
+        "--tol",
+        type=_nonnegative_float("--tol"),
+        default=defaults["tol"],
+        help=f"stop at this duality gap (default {defaults['tol']:g})",
+    )
+    group.add_argument(
+        "--time-limit",
+        type=_positive_float("--time-limit"),
+        default=None,
+        metavar="SECONDS",
+        help="stop after this much training time",
+    )
+    group.add_argument(
+        "--eval-every",
+        type=_eval_every,
+        default="auto",
+        metavar="K",
+        help="evaluate the gap (and test metrics) every K epochs, or 'auto': as often as "
+        "keeps evaluation within 10%% of the wall time (default auto; the last epoch always)",
+    )
+    group.add_argument(
+        "--grid",
+        type=_positive_int("--grid"),
+        default=None,
+        metavar="P",
+        help="DSO grid size P (the dataset needs `daskpd partition --grid P`)",
+    )
+    group.add_argument(
+        "--option",
+        action="append",
+        metavar="NAME=VALUE",
+        help="solver option, repeatable (e.g. --option step=sqrt)",
+    )
+    group.add_argument(
+        "--seed", type=_nonnegative_int("--seed"), default=0, help="random_state (default 0)"
+    )
+    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+    group.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run in this process on Dask's threaded scheduler (no cluster)",
+    )
+
+
+def _eval_every(text):
+    if text == "auto":
+        return text
+    try:
+        return _positive_int("--eval-every")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"--eval-every must be an integer >= 1 or 'auto', got {text!r}"
+        ) from None
+
+
+def _train(args, data, test, client, *, checkpoint_dir=None, checkpoint_every=1, resume=False):
+    from daskpd.callbacks import ProgressBar
+    from daskpd.solvers import DivergenceError, TrainingFailed, solve
+
+    options = _solver_options(args)
+    try:
+        return solve(
+            data,
+            loss=args.loss,
+            regularizer=args.reg,
+            alpha=args.alpha,
+            solver=_resolved_solver(args),
+            max_epochs=args.epochs,
+            tol=args.tol,
+            time_limit=args.time_limit,
+            eval_every=args.eval_every,
+            random_state=args.seed,
+            callbacks=[ProgressBar(disable=args.no_progress)],
+            client=False if client is None else client,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+            test_data=test,
+            class_weight=_class_weight_arg(getattr(args, "class_weight", None)),
+            **options,
+        )
+    except (DivergenceError, TrainingFailed) as exc:
+        raise _RunFailed(str(exc)) from None
+
+
+class _RunFailed(Exception):
+    """Training ran and failed (divergence, repeated worker loss): exit code 1."""
+
+
+def _summary(result) -> dict:
+    out = {
+        "solver": result.solver,
+        "epochs": result.n_epochs,
+        "stop_reason": result.stop_reason,
+        "converged": result.converged,
+        "seconds": result.history[-1]["seconds"],
+        "primal": result.primal,
+        "dual": result.dual,
+        "gap": result.gap,
+    }
+    out.update({k: v for k, v in result.history[-1].items() if k.startswith("test_")})
+    return out
+
+
+@subcommand("train", "train a model on a dataset (progress bar, checkpoints, resume)")
+def _add_train(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", metavar="DATA", help="training dataset directory")
+    _add_training_options(
+        parser,
+        defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
+    )
+    parser.add_argument(
+        "--class-weight",
+        metavar="W",
+        default=None,
+        help="'balanced' or NEG:POS row weights, e.g. 1:10",
+    )
+    parser.add_argument("--test", metavar="DATA", help="test dataset (AUPRC etc. in the history)")
+    parser.add_argument("--out", metavar="MODEL", help="write the model (zarr) here")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
+    parser.add_argument("--checkpoint-dir", metavar="D", help="write checkpoints into D")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=_positive_int("--checkpoint-every"),
+        default=1,
+        metavar="K",
+        help="checkpoint every K epochs (default 1)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the latest checkpoint in --checkpoint-dir",
+    )
+    _add_cluster_options(parser)
+    parser.set_defaults(run=_run_train)
+
+
+def _run_train(args) -> int:
+    from daskpd.checkpoint import save_model
+
+    if args.resume and not args.checkpoint_dir:
+        raise UsageError("--resume needs --checkpoint-dir")
+    data = _open_data(args.data, "DATA")
+    test = _open_data(args.test, "--test") if args.test else None
+    if test is not None and test.n_features != data.n_features:
+        raise UsageError(f"--test has {test.n_features} features but DATA has {data.n_features}")
+    _check_out(args.out, args.overwrite)
+    # Catch bad names, options and solver / problem mismatches before a cluster starts (its
+    # dashboard line would come first and the error would no longer be one line).
+    _check_solver_options(args)
+    _check_problem(args, data)
+    with _run_client(args, start=True) as client:
+        try:
+            result = _train(
+                args,
+                data,
+                test,
+                client,
+                checkpoint_dir=args.checkpoint_dir,
+                checkpoint_every=args.checkpoint_every,
+                resume=args.resume,
+            )
+        except _RunFailed as exc:
+            print(f"daskpd train: error: {exc}", file=sys.stderr)
+            return 1
+    summary = _summary(result)
+    if args.out:
+        save_model(result, args.out, overwrite=args.overwrite)
+        summary["model"] = str(args.out)
+    _print_json(summary)
+    return 0
+
+
+def _model_scores(args):
+    from daskpd.solvers._driver import load_model, score_rows
+
+    model = load_model(args.model)
+    data = _open_data(args.data, "DATA")
+    if data.n_features != model.w.shape[0]:
+        raise UsageError(
+            f"DATA has {data.n_features} features but the model has {model.w.shape[0]}"
+        )
+    start = bool(_cluster_asked(args) or args.memory_limit)
+    with _run_client(args, start=start) as client:
+        scores = score_rows(model.w, data, client=client)
+    return model, data, scores
+
+
+@subcommand("evaluate", "score a dataset with a model; metrics as JSON on stdout")
+def _add_evaluate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
+    parser.add_argument("data", metavar="DATA", help="dataset directory")
+    _add_cluster_options(parser)
+    parser.set_defaults(run=_run_evaluate)
+
+
+def _run_evaluate(args) -> int:
+    from daskpd.solvers._driver import metrics_for
+
+    model, data, scores = _model_scores(args)
+    task = getattr(data, "task", "binary")
+    out = {"model": str(args.model), "data": str(args.data), "n_samples": int(data.n_samples)}
+    out.update(metrics_for(scores, data.y, task, model.objective.get("loss", "")))
+    _print_json(out)
+    return 0
+
+
+@subcommand("predict", "write the decision scores X @ w of a dataset to a zarr array")
+def _add_predict(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
+    parser.add_argument("data", metavar="DATA", help="dataset directory")
+    parser.add_argument("out", metavar="OUT", help="output zarr group (array 'scores')")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    _add_cluster_options(parser)
+    parser.set_defaults(run=_run_predict)
+
+
+def _run_predict(args) -> int:
+    from daskpd.checkpoint import atomic_group
+
+    _check_out(args.out, args.overwrite, "OUT")
+    _, data, scores = _model_scores(args)
+    with atomic_group(args.out, overwrite=args.overwrite) as group:
+        group.create_array("scores", data=scores, chunks=(min(max(len(scores), 1), 2_000_000),))
+        group.attrs.update({"model": str(args.model), "data": str(args.data)})
+    _print_json({"out": str(args.out), "n_samples": int(scores.shape[0])})
+    return 0
+
+
+@subcommand(
+    "demo",
+    "generate splice-site-like data, train DSO (started from the dual solver's rounds) on a "
+    "LocalCluster, report",
+)
+def _add_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        metavar="D",
+        help="keep the data and model in D (default: a temporary directory, removed at the end)",
+    )
+    parser.add_argument(
+        "--n-samples",
+        type=_positive_int("--n-samples"),
+        default=20000,
+        help="training rows (default 20000; a quarter more for testing)",
+    )
+    _add_training_options(
+        parser,
+        defaults={"solver": "dso", "loss": "hinge", "alpha": 1e-4, "epochs": 10, "tol": 1e-4},
+    )
+    _add_cluster_options(parser)
+    parser.set_defaults(run=_run_demo)
+
+
+def _run_demo(args) -> int:
+    import shutil
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from daskpd._cluster import worker_addresses
+    from daskpd.checkpoint import save_model
+    from daskpd.dataset import partition_dataset
+    from daskpd.datasets import make_splice_like
+
+    if args.dir:
+        root = Path(args.dir)
+        if not root.parent.is_dir():
+            raise UsageError(f"--dir {args.dir!r}: directory {str(root.parent)!r} does not exist")
+        root.mkdir(exist_ok=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="daskpd-demo-"))
+    try:
+        tick = time.perf_counter()
+        with _run_client(args, start=True) as client:
+            cluster_seconds = time.perf_counter() - tick
+            workers = len(worker_addresses(client)) if client is not None else 2
+            grid = args.grid or max(2, workers)
+            if "grid" in _solver_fields(_resolved_solver(args)) and args.grid is None:
+                args.grid = grid
+            _check_solver_options(args)
+            tick = time.perf_counter()
+            # Degree-4 weighted-degree features keep the demo at about a minute on a laptop.
+            train = make_splice_like(
+                root / "train.zarr",
+                args.n_samples,
+                positive_rate=0.05,
+                degree=4,
+                random_state=args.seed,
+                overwrite=True,
+            )
+            test = make_splice_like(
+                root / "test.zarr",
+                max(1, args.n_samples // 4),
+                positive_rate=0.05,
+                degree=4,
+                random_state=args.seed + 1,
+                overwrite=True,
+            )
+            if args.grid is not None:
+                train = partition_dataset(train.path, args.grid, overwrite=True)
+            data_seconds = time.perf_counter() - tick
+            print(
+                f"data: {train.n_samples} training rows x {train.n_features} features "
+                f"({train.nnz} nonzeros), {test.n_samples} test rows, in {root} "
+                f"({data_seconds:.1f} s)",
+                file=sys.stderr,
+            )
+            try:
+                result = _train(args, train, test, client)
+            except _RunFailed as exc:
+                print(f"daskpd demo: error: {exc}", file=sys.stderr)
+                return 1
+        if args.dir:
+            save_model(result, root / "model.zarr", overwrite=True)
+        grid_text = f", grid {args.grid}x{args.grid}" if args.grid else ""
+        print(
+            f"{result.solver}{grid_text}: {result.n_epochs} epochs in "
+            f"{result.history[-1]['seconds']:.1f} s ({result.stop_reason})"
+        )
+        print(f"test AUPRC    {result.history[-1].get('test_auprc', float('nan')):.4f}")
+        print(
+            f"duality gap   {result.gap:.3g} (primal {result.primal:.6g}, dual {result.dual:.6g})"
+        )
+        _print_demo_times(args, result, data_seconds, cluster_seconds, client is not None)
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def _evaluation_note(result) -> str:
+    full = sum(1 for row in result.history if not row.get("certificate_only", False))
+    note = f"gap and test metrics at {full} of {result.n_epochs} epochs"
+    certified = len(result.history) - full
+    if certified:
+        note += f", the solver's own gap at {certified} more"
+    return note
+
+
+def _print_demo_times(args, result, data_seconds, cluster_seconds, on_cluster) -> None:
+    timings = result.timings
+    spent = timings["init"] + timings["epochs"] + timings["evaluation"]
+    rows = [("data generation", data_seconds, "written to zarr, partitioned")]
+    if on_cluster:
+        label = "cluster start" if args.scheduler is None else "cluster connect"
+        rows.append((label, cluster_seconds, ""))
+    rows += [
+        ("training", timings["wall"], "wall time of the solve, split below"),
+        ("  init", timings["init"], "solver start: data reads, start rounds, first kernels"),
+        ("  epochs", timings["epochs"], ""),
+        (
+            "  evaluation",
+            timings["evaluation"],
+            _evaluation_note(result),
+        ),
+        ("  other", timings["wall"] - spent, "checkpoints, progress bar, driver"),
+    ]
+    print("where the time went:")
+    for label, seconds, note in rows:
+        print(f"  {label:<16}{seconds:7.1f} s  {note}".rstrip())
+
+
+def _solver_fields(name) -> set:
+    from daskpd.solvers import get_solver
+
+    return set(get_solver(name).Options.__dataclass_fields__)
