@@ -320,7 +320,7 @@ def test_unknown_solver_and_incompatible_pair_are_clear_errors(rng):
 
 def test_unweighted_solvers_refuse_sample_weight(rng, builtin_solvers):
     """WEIGHTED_SOLVERS (what solver="auto" relies on) matches what the solvers accept."""
-    from daskpd.estimators import WEIGHTED_SOLVERS
+    from daskpd.estimators._base import WEIGHTED_SOLVERS
 
     X, y = _classification(rng, n=60, d=5)
     weights = rng.integers(1, 3, size=60).astype(float)
@@ -377,7 +377,7 @@ def test_warm_start_solvers_match_what_the_solvers_do(rng, builtin_solvers):
     """WARM_START_SOLVERS lists exactly the solvers whose first epoch depends on the start;
     warm_start=True with the others is a clear error, not a silently cold start."""
     from daskpd.dataset import as_dataset
-    from daskpd.estimators import WARM_START_SOLVERS
+    from daskpd.estimators._base import WARM_START_SOLVERS
     from daskpd.solvers import solve
 
     X, y = _classification(rng, n=60, d=5)
@@ -433,6 +433,8 @@ def test_verbose_shows_a_progress_bar(rng, capsys):
 
 
 def test_pickle_and_zarr_round_trip(rng, tmp_path):
+    import zarr
+
     X, y = _classification(rng)
     y_named = np.where(y > 0, "donor", "other")
     model = LogisticRegression(alpha=1e-2, max_iter=20, random_state=0).fit(X, y_named)
@@ -447,12 +449,27 @@ def test_pickle_and_zarr_round_trip(rng, tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
     assert loaded.history_ == model.history_ and loaded.gap_ == model.gap_
     assert type(load_estimator(tmp_path / "model.zarr")) is LogisticRegression
+    # the file names the class by its public home, not the private module defining it
+    attrs = zarr.open_group(tmp_path / "model.zarr", mode="r").attrs
+    assert attrs["estimator"] == "daskpd.estimators.LogisticRegression"
     with pytest.raises(FileExistsError):
         model.save(tmp_path / "model.zarr")
     with pytest.raises(TypeError, match="LogisticRegression"):
         Ridge.load(tmp_path / "model.zarr")
     with pytest.raises(FileNotFoundError):
         load_estimator(tmp_path / "nothing.zarr")
+
+
+def test_a_model_file_may_name_every_public_estimator():
+    import daskpd.estimators
+    from daskpd.estimators._model_file import _ESTIMATORS
+
+    public = {
+        name: value
+        for name, value in vars(daskpd.estimators).items()
+        if name in daskpd.estimators.__all__ and isinstance(value, type)
+    }
+    assert _ESTIMATORS == public
 
 
 def test_saved_parameters_keep_their_types(rng, tmp_path):

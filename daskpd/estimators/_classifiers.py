@@ -1,0 +1,236 @@
+"""Binary linear classifiers: LinearSVC (hinge loss) and LogisticRegression."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model._base import LinearClassifierMixin
+
+from daskpd.estimators._base import (
+    _COMMON_PARAMS_DOC,
+    _FITTED_DOC,
+    _labels_from_scores,
+    _penalty,
+    _SaddlePointBase,
+)
+from daskpd.estimators._inputs import _is_dask_collection
+from daskpd.estimators._model_file import _model_class
+
+
+class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
+    """Binary linear classifier: ``predict`` maps the sign of the score to ``classes_``."""
+
+    def decision_function(self, X):
+        """Signed scores ``X @ coef_ + intercept_``; positive means ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Samples.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
+        """
+        return self._scores(X)
+
+    def predict(self, X):
+        """Predicted labels.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
+            Labels from ``classes_``.
+        """
+        return _labels_from_scores(self._scores(X), self.classes_)
+
+    def _loss_spec(self):
+        return self._loss_name
+
+    def _regularizer_spec(self):
+        return _penalty(self.penalty, self.l1_ratio)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+_CLASSIFIER_PARAMS_DOC = """
+    penalty : {"l2", "l1", "elasticnet"}, default="l2"
+        Regularizer ``R``: ``||w||^2 / 2``, ``||w||_1``, or
+        ``l1_ratio ||w||_1 + (1 - l1_ratio) ||w||^2 / 2``.
+    alpha : float, default=1e-4
+        Regularization strength, as in ``SGDClassifier`` (``C = 1 / (alpha n)`` in liblinear).
+    l1_ratio : float, default=0.15
+        Mixing of the elastic-net penalty (only with ``penalty="elasticnet"``).
+    class_weight : dict, "balanced" or None, default=None
+        Weight of each class, multiplied into the row weights; ``"balanced"`` uses
+        ``n_samples / (2 * count(label))``, useful for rare positives (splice sites: 0.3%).
+"""
+
+
+@_model_class
+class LinearSVC(_BinaryClassifier):
+    """Linear support vector classifier: hinge loss ``max(0, 1 - y x.w)``.
+
+    Parameters
+    ----------
+    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
+        ``"auto"`` is CoCoA (dual coordinate ascent) with ``penalty="l2"``, DSO with the other
+        penalties (see :func:`auto_solver`). Each solver checks that it supports the hinge
+        loss with the chosen penalty and raises ValueError otherwise.
+    """
+
+    __doc__ += (
+        _CLASSIFIER_PARAMS_DOC
+        + _COMMON_PARAMS_DOC
+        + _FITTED_DOC
+        + """
+    classes_ : ndarray of shape (2,)
+        The two labels; ``classes_[1]`` is the positive class.
+"""
+    )
+
+    _loss_name = "hinge"
+
+    def __init__(
+        self,
+        *,
+        penalty="l2",
+        alpha=1e-4,
+        l1_ratio=0.15,
+        solver="auto",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        class_weight=None,
+        tol=1e-4,
+        max_iter=100,
+        warm_start=False,
+        random_state=None,
+        callback=None,
+        verbose=False,
+        cluster=None,
+        solver_options=None,
+    ):
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.tol = tol
+        self.max_iter = max_iter
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.callback = callback
+        self.verbose = verbose
+        self.cluster = cluster
+        self.solver_options = solver_options
+
+
+@_model_class
+class LogisticRegression(_BinaryClassifier):
+    """Logistic regression: loss ``log(1 + exp(-y x.w))``.
+
+    Parameters
+    ----------
+    solver : {"dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa", "auto"}, default="auto"
+        ``"auto"`` is CoCoA (dual coordinate ascent) with ``penalty="l2"``, SPDC (linear
+        convergence) with the elastic net, or the full-gradient ``"batch"`` solver with
+        ``penalty="l1"`` (see :func:`auto_solver`).
+    """
+
+    __doc__ += (
+        _CLASSIFIER_PARAMS_DOC
+        + _COMMON_PARAMS_DOC
+        + _FITTED_DOC
+        + """
+    classes_ : ndarray of shape (2,)
+        The two labels; ``classes_[1]`` is the positive class.
+"""
+    )
+
+    _loss_name = "logistic"
+
+    def __init__(
+        self,
+        *,
+        penalty="l2",
+        alpha=1e-4,
+        l1_ratio=0.15,
+        solver="auto",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        class_weight=None,
+        tol=1e-4,
+        max_iter=100,
+        warm_start=False,
+        random_state=None,
+        callback=None,
+        verbose=False,
+        cluster=None,
+        solver_options=None,
+    ):
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.tol = tol
+        self.max_iter = max_iter
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.callback = callback
+        self.verbose = verbose
+        self.cluster = cluster
+        self.solver_options = solver_options
+
+    def predict_proba(self, X):
+        """Probabilities of ``classes_[0]`` and ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Samples.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, 2), or a lazy Dask array for Dask / dataset input
+        """
+        scores = self.decision_function(X)
+        if _is_dask_collection(scores):
+            import dask.array as da
+
+            positive = 1.0 / (1.0 + da.exp(-scores))
+            return da.stack([1.0 - positive, positive], axis=1)
+        from scipy.special import expit
+
+        positive = expit(scores)
+        return np.column_stack([1.0 - positive, positive])
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+            Samples.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, 2), or a lazy Dask array
+        """
+        scores = self.decision_function(X)
+        if _is_dask_collection(scores):
+            import dask.array as da
+
+            return da.stack([-da.logaddexp(0.0, scores), -da.logaddexp(0.0, -scores)], axis=1)
+        return np.column_stack([-np.logaddexp(0.0, scores), -np.logaddexp(0.0, -scores)])
