@@ -53,15 +53,47 @@ order, reaches ceil(k * nnz / P). Subgroup attributes:
 of the dataset it was derived from), ``write_id`` and ``manifest`` (as above; ``rows``,
 ``cols`` and ``vals`` have ``crc32`` null: they are checked tile by tile with ``tile_crc32``).
 
+Stored DSO tile layouts (written by :func:`partition_dataset`, by default for DSO's default
+options, and by :func:`write_layouts`), subgroup ``grids/<P>/layouts/<name>/``; ``name`` is
+:attr:`TileLayout.name`, e.g. ``shuffled-v1-b16384-c1024-m256``, and spells every parameter
+the layout depends on::
+
+    rows, cols, vals   as in the grid (vals ABSENT when binary): tile (q, r) holds the same
+                       entries at the same offsets [tile_ptr[q, r], tile_ptr[q, r+1]) of
+                       the grid, in DSO's visit layout: grouped by column sub-block of
+                       block_cols columns, shuffled inside each sub-block by a function of
+                       (P, q, r) alone (daskpd._layout)
+    chunk_ptr    int64 (sum over tiles of n_chunks + 1,)   each tile's chunk offsets, local
+                       to the tile, from 0 to its nnz
+    tile_chunks  int64 (P * P + 1,)   tile t = q * P + r owns chunk_ptr[tile_chunks[t]:
+                       tile_chunks[t+1]]
+    block_ptr    int64 (sum over tiles of n_sub_blocks + 1,)   each tile's sub-block offsets
+                       into its chunks
+    tile_blocks  int64 (P * P + 1,)   tile t owns block_ptr[tile_blocks[t]:tile_blocks[t+1]]
+    tile_crc32   int64 (P * P, 5)   CRC32 of each tile's slice of rows, cols, vals,
+                       chunk_ptr and block_ptr (0 for absent vals)
+
+Attributes: ``format_version``, ``grid``, ``layout`` (the name), the parameters
+``visit_order`` ("shuffled"), ``layout_version``, ``block_cols``, ``chunk_nnz`` and
+``min_chunks``, ``nnz``, ``binary``, ``dataset_write_id``, ``grid_write_id`` (the ``write_id``
+of the grid it was derived from), ``write_id`` and ``manifest`` (``rows``, ``cols``, ``vals``,
+``chunk_ptr`` and ``block_ptr`` checked tile by tile). A DSO run whose options give a stored
+name reads its tiles from there (each checked against ``tile_crc32``) instead of building
+them: the same bits. A layout whose ``grid_write_id`` is not the grid's (the grid was stored
+again) or whose parameters are not its name's is not used, with a warning naming it; damaged
+files, tables or tiles are :class:`DatasetIntegrityError`.
+
 Atomicity: a dataset is written to ``<path>.tmp-<uuid>`` and renamed when complete (replacing
 an existing one only with ``overwrite=True``: the old one is renamed aside first, then
-removed); a grid to ``grids/.tmp-<P>-<uuid>`` and renamed. Readers never see half-written data;
-a killed writer leaves only its temporary directory.
+removed); a grid to ``grids/.tmp-<P>-<uuid>`` (with its layouts) and renamed; a layout added
+later to ``grids/<P>/layouts/.tmp-<name>-<uuid>`` and renamed. Readers never see half-written
+data; a killed writer leaves only its temporary directory.
 
 Integrity: :func:`open_dataset` checks the attributes, every array's shape and dtype against the
 manifest and the number and total size of chunk files (truncated, deleted or added files);
 every chunk read checks its CRC32C; :meth:`Dataset.verify` (or ``open_dataset(path,
-verify=True)``) re-reads every array (and every tile) and compares CRC32s with the manifest.
+verify=True)``) re-reads every array (and every tile, of grids and stored layouts) and
+compares CRC32s with the manifest.
 Errors are :class:`DatasetIntegrityError` naming the path and the array. Handles unpickled in
 Dask tasks list chunk files once per process and directory state, so reopening is cheap.
 
@@ -75,14 +107,15 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-import zlib
+import warnings
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from daskpd import _format
+from daskpd import _format, _layout
 from daskpd._base import (
     LAYOUTS,
     TASKS,
@@ -101,6 +134,7 @@ from daskpd._base import (
     task_and_counts,
 )
 from daskpd._format import FORMAT_VERSION, DatasetIntegrityError
+from daskpd._layout import DEFAULT_LAYOUTS, LAYOUT_ARRAYS, TileLayout
 from daskpd._memory import MemoryDataset, _check_grid
 from daskpd._partition import (
     TILE_ARRAYS,
@@ -122,10 +156,12 @@ __all__ = [
     "DatasetWriter",
     "GridInfo",
     "MemoryDataset",
+    "TileLayout",
     "as_dataset",
     "open_dataset",
     "partition_dataset",
     "write_dataset",
+    "write_layouts",
 ]
 
 
@@ -300,28 +336,43 @@ class Dataset(BaseDataset):
         _verify_arrays(self._group, self.path, self._manifest)
         for n_blocks in self.grids:
             group, directory, attrs = self._grid_group(n_blocks)
-            manifest = attrs["manifest"]
-            _verify_arrays(group, directory, manifest)
-            table = self._read("tile_crc32", group=group, where=directory)
+            _verify_arrays(group, directory, attrs["manifest"])
             tile_ptr = self._read("tile_ptr", group=group, where=directory)
             starts = tile_ptr[:, :-1].ravel()
-            stops = np.append(starts[1:], tile_ptr[-1, -1])
-            for name in TILE_ARRAYS:
-                if name not in manifest:
-                    continue
-                column = TILE_ARRAYS.index(name)
-                array = group[name]
-                for tile, (lo, hi) in enumerate(zip(starts, stops, strict=True)):
-                    values = np.ascontiguousarray(
-                        self._read(name, slice(int(lo), int(hi)), group, directory)
+            tiles = np.stack([starts, np.append(starts[1:], tile_ptr[-1, -1])], axis=1)
+            table = self._read("tile_crc32", group=group, where=directory)
+            ranges = dict.fromkeys(TILE_ARRAYS, tiles)
+            self._verify_tiles(group, directory, attrs["manifest"], table, ranges, n_blocks)
+            for name in self.layouts(n_blocks):
+                where = os.path.join(directory, "layouts", name)
+                layout_group, manifest = _open_layout_group(where)
+                _verify_arrays(layout_group, where, manifest)
+                # fresh handles: the layout may have been stored again since this handle read it
+                self._arrays.update({(where, key): layout_group[key] for key in manifest})
+                table = self._read("tile_crc32", group=layout_group, where=where)
+                ranges = dict.fromkeys(TILE_ARRAYS, tiles)
+                for array, offsets in (("chunk_ptr", "tile_chunks"), ("block_ptr", "tile_blocks")):
+                    bounds = self._read(offsets, group=layout_group, where=where)
+                    ranges[array] = np.stack([bounds[:-1], bounds[1:]], axis=1)
+                self._verify_tiles(layout_group, where, manifest, table, ranges, n_blocks)
+
+    def _verify_tiles(self, group, directory, manifest, table, ranges, n_blocks) -> None:
+        """Compare the CRC32 of every tile's slice of the arrays in ``ranges`` with ``table``.
+
+        ``ranges[name]`` holds the ``(start, stop)`` of each tile in array ``name``, whose
+        column in ``table`` is its place in ``ranges``.
+        """
+        for column, (name, bounds) in enumerate(ranges.items()):
+            if name not in manifest:
+                continue
+            for tile, (lo, hi) in enumerate(bounds):
+                values = self._read(name, slice(int(lo), int(hi)), group, directory)
+                if _layout.crc32(values) != table[tile, column]:
+                    q, r = divmod(tile, n_blocks)
+                    raise DatasetIntegrityError(
+                        f"{directory}: array {name!r} checksum of tile ({q}, {r}) differs "
+                        "from the manifest (altered data)"
                     )
-                    if zlib.crc32(memoryview(values).cast("B")) != table[tile, column]:
-                        q, r = divmod(tile, n_blocks)
-                        raise DatasetIntegrityError(
-                            f"{directory}: array {name!r} checksum of tile ({q}, {r}) differs "
-                            "from the manifest (altered data)"
-                        )
-                del array
 
     def _read(self, name, selection=slice(None), group=None, where=None):
         group = self._group if group is None else group
@@ -466,7 +517,7 @@ class Dataset(BaseDataset):
                     f"{directory}: grid tables disagree with the dataset (altered grid)"
                 )
             # the stamp: a grid written again (partition_dataset(..., overwrite)) is re-read
-            self._grid_cache[n_blocks] = (group, directory, info, stamp)
+            self._grid_cache[n_blocks] = (group, directory, info, stamp, attrs)
         return self._grid_cache[n_blocks][2]
 
     def _row_nnz_chunks(self):
@@ -489,6 +540,235 @@ class Dataset(BaseDataset):
         cols = self._read("cols", slice(lo, hi), group, directory)
         vals = None if self.binary else self._read("vals", slice(lo, hi), group, directory)
         return rows, cols, vals
+
+    # ---- stored DSO tile layouts
+
+    def layouts(self, n_blocks) -> list[str]:
+        """Names of the DSO tile layouts stored with the grid ``n_blocks`` (``grids/P/layouts``).
+
+        Parameters
+        ----------
+        n_blocks : int
+
+        Returns
+        -------
+        list of str
+            :attr:`TileLayout.name` of each stored layout, usable or not.
+        """
+        directory = os.path.join(self.path, "grids", str(int(n_blocks)), "layouts")
+        if not os.path.isdir(directory):
+            return []
+        return sorted(
+            name
+            for name in os.listdir(directory)
+            if not name.startswith(".") and os.path.isdir(os.path.join(directory, name))
+        )
+
+    def stored_layout(self, n_blocks, layout) -> bool:
+        """Whether the layout ``layout`` of the grid ``n_blocks`` is stored and usable.
+
+        A stored layout derived from another write of the grid, or recording parameters other
+        than ``layout``'s, is not used: a warning naming its path says so (once per process).
+
+        Parameters
+        ----------
+        n_blocks : int
+        layout : TileLayout
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        DatasetIntegrityError
+            When the stored layout is unreadable, its chunk files are missing or truncated, or
+            its tables disagree with the grid.
+        """
+        return self._usable_layout(int(n_blocks), layout) is not None
+
+    def layout_tile(self, n_blocks, layout, q, r):
+        """Tile ``(q, r)`` in the stored layout ``layout``, checked; None when none is usable.
+
+        Parameters
+        ----------
+        n_blocks : int
+        layout : TileLayout
+        q, r : int
+
+        Returns
+        -------
+        tuple or None
+            ``(rows, cols, vals, chunk_ptr, block_ptr)`` as
+            :func:`daskpd._layout.build_tile_layout` builds them from :meth:`tile` (``vals``
+            empty float64 when binary), or None (see :meth:`stored_layout`).
+
+        Raises
+        ------
+        DatasetIntegrityError
+            Naming the layout's path, the array and the tile, when a chunk of the tile
+            cannot be read or the tile's checksum differs from the layout's ``tile_crc32``.
+        """
+        n_blocks, q, r = int(n_blocks), int(q), int(r)
+        entry = self._usable_layout(n_blocks, layout)
+        if entry is None:
+            return None
+        info = self._grid_info(n_blocks)
+        tile = q * n_blocks + r
+        bounds = {
+            "chunk_ptr": entry.tile_chunks[tile : tile + 2],
+            "block_ptr": entry.tile_blocks[tile : tile + 2],
+        }
+        parts = []
+        for column, name in enumerate(LAYOUT_ARRAYS):
+            if name == "vals" and self.binary:
+                parts.append(np.zeros(0, dtype=np.float64))
+                continue
+            lo, hi = bounds.get(name, info.tile_ptr[q, r : r + 2])
+            try:
+                values = self._read(name, slice(int(lo), int(hi)), entry.group, entry.directory)
+            except DatasetIntegrityError as exc:
+                raise DatasetIntegrityError(f"{exc} (tile ({q}, {r}))") from None
+            if _layout.crc32(values) != entry.tile_crc32[tile, column]:
+                raise DatasetIntegrityError(
+                    f"{entry.directory}: array {name!r} checksum of tile ({q}, {r}) differs "
+                    "from the manifest (altered data)"
+                )
+            parts.append(values)
+        return tuple(parts)
+
+    @cached_property
+    def _layout_cache(self) -> dict:
+        return {}
+
+    def _usable_layout(self, n_blocks, layout):
+        """The :class:`_StoredLayout` of ``layout``, or None (absent, or not usable: warned)."""
+        self._grid_info(n_blocks)
+        grid_stamp = self._grid_cache[n_blocks][3]
+        directory = os.path.join(self.path, "grids", str(n_blocks), "layouts", layout.name)
+        stamp = (_stamp(directory), grid_stamp)
+        cached = self._layout_cache.get((n_blocks, layout))
+        if cached is None or cached[0] != stamp:
+            # the stamps: a layout or grid stored again is looked at again
+            cached = (stamp, *self._open_layout(n_blocks, layout, directory))
+            self._layout_cache[n_blocks, layout] = cached
+        _, entry, reason = cached
+        if reason is not None:
+            _warn_layout_once(directory, reason)
+        return entry
+
+    def _open_layout(self, n_blocks, layout, directory):
+        """``(entry, None)``, ``(None, why it is not used)`` or ``(None, None)`` when absent."""
+        if not os.path.isdir(directory):
+            return None, None
+        group, manifest = _open_layout_group(directory)
+        attrs = dict(group.attrs)
+        grid_attrs = self._grid_cache[n_blocks][4]
+        try:
+            write_id = str(attrs["write_id"])
+            grid_write_id = str(attrs["grid_write_id"])
+            recorded = {key: attrs.get(key) for key in layout.attributes()}
+            recorded["format_version"] = attrs.get("format_version")
+            same_place = (
+                int(attrs["grid"]) == n_blocks
+                and int(attrs["nnz"]) == self.nnz
+                and bool(attrs["binary"]) == self.binary
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DatasetIntegrityError(
+                f"{directory}: stored layout attributes are incomplete or altered ({exc!r})"
+            ) from None
+        if grid_write_id != str(grid_attrs["write_id"]):
+            return None, (
+                f"it was derived from another write of the grid (grid write id {grid_write_id}, "
+                f"the grid's is {grid_attrs['write_id']})"
+            )
+        expected = {**layout.attributes(), "format_version": FORMAT_VERSION}
+        if recorded != expected:
+            return None, f"it records the parameters {recorded}, the run needs {expected}"
+        if not same_place:
+            raise DatasetIntegrityError(
+                f"{directory}: stored layout attributes disagree with the grid (altered layout)"
+            )
+        n_tiles = n_blocks * n_blocks
+        expected_arrays = {
+            "rows": ((self.nnz,), "<i4"),
+            "cols": ((self.nnz,), "<i4"),
+            "tile_crc32": ((n_tiles, len(LAYOUT_ARRAYS)), "<i8"),
+            "tile_chunks": ((n_tiles + 1,), "<i8"),
+            "tile_blocks": ((n_tiles + 1,), "<i8"),
+            # lengths checked against the tile offsets below
+            "chunk_ptr": (None, "<i8"),
+            "block_ptr": (None, "<i8"),
+        }
+        if not self.binary:
+            expected_arrays["vals"] = ((self.nnz,), self.dtype.str)
+        for name, (shape, dtype) in expected_arrays.items():
+            entry = manifest.get(name)
+            if (
+                entry is None
+                or entry["dtype"] != dtype
+                or (shape is not None and tuple(entry["shape"]) != shape)
+            ):
+                raise DatasetIntegrityError(
+                    f"{directory}: array {name!r} of the stored layout is missing from the "
+                    f"manifest or not {shape} {dtype} (altered layout)"
+                )
+        arrays = _check_group_files(group, directory, manifest, write_id, self._reopened)
+        self._arrays.update({(directory, name): array for name, array in arrays.items()})
+        stored = _StoredLayout(
+            group=group,
+            directory=directory,
+            tile_crc32=self._read("tile_crc32", group=group, where=directory),
+            tile_chunks=self._read("tile_chunks", group=group, where=directory),
+            tile_blocks=self._read("tile_blocks", group=group, where=directory),
+        )
+        for name, offsets in (("chunk_ptr", stored.tile_chunks), ("block_ptr", stored.tile_blocks)):
+            length = manifest[name]["shape"][0]
+            if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != length:
+                raise DatasetIntegrityError(
+                    f"{directory}: array {name!r} of the stored layout disagrees with its "
+                    "tile offsets (altered layout)"
+                )
+        return stored, None
+
+
+class _StoredLayout(NamedTuple):
+    """A usable stored layout of a grid: its group and per-tile tables."""
+
+    group: object
+    directory: str
+    tile_crc32: np.ndarray
+    tile_chunks: np.ndarray
+    tile_blocks: np.ndarray
+
+
+def _open_layout_group(directory):
+    """The zarr group of a stored layout and its manifest."""
+    try:
+        group = _format.open_group_readonly(directory)
+        manifest = dict(group.attrs["manifest"])
+    except Exception as exc:
+        raise DatasetIntegrityError(f"{directory}: unreadable stored layout ({exc})") from None
+    return group, manifest
+
+
+_LAYOUT_WARNED: set = set()
+_LAYOUT_WARNED_LOCK = threading.Lock()
+
+
+def _warn_layout_once(directory, reason) -> None:
+    """Say once per process that a stored layout is not used, and why."""
+    with _LAYOUT_WARNED_LOCK:
+        if (directory, reason) in _LAYOUT_WARNED:
+            return
+        _LAYOUT_WARNED.add((directory, reason))
+    warnings.warn(
+        f"{directory}: stored DSO tile layout not used, {reason}; the layout is built at run "
+        "time instead (store it again: daskpd.dataset.write_layouts(..., overwrite=True))",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 def _check_group_files(group, directory, manifest, write_id, reopened) -> dict:
@@ -1042,6 +1322,7 @@ def partition_dataset(
     memory_budget=256 * 2**20,
     chunk_bytes=_format.CHUNK_BYTES,
     client=None,
+    layouts=DEFAULT_LAYOUTS,
 ) -> Dataset:
     """Derive and store the tiled layout of a ``grid`` x ``grid`` grid (subgroup ``grids/P``).
 
@@ -1050,6 +1331,9 @@ def partition_dataset(
     temporary subgroup and renamed when complete. With a Dask ``client``, each pass runs one
     task per row group on the workers (each task holds the memory above; the few chunks shared
     by two row groups are written under a ``distributed.Lock``); the result is identical.
+
+    The grid's DSO tile layouts (``layouts``, see :func:`write_layouts`) are then built from
+    the new tiles and stored in the temporary subgroup too, so the grid appears with them.
 
     Parameters
     ----------
@@ -1066,6 +1350,11 @@ def partition_dataset(
         Uncompressed bytes per chunk of the tile arrays.
     client : distributed.Client, optional
         Run the two passes as tasks on this client's workers (which must see ``path``).
+    layouts : sequence of TileLayout, default=DEFAULT_LAYOUTS
+        DSO tile layouts to store with the grid (see :func:`write_layouts`); by default those
+        of DSO's default options from zero and from a start (``TileLayout.for_dso()`` and
+        ``TileLayout.for_dso(svrg=True)``). Each takes about the grid's own space on disk.
+        ``()``: none (DSO then builds its layout in the first epoch of every run).
 
     Returns
     -------
@@ -1077,6 +1366,7 @@ def partition_dataset(
     FileExistsError
         When the grid exists and ``overwrite`` is False.
     """
+    layouts = _layout.check_layouts(layouts)
     if isinstance(path, BaseDataset) and not isinstance(path, Dataset):
         raise TypeError(
             f"partition_dataset needs an on-disk dataset, got {path!r}; in-memory datasets "
@@ -1119,6 +1409,7 @@ def partition_dataset(
         for name in ("row_bounds", "col_bounds", "tile_ptr", "col_order"):
             array, crc = _format.write_small(group, name, getattr(info, name))
             manifest[name] = _format.manifest_entry(array, os.path.join(temporary, name), crc)
+        write_id = uuid.uuid4().hex
         group.attrs.update(
             {
                 "format_version": FORMAT_VERSION,
@@ -1126,10 +1417,15 @@ def partition_dataset(
                 "nnz": int(dataset.nnz),
                 "binary": bool(dataset.binary),
                 "dataset_write_id": dataset._write_id,
-                "write_id": uuid.uuid4().hex,
+                "write_id": write_id,
                 "manifest": manifest,
             }
         )
+        grid_crc = sink.crc.reshape(-1, len(TILE_ARRAYS))
+        for layout in layouts:
+            _store_layout(
+                dataset, temporary, info, grid_crc, write_id, layout, chunk_bytes, False, client
+            )
         try:
             _publish(temporary, target, overwrite)
         except OSError as exc:
@@ -1140,6 +1436,200 @@ def partition_dataset(
         _format.remove_tree(temporary)
         raise
     return open_dataset(dataset.path)
+
+
+def write_layouts(
+    path,
+    grid,
+    layouts=DEFAULT_LAYOUTS,
+    *,
+    overwrite=False,
+    chunk_bytes=_format.CHUNK_BYTES,
+    client=None,
+) -> Dataset:
+    """Build DSO's tile layouts of a stored grid and store them (``grids/P/layouts/<name>``).
+
+    DSO's default ``visit_order="shuffled"`` visits each tile in a layout built from it: its
+    nonzeros regrouped by column sub-block, shuffled inside each sub-block by a function of
+    the tile's place in the grid, and cut into chunks (:mod:`daskpd._layout`). A run whose
+    options give a stored :class:`TileLayout` reads it instead of building it in its first
+    epoch; the bits are the same. :func:`partition_dataset` stores ``layouts`` already; this
+    adds layouts to a grid stored before, or for other DSO options
+    (``TileLayout.for_dso(block_bytes=..., chunk_nnz=..., svrg=...)``).
+
+    Each layout is built tile by tile from the grid (each tile checked against the grid's
+    ``tile_crc32`` first), written to a temporary subgroup and renamed when complete; it
+    records the grid's ``write_id``, so that a grid stored again makes it stale.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or Dataset
+        An on-disk dataset with the grid ``grid``.
+    grid : int
+    layouts : sequence of TileLayout, default=DEFAULT_LAYOUTS
+    overwrite : bool, default=False
+        Replace stored layouts of the same name.
+    chunk_bytes : int, default=4 MiB
+        Uncompressed bytes per chunk of the layout's arrays.
+    client : distributed.Client, optional
+        Build the layouts of each row group as a task on this client's workers (which must
+        see ``path``); the result is identical.
+
+    Returns
+    -------
+    Dataset
+        The dataset, reopened.
+
+    Raises
+    ------
+    FileExistsError
+        When a layout is stored already and ``overwrite`` is False.
+    KeyError
+        When the dataset has no grid ``grid``.
+    """
+    dataset = path if isinstance(path, Dataset) else open_dataset(path)
+    n_blocks = _check_grid(grid)
+    layouts = _layout.check_layouts(layouts)
+    info = dataset.grid(n_blocks)
+    group, directory, attrs = dataset._grid_group(n_blocks)
+    grid_crc = dataset._read("tile_crc32", group=group, where=directory)
+    for layout in layouts:
+        _store_layout(
+            dataset, directory, info, grid_crc, str(attrs["write_id"]), layout, chunk_bytes,
+            overwrite, client,
+        )  # fmt: skip
+    return open_dataset(dataset.path)
+
+
+def _store_layout(
+    dataset, grid_directory, info, grid_crc, grid_write_id, layout, chunk_bytes, overwrite, client
+):  # fmt: skip
+    """Build ``layout`` from the grid in ``grid_directory`` and store it there, atomically.
+
+    Holds one tile and its layout at a time (per task with a ``client``), and the per-tile
+    sub-block and chunk offsets, a few bytes per ``chunk_nnz`` nonzeros.
+    """
+    n_blocks = info.n_blocks
+    binary = bool(dataset.binary)
+    layouts_directory = os.path.join(grid_directory, "layouts")
+    target = os.path.join(layouts_directory, layout.name)
+    if os.path.exists(target) and not overwrite:
+        raise FileExistsError(
+            f"{target} already exists; pass overwrite=True to store the layout again"
+        )
+    zarr.open_group(layouts_directory, mode="a", zarr_format=3)
+    temporary = os.path.join(layouts_directory, f".tmp-{layout.name}-{uuid.uuid4().hex}")
+    try:
+        group = zarr.open_group(temporary, mode="w-", zarr_format=3)
+        # a tile's layout arrives whole: write it at once rather than hold it in a buffer
+        sink = ZarrSink.create(
+            group, dataset.nnz, None if binary else dataset.dtype, 1, chunk_bytes
+        )
+        sink.start(info)
+        if client is None:
+            arrays = _layout.open_tile_arrays(grid_directory, binary)
+            groups = (
+                _layout.layout_group(
+                    arrays, grid_directory, info, grid_crc, binary, layout, q, sink
+                )
+                for q in range(n_blocks)
+            )
+        else:
+            groups = _layouts_on_client(
+                client, grid_directory, temporary, info, grid_crc, binary, layout
+            )
+        pointers = {
+            name: _format.Appender(_format.create_1d(group, name, np.int64, chunk_bytes))
+            for name in ("chunk_ptr", "block_ptr")
+        }
+        offsets = {name: np.zeros(n_blocks * n_blocks + 1, dtype=np.int64) for name in pointers}
+        table = np.zeros((n_blocks * n_blocks, len(LAYOUT_ARRAYS)), dtype=np.int64)
+        for q, (crc, *tile_pointers) in enumerate(groups):
+            table[q * n_blocks : (q + 1) * n_blocks, : len(TILE_ARRAYS)] = crc
+            for name, per_tile in zip(pointers, tile_pointers, strict=True):
+                column = LAYOUT_ARRAYS.index(name)
+                for r, values in enumerate(per_tile):
+                    tile = q * n_blocks + r
+                    pointers[name].append(values)
+                    offsets[name][tile + 1] = offsets[name][tile] + values.shape[0]
+                    table[tile, column] = _layout.crc32(values)
+        manifest = {}
+        for name, array in sink.arrays.items():
+            manifest[name] = _format.manifest_entry(array, os.path.join(temporary, name), None)
+        for name, appender in pointers.items():
+            appender.finish()
+            manifest[name] = _format.manifest_entry(
+                appender.array, os.path.join(temporary, name), None
+            )
+        for name, values in (
+            ("tile_crc32", table),
+            ("tile_chunks", offsets["chunk_ptr"]),
+            ("tile_blocks", offsets["block_ptr"]),
+        ):
+            array, crc = _format.write_small(group, name, values)
+            manifest[name] = _format.manifest_entry(array, os.path.join(temporary, name), crc)
+        group.attrs.update(
+            {
+                "format_version": FORMAT_VERSION,
+                "grid": n_blocks,
+                "layout": layout.name,
+                **layout.attributes(),
+                "nnz": int(dataset.nnz),
+                "binary": binary,
+                "dataset_write_id": dataset._write_id,
+                "grid_write_id": grid_write_id,
+                "write_id": uuid.uuid4().hex,
+                "manifest": manifest,
+            }
+        )
+        _publish(temporary, target, overwrite)
+    except BaseException:
+        _format.remove_tree(temporary)
+        raise
+
+
+def _layouts_on_client(client, grid_directory, temporary, info, grid_crc, binary, layout):
+    """Yield each row group's ``(crc, chunk_ptrs, block_ptrs)``, built by a task on a worker."""
+    lock_prefix = f"daskpd-layout-{uuid.uuid4().hex}"
+    futures = [
+        client.submit(
+            _layout_group_task,
+            grid_directory,
+            temporary,
+            info,
+            grid_crc,
+            binary,
+            layout,
+            q,
+            lock_prefix,
+            pure=False,
+        )  # fmt: skip
+        for q in range(info.n_blocks)
+    ]
+    for k, future in enumerate(futures):
+        # in row-group order (the offsets are appended in that order), releasing as we go
+        yield future.result()
+        futures[k] = None
+
+
+def _layout_group_task(grid_directory, temporary, info, grid_crc, binary, layout, q, lock_prefix):
+    """Task: build and write the layouts of row group ``q``'s tiles (see layout_group)."""
+    from distributed import Lock
+
+    arrays = {
+        name: array.with_config(_format.ARRAY_CONFIG)
+        for name, array in _layout.open_tile_arrays(temporary, binary, mode="r+").items()
+    }
+
+    def lock(name, chunk):
+        return Lock(f"{lock_prefix}-{name}-{chunk}")
+
+    sink = ZarrSink(arrays, 1, lock=lock)
+    sink.start(info)
+    grid_arrays = _layout.open_tile_arrays(grid_directory, binary)
+    return _layout.layout_group(
+        grid_arrays, grid_directory, info, grid_crc, binary, layout, q, sink
+    )
 
 
 def _partition_on_client(client, dataset, n_blocks, temporary, sink):
