@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from daskpd import _layout
 from daskpd._cluster import worker_memory_limit
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
@@ -97,7 +98,10 @@ class DSOOptions:
         fits in a core's cache (``block_bytes``); each sub-block's nonzeros are stored once
         in a pseudo-random order (a function of the tile's place in the grid) and cut into
         chunks of ``chunk_nnz``; every epoch visits the sub-blocks in a random order and the
-        chunks of each in a random order, a chunk's nonzeros one after the other. The
+        chunks of each in a random order, a chunk's nonzeros one after the other. That
+        layout is read as stored with the grid when it was stored for the run's
+        ``block_bytes``, ``chunk_nnz`` and SVRG setting (``partition_dataset`` stores those
+        of the defaults), else built in the first epoch (:mod:`daskpd._layout`). The
         kernel then runs a straight loop: 2.1x the updates a second of ``"rows"`` and 2.4x
         those of ``"blocked"`` on splice-like tiles (BENCHMARKS.md, DSO section).
         ``"blocked"``: the same sub-blocks, inside each the rows in a random permutation,
@@ -271,6 +275,8 @@ class _Settings:
     report_average: bool
     #: name of the run's shared-memory directories (None: blocks travel by Dask)
     shared_run: str | None = None
+    #: tasks read the tiles' layout stored with the grid (see _load_tile)
+    stored_layout: bool = False
 
     def steps(self, epoch):
         """Primal and dual steps of an epoch."""
@@ -319,8 +325,7 @@ def _settings(problem, data, options, grid, started=False):
         # a shuffled chunk is visited on its own: its nonzeros already mix rows
         interleave=int(options.interleave) if options.visit_order in ("blocked", "rows") else 1,
         chunk_nnz=int(options.chunk_nnz),
-        # one packed column is 4 float64 (8 with the SVRG snapshot terms)
-        block_cols=max(1, int(options.block_bytes) // (64 if svrg_every > 0 else 32)),
+        block_cols=_layout.sub_block_columns(options.block_bytes, svrg_every > 0),
         svrg_every=svrg_every,
         cache_bytes=None if options.tile_cache_bytes is None else int(options.tile_cache_bytes),
         report_average=options.report == "average",
@@ -464,14 +469,35 @@ def _layout_cols(settings):
     return settings.block_cols if settings.visit_order in _SUB_BLOCK_ORDERS else 0
 
 
+def _tile_layout(settings):
+    """The :class:`~daskpd._layout.TileLayout` of a run's tiles; None unless ``"shuffled"``."""
+    if settings.visit_order != _layout.VISIT_ORDER:
+        return None
+    return _layout.TileLayout(settings.block_cols, settings.chunk_nnz)
+
+
+def _stored_layout(data, settings):
+    """Whether the run's tile layout is stored with the grid of ``data``, usable.
+
+    Asked once per run, where the run starts: a stored layout that is stale (a grid stored
+    again since) or records other parameters is reported there, by a warning naming it.
+    Only a stored dataset's own tiles have one (not those of a view such as ``with_bias``).
+    """
+    layout = _tile_layout(settings)
+    stored = getattr(data, "stored_layout", None)
+    return layout is not None and stored is not None and stored(settings.grid, layout)
+
+
 def _load_tile(source, settings, q, r):
     """Return ``(rows, cols, vals, segment_ptr, block_ptr)`` of tile ``(q, r)``.
 
     ``source`` is a dataset (``tile(P, q, r)``) or the tile's ``(rows, cols, vals)``. With
     ``visit_order="blocked"`` the nonzeros are regrouped by column sub-block
     (:func:`daskpd.kernels.dso.block_layout`), with ``"shuffled"`` also shuffled inside each
-    sub-block and cut into chunks (:func:`_shuffled_layout`); otherwise they stay in storage
-    order as one block. Tiles of on-disk datasets are memoized per process within
+    sub-block and cut into chunks (:func:`daskpd._layout.build_tile_layout`); otherwise they
+    stay in storage order as one block. With ``settings.stored_layout`` the ``"shuffled"``
+    layout is read as stored with the grid (checked against its per-tile CRC32), the same
+    bits without the building. Tiles of on-disk datasets are memoized per process within
     ``settings.cache_bytes``.
     """
     path = getattr(source, "path", None)
@@ -486,27 +512,12 @@ def _load_tile(source, settings, q, r):
             hit = _TILE_CACHE.get(key)
         if hit is not None:
             return hit
-    if isinstance(source, tuple):
-        rows, cols, vals = source
-    else:
-        rows, cols, vals = source.tile(settings.grid, q, r)
-    rows = np.ascontiguousarray(rows, dtype=np.int32)
-    cols = np.ascontiguousarray(cols, dtype=np.int32)
-    if settings.binary or vals is None:
-        vals = np.zeros(0, dtype=np.float64)
-    else:
-        vals = np.ascontiguousarray(vals)
-    if block_cols:
-        tile = kernels.block_layout(rows, cols, vals, settings.binary, block_cols)
-        # the storage-order copy goes before the shuffled one is made: two copies of the
-        # tile at a time, not three (out of core, tiles are read again every epoch)
-        del rows, cols, vals
-        if settings.visit_order == "shuffled":
-            tile = _shuffled_layout(tile, settings.chunk_nnz, (settings.grid, q, r))
-    else:
-        segment_ptr = _segments(rows)
-        block_ptr = np.array([0, segment_ptr.shape[0] - 1], dtype=np.int64)
-        tile = (rows, cols, vals, segment_ptr, block_ptr)
+    tile = None
+    if settings.stored_layout and not isinstance(source, tuple):
+        # None when the layout went stale since the run started (the dataset warns): built
+        tile = source.layout_tile(settings.grid, _tile_layout(settings), q, r)
+    if tile is None:
+        tile = _build_tile(source, settings, q, r, block_cols)
     if key is not None:
         size = sum(part.nbytes for part in tile)
         with _CACHE_LOCK:
@@ -518,46 +529,31 @@ def _load_tile(source, settings, q, r):
     return tile
 
 
-#: Fewest chunks a sub-block of the ``"shuffled"`` layout is cut into (when it has that many
-#: nonzeros): below ``MIN_CHUNKS * chunk_nnz`` nonzeros the chunks shrink.
-MIN_CHUNKS = 256
+def _build_tile(source, settings, q, r, block_cols):
+    """The layout of tile ``(q, r)`` built from its stored order (see :func:`_load_tile`)."""
+    if isinstance(source, tuple):
+        rows, cols, vals = source
+    else:
+        rows, cols, vals = source.tile(settings.grid, q, r)
+    parts = list(_layout.tile_arrays(rows, cols, vals, settings.binary))
+    # only the list holds the storage-order copy now: the shuffled layout's building drops it
+    # before its own copy is made (two copies of the tile at a time, not three; out of core,
+    # tiles are read again every epoch)
+    del rows, cols, vals
+    if settings.visit_order == "shuffled":
+        place = (settings.grid, q, r)
+        return _layout.build_tile_layout(parts, settings.binary, _tile_layout(settings), place)
+    rows, cols, vals = parts
+    if block_cols:
+        return kernels.block_layout(rows, cols, vals, settings.binary, block_cols)
+    segment_ptr = _segments(rows)
+    block_ptr = np.array([0, segment_ptr.shape[0] - 1], dtype=np.int64)
+    return rows, cols, vals, segment_ptr, block_ptr
 
 
-def _shuffled_layout(tile, chunk_nnz, place):
-    """Shuffle a blocked tile inside each sub-block and cut it into chunks.
-
-    Chunks hold ``chunk_nnz`` nonzeros, fewer in sub-blocks of less than
-    ``MIN_CHUNKS * chunk_nnz`` nonzeros (at least one each).
-
-    The shuffle's seed is the tile's place in the grid, not the run's seed: the layout is
-    cached per process and shared by every run on the dataset; each epoch's randomness is in
-    the order of the sub-blocks and chunks (:func:`_visit_order`).
-
-    Returns
-    -------
-    tile : tuple
-        ``(rows, cols, vals, chunk_ptr, block_ptr)``: chunk ``c`` is
-        ``chunk_ptr[c]:chunk_ptr[c + 1]``, sub-block ``b`` the chunks
-        ``block_ptr[b]:block_ptr[b + 1]``.
-    """
-    rows, cols, vals, segment_ptr, block_ptr = tile
-    bounds = segment_ptr[block_ptr]  # nonzero offsets of the sub-blocks
-    seed = np.random.SeedSequence(list(place)).generate_state(1, np.uint64)[0]
-    rows, cols, vals = kernels.shuffle_runs(rows, cols, vals, vals.shape[0] == 0, bounds, seed)
-    chunk_ptr, chunk_blocks = [np.zeros(1, np.int64)], [0]
-    for b in range(bounds.shape[0] - 1):
-        lo, hi = int(bounds[b]), int(bounds[b + 1])
-        # small sub-blocks get smaller chunks, so that the epoch's order still mixes them
-        size = max(1, min(chunk_nnz, -(-(hi - lo) // MIN_CHUNKS)))
-        chunk_ptr.append(np.minimum(np.arange(lo + size, hi + size, size), hi))
-        chunk_blocks.append(chunk_blocks[-1] + chunk_ptr[-1].shape[0])
-    return (
-        rows,
-        cols,
-        vals,
-        np.concatenate(chunk_ptr).astype(np.int64),
-        np.array(chunk_blocks, dtype=np.int64),
-    )
+#: Fewest chunks a sub-block of the ``"shuffled"`` layout is cut into (defined with the
+#: layout, :mod:`daskpd._layout`).
+MIN_CHUNKS = _layout.MIN_CHUNKS
 
 
 def _visit_order(tile, settings, seed, epoch, q, r):
@@ -1434,6 +1430,7 @@ class DSO:
         data = _ensure_grid(data, grid)
         started = warm_start is not None or options.init == "dcd"
         settings = _settings(problem, data, options, grid, started=started)
+        settings = dataclasses.replace(settings, stored_layout=_stored_layout(data, settings))
         row_bounds, block_cols = _grid_info(data, grid)
         token = _token()
         shared = _shared.open_run(client, token) if options.shared_memory else None
