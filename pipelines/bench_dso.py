@@ -45,7 +45,7 @@ def ensure_data(path, n_samples, seed, grids, hash_bits=0):
     ``2**hash_bits`` columns.
     """
     from daskpd.dataset import open_dataset, partition_dataset
-    from daskpd.datasets import make_splice_like
+    from daskpd.generators import make_splice_like
 
     if not os.path.isdir(path):
         _log(f"generating {path} ({n_samples} rows)")

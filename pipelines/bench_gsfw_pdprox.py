@@ -86,7 +86,7 @@ def planted_dense(rng, n, p):
 
 
 def dna_windows():
-    from daskpd.datasets import load_statlog_dna
+    from daskpd.generators import load_statlog_dna
 
     sequences, classes = load_statlog_dna(os.path.join(ROOT, "data", "statlog_dna.csv"))
     y = np.where(classes == "ei", 1.0, -1.0)

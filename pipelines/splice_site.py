@@ -5,7 +5,7 @@ Stages (each timed in the report):
 1. **sequences**: the real primate splice-junction windows in ``data/statlog_dna.csv`` (one
    class, by default the donor sites ``ei``, against the rest), split into train and test
    sets stratified by label; or generated splice-like sequences at any scale
-   (``--generate N``, :func:`daskpd.datasets.make_splice_like`).
+   (``--generate N``, :func:`daskpd.generators.make_splice_like`).
 2. **features**: weighted-degree features (every k-mer, k = 1..``--degree``, at every
    position, one-hot, optionally hashed into ``2**--hash-bits`` columns), written to zarr
    (``train.zarr``, ``test.zarr`` under ``--out``).
@@ -225,7 +225,7 @@ _SITES = {"ei": "donor", "ie": "acceptor"}
 
 def generate(path, n_samples, config, seed, client=None):
     """Generated splice-like windows, featurized into a zarr dataset at ``path``."""
-    from daskpd.datasets import make_splice_like
+    from daskpd.generators import make_splice_like
 
     if config.positive not in _SITES:
         raise ValueError(

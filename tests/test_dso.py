@@ -474,7 +474,7 @@ def test_output_pool_reuses_a_buffer_only_when_no_view_of_it_is_left():
 
 
 def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
-    from daskpd.datasets import make_splice_like
+    from daskpd.generators import make_splice_like
 
     path = tmp_path / "splice.zarr"
     make_splice_like(path, 3000, degree=6, hash_bits=16, random_state=0)
@@ -498,7 +498,7 @@ def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
 
 
 def test_cocoa_start_is_certified_and_the_epochs_keep_it(tmp_path):
-    from daskpd.datasets import make_splice_like
+    from daskpd.generators import make_splice_like
 
     path = tmp_path / "splice.zarr"
     make_splice_like(path, 3000, degree=6, hash_bits=16, random_state=0)

@@ -353,7 +353,7 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
     """Train on a dataset larger than each worker's memory limit: tiles stream from zarr."""
     from distributed import Client, LocalCluster
 
-    from daskpd.datasets import make_splice_like
+    from daskpd.generators import make_splice_like
 
     path = tmp_path / "splice.zarr"
     make_splice_like(path, 130_000, degree=8, hash_bits=18, binary=True, random_state=3)

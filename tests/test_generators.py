@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from daskpd import datasets
+from daskpd import generators
 from daskpd.cli import main as cli_main
 from daskpd.io.sequences import encode
 
@@ -21,11 +21,13 @@ def _all_rows(dataset):
 
 def test_same_seed_same_bits_whatever_the_scheduler(tmp_path, local_cluster):
     kwargs = {"density": 0.05, "chunk_rows": 130, "random_state": 7}
-    first = datasets.make_classification(tmp_path / "a", 500, 200, **kwargs)
+    first = generators.make_classification(tmp_path / "a", 500, 200, **kwargs)
     with dask.config.set(scheduler="sync"):
-        second = datasets.make_classification(tmp_path / "b", 500, 200, **kwargs)
-    third = datasets.make_classification(tmp_path / "c", 500, 200, client=local_cluster, **kwargs)
-    other = datasets.make_classification(tmp_path / "d", 500, 200, **{**kwargs, "random_state": 8})
+        second = generators.make_classification(tmp_path / "b", 500, 200, **kwargs)
+    third = generators.make_classification(tmp_path / "c", 500, 200, client=local_cluster, **kwargs)
+    other = generators.make_classification(
+        tmp_path / "d", 500, 200, **{**kwargs, "random_state": 8}
+    )
     X1, y1 = _all_rows(first.dataset)
     for generated in (second, third):
         X, y = _all_rows(generated.dataset)
@@ -37,8 +39,8 @@ def test_same_seed_same_bits_whatever_the_scheduler(tmp_path, local_cluster):
 
 def test_splice_like_deterministic(tmp_path):
     kwargs = {"degree": 3, "chunk_rows": 300, "random_state": 3, "positive_rate": 0.05}
-    a = datasets.make_splice_like(tmp_path / "a", 1000, **kwargs)
-    b = datasets.make_splice_like(tmp_path / "b", 1000, **kwargs)
+    a = generators.make_splice_like(tmp_path / "a", 1000, **kwargs)
+    b = generators.make_splice_like(tmp_path / "b", 1000, **kwargs)
     Xa, ya = a.read_rows(0, 1000)
     Xb, yb = b.read_rows(0, 1000)
     assert (Xa != Xb).nnz == 0
@@ -48,7 +50,7 @@ def test_splice_like_deterministic(tmp_path):
 @pytest.mark.parametrize("positive_rate", [0.01, 0.003])
 def test_splice_like_positive_rate(tmp_path, positive_rate):
     n = 30_000
-    dataset = datasets.make_splice_like(
+    dataset = generators.make_splice_like(
         tmp_path / "s", n, positive_rate=positive_rate, degree=2, chunk_rows=10_000
     )
     positives = dataset.label_counts["1"]
@@ -62,15 +64,15 @@ def test_splice_like_positive_rate(tmp_path, positive_rate):
 @pytest.mark.parametrize("site,label,dimer,position", [("acceptor", "ie", "AG", 28),
                                                         ("donor", "ei", "GT", 30)])  # fmt: skip
 def test_splice_model_is_calibrated_on_the_real_windows(site, label, dimer, position):
-    sequences, classes = datasets.load_statlog_dna()
+    sequences, classes = generators.load_statlog_dna()
     assert len(sequences) == 3186 and (classes == "ie").sum() == 765
     is_positive = classes == label
-    model = datasets.fit_splice_model(sequences, is_positive, order=1)
+    model = generators.fit_splice_model(sequences, is_positive, order=1)
     rng = np.random.default_rng(0)
     n = 20_000
     for positive in (True, False):
         real = encode([s for s, p in zip(sequences, is_positive, strict=True) if p == positive])
-        drawn = datasets.sample_windows(model, np.full(n, positive), rng)
+        drawn = generators.sample_windows(model, np.full(n, positive), rng)
         # per-position letter frequencies agree
         for letter in range(4):
             gap = np.abs((real == letter).mean(axis=0) - (drawn == letter).mean(axis=0)).max()
@@ -88,20 +90,20 @@ def test_splice_model_is_calibrated_on_the_real_windows(site, label, dimer, posi
 
 
 def test_splice_model_other_lengths():
-    sequences, classes = datasets.load_statlog_dna()
-    short = datasets.fit_splice_model(sequences, classes == "ie", length=20)
-    long = datasets.fit_splice_model(sequences, classes == "ie", length=100)
-    full = datasets.fit_splice_model(sequences, classes == "ie")
+    sequences, classes = generators.load_statlog_dna()
+    short = generators.fit_splice_model(sequences, classes == "ie", length=20)
+    long = generators.fit_splice_model(sequences, classes == "ie", length=100)
+    full = generators.fit_splice_model(sequences, classes == "ie")
     assert short.length == 20 and long.length == 100
     # the central 20 positions of the short model are those of the full model
     np.testing.assert_allclose(short.transition[:, 0], full.transition[:, 20])
     np.testing.assert_allclose(long.transition[:, 20 + 1], full.transition[:, 1])
-    drawn = datasets.sample_windows(long, np.ones(5000, bool), np.random.default_rng(1))
+    drawn = generators.sample_windows(long, np.ones(5000, bool), np.random.default_rng(1))
     assert np.mean((drawn[:, 48] == 0) & (drawn[:, 49] == 2)) > 0.9  # AG moved by 20
 
 
 def test_classification_planted_model(tmp_path):
-    generated = datasets.make_classification(
+    generated = generators.make_classification(
         tmp_path / "c", 2000, 300, density=0.05, n_informative=30, chunk_rows=450
     )
     X, y = _all_rows(generated.dataset)
@@ -110,12 +112,12 @@ def test_classification_planted_model(tmp_path):
     margin = X @ coef
     np.testing.assert_array_equal(y, np.where(margin >= 0, 1.0, -1.0))
     assert abs(generated.dataset.nnz / X.size - 0.05) < 0.005
-    stored = zarr.open_group(datasets.planted_path(tmp_path / "c"), mode="r")
+    stored = zarr.open_group(generators.planted_path(tmp_path / "c"), mode="r")
     np.testing.assert_array_equal(stored["coef"][:], coef)
 
 
 def test_classification_flips_and_binary_features(tmp_path):
-    generated = datasets.make_classification(
+    generated = generators.make_classification(
         tmp_path / "c", 4000, 100, density=0.1, flip_y=0.2, binary_features=True
     )
     X, y = _all_rows(generated.dataset)
@@ -126,18 +128,18 @@ def test_classification_flips_and_binary_features(tmp_path):
 
 
 def test_regression_dense_and_sparse(tmp_path):
-    dense = datasets.make_regression(tmp_path / "d", 3000, 20, density=1.0, noise=0.5)
+    dense = generators.make_regression(tmp_path / "d", 3000, 20, density=1.0, noise=0.5)
     X, y = _all_rows(dense.dataset)
     assert dense.dataset.layout == "dense" and dense.dataset.task == "regression"
     residual = y - X @ dense.coef
     assert abs(residual.std() - 0.5) < 0.03
-    sparse = datasets.make_regression(tmp_path / "s", 1000, 500, density=0.02, noise=0.0)
+    sparse = generators.make_regression(tmp_path / "s", 1000, 500, density=0.02, noise=0.0)
     X, y = _all_rows(sparse.dataset)
     np.testing.assert_allclose(y, X @ sparse.coef, rtol=1e-12, atol=1e-12)
 
 
 def test_factorized_stores_its_factors(tmp_path):
-    generated = datasets.make_factorized(tmp_path / "f", 700, 60, 4, chunk_rows=128, noise=0.0)
+    generated = generators.make_factorized(tmp_path / "f", 700, 60, 4, chunk_rows=128, noise=0.0)
     X, y = _all_rows(generated.dataset)
     U, V = generated.U[:], generated.V
     assert U.shape == (700, 4) and V.shape == (4, 60)
@@ -147,30 +149,30 @@ def test_factorized_stores_its_factors(tmp_path):
 
 
 def test_spdc_ridge_recipe(tmp_path):
-    generated = datasets.make_spdc_ridge(tmp_path / "r", 4000, 50, chunk_rows=1000)
+    generated = generators.make_spdc_ridge(tmp_path / "r", 4000, 50, chunk_rows=1000)
     X, y = _all_rows(generated.dataset)
     np.testing.assert_array_equal(generated.coef, np.ones(50))
     variance_ratio = X.var(axis=0) * np.arange(1, 51) ** 2
     assert np.all(np.abs(variance_ratio - 1.0) < 0.15)
     assert abs((y - X.sum(axis=1)).std() - 1.0) < 0.05
-    default = datasets.make_spdc_ridge(tmp_path / "paper")
+    default = generators.make_spdc_ridge(tmp_path / "paper")
     assert default.dataset.shape == (500, 500) and default.dataset.layout == "dense"
     # the same rows stored as CSR (for DSO's sparse tiles): every entry kept, equal values
-    sparse = datasets.make_spdc_ridge(tmp_path / "csr", 4000, 50, chunk_rows=1000, layout="csr")
+    sparse = generators.make_spdc_ridge(tmp_path / "csr", 4000, 50, chunk_rows=1000, layout="csr")
     assert sparse.dataset.layout == "csr" and sparse.dataset.nnz == 4000 * 50
     X_csr, y_csr = sparse.dataset.read_rows(0, 4000)
     np.testing.assert_array_equal(X_csr.toarray(), X)
     np.testing.assert_array_equal(y_csr, y)
     with pytest.raises(ValueError, match="layout must be"):
-        datasets.make_spdc_ridge(tmp_path / "bad", 10, 5, layout="coo")
+        generators.make_spdc_ridge(tmp_path / "bad", 10, 5, layout="coo")
 
 
 def test_existing_destination_and_cli(tmp_path, capsys):
     dest = tmp_path / "g"
-    datasets.make_regression(dest, 10, 5)
+    generators.make_regression(dest, 10, 5)
     with pytest.raises(FileExistsError, match="--overwrite"):
-        datasets.make_regression(dest, 10, 5)
-    datasets.make_regression(dest, 12, 5, overwrite=True)
+        generators.make_regression(dest, 10, 5)
+    generators.make_regression(dest, 12, 5, overwrite=True)
     assert cli_main(["generate", "classification", str(tmp_path / "c"), "--n-samples", "50",
                      "--n-features", "20", "--density", "0.2"]) == 0  # fmt: skip
     assert '"planted"' in capsys.readouterr().out
@@ -183,7 +185,7 @@ def test_existing_destination_and_cli(tmp_path, capsys):
 def test_text_like_documents(tmp_path):
     n, d = 6000, 2**14
     kwargs = {"positive_rate": 0.2, "mean_tokens": 60, "topic_terms": 50, "chunk_rows": 2500}
-    dataset = datasets.make_text_like(tmp_path / "t", n, d, random_state=1, **kwargs)
+    dataset = generators.make_text_like(tmp_path / "t", n, d, random_state=1, **kwargs)
     assert dataset.shape == (n, d) and dataset.task == "binary" and not dataset.binary
     X, y = dataset.read_rows(0, n)
     X = X.tocsr()
@@ -192,12 +194,12 @@ def test_text_like_documents(tmp_path):
     assert X.data.min() > 0 and X.has_sorted_indices
     assert all(np.all(np.diff(X.indices[X.indptr[i] : X.indptr[i + 1]]) > 0) for i in range(50))
     # the expected row length is what the bench sizes its sets with
-    expected = datasets.text_like_row_nnz(d, mean_tokens=60)
+    expected = generators.text_like_row_nnz(d, mean_tokens=60)
     assert abs(X.nnz / n - expected) < 0.1 * expected
     sigma = np.sqrt(n * 0.2 * 0.8)
     assert abs((y > 0).sum() - 0.2 * n) < 4 * sigma
     # Zipf: the most frequent term is in most documents, half of the vocabulary in few
-    model = datasets.text_like_model(d, mean_tokens=60, topic_terms=50)
+    model = generators.text_like_model(d, mean_tokens=60, topic_terms=50)
     df = np.asarray((X > 0).sum(axis=0)).ravel() / n
     assert df[model.term_of_rank[0]] > 0.5
     assert np.median(df) < 0.01
@@ -206,21 +208,21 @@ def test_text_like_documents(tmp_path):
     in_topic = np.asarray(X[:, topic].sum(axis=1)).ravel()
     assert in_topic[y > 0].mean() > 3 * in_topic[y < 0].mean()
     # a test set shares the vocabulary (model_state), not the documents (random_state)
-    other = datasets.make_text_like(tmp_path / "u", 500, d, random_state=2, **kwargs)
+    other = generators.make_text_like(tmp_path / "u", 500, d, random_state=2, **kwargs)
     X2, _ = other.read_rows(0, 500)
     df2 = np.asarray((X2.tocsr() > 0).sum(axis=0)).ravel() / 500
     assert df2[model.term_of_rank[0]] > 0.5
-    again = datasets.make_text_like(tmp_path / "v", n, d, random_state=1, **kwargs)
+    again = generators.make_text_like(tmp_path / "v", n, d, random_state=1, **kwargs)
     assert (again.read_rows(0, n)[0] != X).nnz == 0
 
 
 def test_text_like_bad_parameters(tmp_path):
     with pytest.raises(ValueError, match="positive_rate"):
-        datasets.make_text_like(tmp_path / "a", 10, 1000, positive_rate=1.5)
+        generators.make_text_like(tmp_path / "a", 10, 1000, positive_rate=1.5)
     with pytest.raises(ValueError, match="topic_terms"):
-        datasets.make_text_like(tmp_path / "b", 10, 100, topic_terms=300)
+        generators.make_text_like(tmp_path / "b", 10, 100, topic_terms=300)
     with pytest.raises(ValueError, match="topic_share"):
-        datasets.make_text_like(tmp_path / "c", 10, 1000, topic_terms=10, topic_share=2.0)
+        generators.make_text_like(tmp_path / "c", 10, 1000, topic_terms=10, topic_share=2.0)
     assert not (tmp_path / "a").exists()
 
 
@@ -236,3 +238,13 @@ def test_generate_text_from_the_command_line(tmp_path, capsys):
     assert X.shape == (200, 5000) and 20 < X.nnz / 200 < 40
     assert cli_main([*command, "--overwrite", "--degree", "3"]) == 2
     assert "--degree" in capsys.readouterr().err
+
+
+def test_the_old_name_daskpd_datasets_gives_the_same_generators():
+    import daskpd
+    from daskpd import datasets
+
+    assert datasets.__all__ == generators.__all__
+    for name in generators.__all__:
+        assert getattr(datasets, name) is getattr(generators, name)
+    assert daskpd.datasets is datasets and daskpd.generators is generators
