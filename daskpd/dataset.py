@@ -1353,8 +1353,11 @@ def partition_dataset(
     layouts : sequence of TileLayout, default=DEFAULT_LAYOUTS
         DSO tile layouts to store with the grid (see :func:`write_layouts`); by default those
         of DSO's default options from zero and from a start (``TileLayout.for_dso()`` and
-        ``TileLayout.for_dso(svrg=True)``). Each takes about the grid's own space on disk.
-        ``()``: none (DSO then builds its layout in the first epoch of every run).
+        ``TileLayout.for_dso(svrg=True)``). Each takes about twice the grid's space on disk
+        (its shuffled entries compress less well: 36 MB against the grid's 19 MB on binary
+        splice-like data of 1e7 nonzeros) and adds about a quarter of the grid's time to
+        the partition. ``()``: none (DSO then builds its layout in the first epoch of every
+        run).
 
     Returns
     -------
