@@ -13,9 +13,12 @@ __all__ = [
     "class_weight_pair",
     "group_owner",
     "has_grid",
+    "idle_cores",
     "is_on_disk",
+    "resident_bytes",
     "row_weights",
     "worker_list",
+    "worker_memory",
 ]
 
 
@@ -73,3 +76,52 @@ def worker_list(client):
     if not workers:
         raise ValueError(f"the Dask cluster at {client.scheduler.address} has no workers")
     return workers
+
+
+def resident_bytes(data, n_groups=1):
+    """Bytes the largest of ``n_groups`` row groups of ``data`` takes when kept in memory.
+
+    As the dual solver keeps a group: per nonzero its column id and value (none when
+    binary); per row its offsets, label, weight, norm and dual value; per column ``w``, its
+    working copies and the round's step. Groups are cut to balance nonzeros, so each holds
+    about a ``1 / n_groups`` share of the rows' part.
+    """
+    value_bytes = 0 if getattr(data, "binary", False) else np.dtype(data.dtype).itemsize
+    rows = int(data.nnz) * (4 + value_bytes)
+    rows += int(data.n_samples) * 48
+    return rows // max(1, int(n_groups)) + int(data.n_features) * 48
+
+
+def worker_memory(client):
+    """The smallest memory one worker may use, in bytes (in-process: what is available now).
+
+    A worker without a limit counts its machine's memory.
+    """
+    import psutil
+
+    if client is None:
+        return int(psutil.virtual_memory().available)
+    limits = [
+        int(info.get("memory_limit") or 0)
+        for info in client.scheduler_info(n_workers=-1)["workers"].values()
+    ]
+    machine = int(psutil.virtual_memory().total)
+    return min((limit or machine) for limit in limits) if limits else machine
+
+
+def idle_cores(client, owners):
+    """Threads a group's task may use: each machine's worker threads over the groups on it.
+
+    Dask runs one task a thread and a group's round is one task, so with fewer groups than
+    worker threads on a machine the other threads' cores would idle. The smallest share
+    over the machines that hold groups (at least 1).
+    """
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    cores, groups = {}, {}
+    for address, worker in info.items():
+        host = worker.get("host", address)
+        cores[host] = cores.get(host, 0) + int(worker.get("nthreads", 1))
+    for owner in owners:
+        host = info.get(owner, {}).get("host", owner)
+        groups[host] = groups.get(host, 0) + 1
+    return max(1, min(cores.get(host, 1) // count for host, count in groups.items()))

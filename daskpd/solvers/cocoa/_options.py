@@ -50,7 +50,7 @@ class CocoaOptions:
         more.
     max_shrunk_passes : int, default=100
         At most this many shrunk passes a round.
-    threads : int, default=1
+    threads : int or None, default=None
         Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
         ICML 2015, "wild": each thread steps its share of the rows and adds to the shared
         ``v`` without locks). The racing additions only steer the steps: each round then
@@ -58,8 +58,12 @@ class CocoaOptions:
         the nonzeros, in the same threads), so ``w = w(z)`` to rounding and the certificate
         stays exact. With more than 1 the results depend on the threads' timing: not
         bit-reproducible, and a replay after a lost worker does not repeat the lost
-        round's bits. 1: the serial passes, the same bits run to run. Give the group's
-        owner the cores (e.g. one worker process per machine, or idle workers beside it).
+        round's bits. ``None``: on a cluster, the worker threads of the owner's machine
+        shared among the groups it holds (one group on a machine of two 1-thread workers
+        gets 2: the other worker's core would idle); in-process 1. 1: the serial passes,
+        the same bits run to run. Measured on the splice-like 1e8 set (hinge, 2 cores,
+        BENCHMARKS.md): 2 threads made a round about 1.5x faster and reached ``(1 + 1e-3)
+        P*`` about 1.25x sooner (a round more at small alpha).
     """
 
     grid: int | None = None
@@ -68,7 +72,7 @@ class CocoaOptions:
     shrinking: bool | None = None
     shrink_ratio: float = 0.01
     max_shrunk_passes: int = 100
-    threads: int = 1
+    threads: int | None = None
 
     def __post_init__(self):
         if self.grid is not None and (
@@ -106,12 +110,12 @@ class CocoaOptions:
             raise ValueError(
                 f"max_shrunk_passes must be a positive integer, got {self.max_shrunk_passes!r}"
             )
-        if (
+        if self.threads is not None and (
             isinstance(self.threads, bool)
             or not isinstance(self.threads, int | np.integer)
             or self.threads < 1
         ):
-            raise ValueError(f"threads must be a positive integer, got {self.threads!r}")
+            raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
 
 
 @dataclass(frozen=True)

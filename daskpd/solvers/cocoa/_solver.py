@@ -14,7 +14,13 @@ import numpy as np
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
-from daskpd.solvers._groups import class_weight_pair, group_owner, is_on_disk, worker_list
+from daskpd.solvers._groups import (
+    class_weight_pair,
+    group_owner,
+    idle_cores,
+    is_on_disk,
+    worker_list,
+)
 from daskpd.solvers.cocoa._graph import (
     _ClientRound,
     _references,
@@ -395,9 +401,13 @@ class Cocoa:
         workers = worker_list(client)
         grid = 1 if options.grid is None else int(options.grid)
         self._check_grid(data, grid)
-        settings = _settings(problem, data, options, grid, threads=options.threads)
+        settings = _settings(problem, data, options, grid)
         bounds = _row_bounds(data, grid)
         owners = tuple(group_owner(settings, workers, k) for k in range(grid))
+        threads = options.threads
+        if threads is None:
+            threads = idle_cores(client, owners) if client is not None else 1
+        settings = dataclasses.replace(settings, threads=int(threads))
 
         homes = tuple(dict.fromkeys(owners))
         token = uuid.uuid4().hex[:12]
