@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daskpd.dataset import (
+from daskpd.data import (
     BaseDataset,
     Dataset,
     DatasetIntegrityError,
@@ -398,3 +398,33 @@ def test_cli_info_prints_a_json_summary(tmp_path, capsys):
     assert summary["stored_bytes"] > 0
     assert main(["info", str(tmp_path / "missing")]) == 2
     assert "no dataset" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# module names
+
+
+def test_the_old_module_names_give_the_same_objects():
+    import importlib
+
+    import daskpd.data
+    import daskpd.dataset
+
+    assert daskpd.dataset.__all__ == daskpd.data.__all__
+    for name in daskpd.data.__all__:
+        assert getattr(daskpd.dataset, name) is getattr(daskpd.data, name)
+    homes = {
+        "daskpd._atomic": ["atomic"],
+        "daskpd._base": ["base", "grid", "validation"],
+        "daskpd._format": ["format", "store", "atomic"],
+        "daskpd._layout": ["layout"],
+        "daskpd._memory": ["memory", "validation"],
+        "daskpd._partition": ["grid"],
+    }
+    for old_name, new_names in homes.items():
+        old = importlib.import_module(old_name)
+        new = [importlib.import_module(f"daskpd.data.{name}") for name in new_names]
+        for name in old.__all__:
+            value = getattr(old, name)
+            # _memory._check_grid is validation.check_grid
+            assert any(getattr(module, name.lstrip("_"), None) is value for module in new), name
