@@ -2,9 +2,10 @@
 
 The public API, by layer:
 
-* data: :func:`write_dataset`, :func:`open_dataset`, :func:`partition_dataset`,
-  :func:`as_dataset`, ingestion (:func:`ingest_svmlight`, :func:`ingest_sequences`) and the
-  generators of :mod:`daskpd.generators` (old name: :mod:`daskpd.datasets`);
+* data (:mod:`daskpd.data`): :func:`write_dataset`, :func:`open_dataset`,
+  :func:`partition_dataset`, :func:`as_dataset`, ingestion (:func:`ingest_svmlight`,
+  :func:`ingest_sequences`) and the generators of :mod:`daskpd.generators` (old name:
+  :mod:`daskpd.datasets`);
 * objectives: the losses and regularizers, :class:`Problem` (primal, dual and duality gap over
   a dataset in one Dask compute), :mod:`daskpd.metrics`;
 * training: :func:`solve` with the registered methods ``"dso"``, ``"spdc"``, ``"dspdc"``,
@@ -18,7 +19,7 @@ __version__ = "0.1.0"
 from daskpd import datasets, generators, metrics
 from daskpd.callbacks import Callback, EarlyStopping, HistoryRecorder, ProgressBar
 from daskpd.checkpoint import CorruptStoreError, save_model
-from daskpd.dataset import (
+from daskpd.data import (
     Dataset,
     DatasetIntegrityError,
     DatasetWriter,

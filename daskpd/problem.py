@@ -88,9 +88,9 @@ def _as_data(data):
     """Return the dataset-like object for ``data``.
 
     A Dataset / MemoryDataset as is; an ``(X, y)`` or ``(X, y, sample_weight)`` pair or a path
-    through :func:`daskpd.dataset.as_dataset`.
+    through :func:`daskpd.data.as_dataset`.
     """
-    from daskpd.dataset import as_dataset
+    from daskpd.data import as_dataset
 
     if hasattr(data, "n_row_blocks") and hasattr(data, "row_block_bounds"):
         return data

@@ -152,7 +152,7 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     """P* from the tight peer, true medians over repeats, a target line that comes out not met."""
     from daskpd.bench import peers
     from daskpd.bench.data import in_memory
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
     from daskpd.problem import Problem
 
     def out_of_luck(*args, **kwargs):

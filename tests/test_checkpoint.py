@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 
 from daskpd.checkpoint import CheckpointStore, atomic_group, save_model
-from daskpd.dataset import MemoryDataset
+from daskpd.data import MemoryDataset
 from daskpd.solvers import load_model, solve
 
 

@@ -12,7 +12,7 @@ import zarr
 
 from daskpd import load_model, metrics
 from daskpd.cli import main
-from daskpd.dataset import write_dataset
+from daskpd.data import write_dataset
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 
-from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
+from daskpd.data import MemoryDataset, partition_dataset, write_dataset
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.problem import Problem

@@ -14,9 +14,9 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daskpd import _format
-from daskpd._partition import balanced_bounds, cumulative_chunks
-from daskpd.dataset import MemoryDataset, open_dataset, partition_dataset, write_dataset
+from daskpd.data import MemoryDataset, open_dataset, partition_dataset, write_dataset
+from daskpd.data.format import CHUNK_KEYS, compressors, manifest_entry, write_small
+from daskpd.data.grid import balanced_bounds, cumulative_chunks
 from daskpd.kernels import dataset as kernels
 
 
@@ -163,7 +163,7 @@ def test_partition_refuses_to_overwrite_and_rebuilds_when_asked(tmp_path):
 
 
 def test_failed_partition_leaves_no_grid(tmp_path, monkeypatch):
-    from daskpd import _partition
+    from daskpd.data.grid import ZarrSink
 
     X, y = random_matrix(6, 30, 10, 0.3, False, False)
     ds = write_dataset(X, y, tmp_path / "d", rows_per_block=5)
@@ -171,7 +171,7 @@ def test_failed_partition_leaves_no_grid(tmp_path, monkeypatch):
     def failing_add(self, q, r, rows, cols, vals):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(_partition.ZarrSink, "add", failing_add)
+    monkeypatch.setattr(ZarrSink, "add", failing_add)
     with pytest.raises(RuntimeError, match="disk full"):
         partition_dataset(ds.path, 2)
     assert open_dataset(ds.path).grids == []
@@ -210,9 +210,9 @@ def _sparse_array(group, name, dtype, length, pieces):
         shape=(length,),
         dtype=dtype,
         chunks=(2**16,),
-        compressors=_format.compressors(np.dtype(dtype).itemsize),
+        compressors=compressors(np.dtype(dtype).itemsize),
         fill_value=0,
-        chunk_key_encoding=_format.CHUNK_KEYS,
+        chunk_key_encoding=CHUNK_KEYS,
     )
     for offset, values in pieces.items():
         array[offset : offset + len(values)] = values
@@ -221,8 +221,7 @@ def _sparse_array(group, name, dtype, length, pieces):
 
 def _manifest(group, directory, names):
     return {
-        name: _format.manifest_entry(group[name], os.path.join(directory, name), None)
-        for name in names
+        name: manifest_entry(group[name], os.path.join(directory, name), None) for name in names
     }
 
 
@@ -244,7 +243,7 @@ def huge_offsets_dataset(tmp_path_factory):
         "row_block_bounds": np.array([0, 1, 2, 3], dtype=np.int64),
     }
     for name, values in small.items():
-        _format.write_small(group, name, values)
+        write_small(group, name, values)
     _sparse_array(
         group,
         "indices",
@@ -287,7 +286,7 @@ def huge_offsets_dataset(tmp_path_factory):
         "tile_crc32": np.zeros((4, 3), dtype=np.int64),
     }
     for name, values in tables.items():
-        _format.write_small(grid, name, values.astype(np.int64))
+        write_small(grid, name, values.astype(np.int64))
     _sparse_array(grid, "rows", np.int32, BIG, {tile_start: np.zeros(40, np.int32)})
     _sparse_array(grid, "cols", np.int32, BIG, {tile_start: indices_last[10:] - 20})
     _sparse_array(grid, "vals", np.float32, BIG, {tile_start: values_last[10:]})
@@ -376,8 +375,8 @@ def test_partition_on_a_cluster_equals_the_streamed_one(tmp_path, local_cluster)
 
 
 def test_column_order_deals_dense_and_sparse_columns_to_every_block():
-    from daskpd._base import GridInfo
-    from daskpd._partition import column_blocks
+    from daskpd.data import GridInfo
+    from daskpd.data.grid import column_blocks
 
     # columns grouped by kind, as splice-site k-mers are: 6 dense columns, then 594 sparse
     rng = np.random.default_rng(0)

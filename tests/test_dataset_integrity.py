@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 import zarr
 
-from daskpd.dataset import (
+from daskpd.data import (
     DatasetIntegrityError,
     DatasetWriter,
     open_dataset,
@@ -69,7 +69,7 @@ def test_killed_writer_leaves_nothing_at_the_destination(tmp_path):
         f"""
         import sys, time
         import numpy as np, scipy.sparse as sp
-        from daskpd.dataset import DatasetWriter
+        from daskpd.data import DatasetWriter
         X = sp.random(100, 20, density=0.2, format="csr", random_state=0)
         with DatasetWriter({str(tmp_path / "d")!r}, 20, chunk_bytes=256) as writer:
             for _ in range(10000):
@@ -113,7 +113,7 @@ def test_two_processes_read_one_dataset_at_once(tmp_path):
     script = textwrap.dedent(
         f"""
         import numpy as np
-        from daskpd.dataset import open_dataset
+        from daskpd.data import open_dataset
         ds = open_dataset({str(tmp_path / "d")!r})
         total = 0.0
         for _ in range(3):
@@ -233,7 +233,7 @@ def test_cli_reports_corruption_without_traceback(stored, capsys):
 MEMORY_SCRIPT = """
 import resource, sys
 import numpy as np, scipy.sparse as sp
-from daskpd.dataset import DatasetWriter, partition_dataset, write_dataset
+from daskpd.data import DatasetWriter, partition_dataset, write_dataset
 
 def peak_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

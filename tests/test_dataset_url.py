@@ -18,9 +18,14 @@ import pytest
 import scipy.sparse as sp
 
 import daskpd
-from daskpd import dataset as dataset_module
 from daskpd.cli import main
-from daskpd.dataset import DatasetIntegrityError, open_dataset, partition_dataset, write_dataset
+from daskpd.data import (
+    DatasetIntegrityError,
+    ondisk,
+    open_dataset,
+    partition_dataset,
+    write_dataset,
+)
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP file system
 
@@ -98,7 +103,7 @@ def test_training_through_a_url_equals_training_on_the_path(served, local_cluste
     assert any("/indices/c." in path for command, path in served["requests"] if command == "GET")
 
     def opened_urls():
-        return [str(key) for key in dataset_module._OPEN_HANDLES if served["url"] in str(key)]
+        return [str(key) for key in ondisk._OPEN_HANDLES if served["url"] in str(key)]
 
     opened = local_cluster.run(opened_urls)
     assert len(opened) == 2 and all(opened.values()), opened

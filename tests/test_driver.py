@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from daskpd.callbacks import EarlyStopping, HistoryRecorder, ProgressBar
-from daskpd.dataset import MemoryDataset, write_dataset
+from daskpd.data import MemoryDataset, write_dataset
 from daskpd.metrics import auprc
 from daskpd.solvers import (
     DivergenceError,

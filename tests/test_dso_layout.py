@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import zarr
 
-from daskpd import _layout
-from daskpd.dataset import (
+from daskpd.data import (
+    DEFAULT_LAYOUTS,
     DatasetIntegrityError,
     TileLayout,
     open_dataset,
@@ -37,7 +37,7 @@ RUN = dict(
 )  # fmt: skip
 
 
-def _splice(path, binary=False, layouts=_layout.DEFAULT_LAYOUTS, grid=GRID):
+def _splice(path, binary=False, layouts=DEFAULT_LAYOUTS, grid=GRID):
     # 2**16 hashed columns: several sub-blocks per column block with either default width
     make_splice_like(path, 400, degree=4, hash_bits=16, binary=binary, random_state=3)
     return partition_dataset(path, grid, chunk_bytes=CHUNK_BYTES, layouts=layouts)
@@ -89,7 +89,7 @@ def test_default_layouts_are_those_of_dsos_default_options(tmp_path):
         settings = dso._settings(problem, data, dso.DSOOptions(grid=GRID), GRID, started)
         layouts.add(dso._tile_layout(settings))
     # from zero (no SVRG) and from a start (SVRG: twice the bytes a column), both stored
-    assert layouts == set(_layout.DEFAULT_LAYOUTS) and len(layouts) == 2
+    assert layouts == set(DEFAULT_LAYOUTS) and len(layouts) == 2
     assert data.layouts(GRID) == sorted(layout.name for layout in layouts)
     assert all(data.stored_layout(GRID, layout) for layout in layouts)
     # the attributes record the parameters and the grid the layout was derived from
@@ -297,7 +297,7 @@ def test_layouts_written_by_a_cluster_are_the_same_and_its_workers_read_them(
     there = partition_dataset(
         tmp_path / "there.zarr", GRID, chunk_bytes=CHUNK_BYTES, client=local_cluster
     )
-    for layout in _layout.DEFAULT_LAYOUTS:
+    for layout in DEFAULT_LAYOUTS:
         for q in range(GRID):
             for r in range(GRID):
                 mine = here.layout_tile(GRID, layout, q, r)

@@ -11,7 +11,7 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 
-from daskpd.dataset import as_dataset
+from daskpd.data import as_dataset
 from daskpd.kernels import dspdc as K
 from daskpd.kernels import scalar
 from daskpd.problem import Problem

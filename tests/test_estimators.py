@@ -13,7 +13,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from daskpd.dataset import open_dataset, partition_dataset, write_dataset
+from daskpd.data import open_dataset, partition_dataset, write_dataset
 from daskpd.estimators import (
     ElasticNet,
     LADRegression,
@@ -282,7 +282,7 @@ def test_sample_weight_equals_repetition(estimator, kind, rng):
     """Integer weights are repeated rows: the same objective, and fits within their gaps."""
     from sklearn.base import clone
 
-    from daskpd.dataset import as_dataset
+    from daskpd.data import as_dataset
     from daskpd.problem import Problem
 
     X, y = (_classification if kind == "classification" else _regression)(rng, n=60, d=5)
@@ -376,7 +376,7 @@ def test_warm_start_continues_from_previous_model(rng):
 def test_warm_start_solvers_match_what_the_solvers_do(rng, builtin_solvers):
     """WARM_START_SOLVERS lists exactly the solvers whose first epoch depends on the start;
     warm_start=True with the others is a clear error, not a silently cold start."""
-    from daskpd.dataset import as_dataset
+    from daskpd.data import as_dataset
     from daskpd.estimators._base import WARM_START_SOLVERS
     from daskpd.solvers import solve
 

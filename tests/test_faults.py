@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from daskpd._cluster import worker_addresses
 from daskpd.checkpoint import CheckpointStore
 from daskpd.cli import main
-from daskpd.dataset import partition_dataset, write_dataset
+from daskpd.data import partition_dataset, write_dataset
 from daskpd.solvers import Iterate, TrainingFailed, load_model, register_solver, solve
 
 pytestmark = pytest.mark.cluster
@@ -272,7 +272,7 @@ def test_replays_are_bounded(local_cluster, disk_data):
 
 
 def test_client_policy(local_cluster, counting_scheduler):
-    from daskpd.dataset import MemoryDataset
+    from daskpd.data import MemoryDataset
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 4))

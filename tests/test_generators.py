@@ -227,7 +227,7 @@ def test_text_like_bad_parameters(tmp_path):
 
 
 def test_generate_text_from_the_command_line(tmp_path, capsys):
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
 
     dest = tmp_path / "docs"
     command = ["generate", "text", str(dest), "--n-samples", "200", "--n-features", "5000"]

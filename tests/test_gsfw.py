@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd.dataset import MemoryDataset, write_dataset
+from daskpd.data import MemoryDataset, write_dataset
 from daskpd.kernels import gsfw as kernels
 from daskpd.kernels.scalar import LOGISTIC, SQUARED
 from daskpd.losses import Hinge, Logistic, Squared

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file, load_svmlight_files
 
 from daskpd.cli import main as cli_main
-from daskpd.dataset import open_dataset
+from daskpd.data import open_dataset
 from daskpd.io.svmlight import SvmlightFormatError, dump_svmlight, ingest_svmlight
 
 # Numbers that exercise both the kernel's fast path and the NumPy fallback: 17 significant

@@ -111,7 +111,7 @@ def _scalar_workload():
 
 
 def _objective_workload():
-    from daskpd.dataset import MemoryDataset
+    from daskpd.data import MemoryDataset
     from daskpd.problem import Problem
 
     rng = np.random.default_rng(0)
@@ -170,7 +170,7 @@ def _solver_workload(tmp_path, tag, solvers):
 
 
 def _run_workload(tmp_path, tag, solvers):
-    from daskpd.dataset import partition_dataset, write_dataset
+    from daskpd.data import partition_dataset, write_dataset
     from daskpd.io import ingest_sequences, ingest_svmlight
     from daskpd.regularizers import L1Ball
     from daskpd.solvers import solve
@@ -211,7 +211,7 @@ def _coverage_workload(tmp_path, tag):
     snapshots and every visit order, SPDC's warm-started dual, GSFW's dense LMO and its
     baselines, Pdprox's other algorithms and objective, DSPDC on factorized and matrix data.
     """
-    from daskpd.dataset import MemoryDataset
+    from daskpd.data import MemoryDataset
     from daskpd.generators import make_classification
     from daskpd.io import dump_svmlight, ingest_sequences
     from daskpd.losses import Hinge, Logistic

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from daskpd.dataset import MemoryDataset, write_dataset
+from daskpd.data import MemoryDataset, write_dataset
 from daskpd.kernels import pdprox as kernels
 from daskpd.losses import Absolute, EpsilonInsensitive, Hinge, Logistic
 from daskpd.problem import Problem

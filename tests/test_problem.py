@@ -25,7 +25,7 @@ from sklearn.linear_model import ElasticNet as SkElasticNet
 from sklearn.linear_model import Lasso, LogisticRegression
 from sklearn.svm import LinearSVC
 
-from daskpd.dataset import MemoryDataset, write_dataset
+from daskpd.data import MemoryDataset, write_dataset
 from daskpd.losses import (
     Absolute,
     EpsilonInsensitive,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from daskpd.dataset import as_dataset
+from daskpd.data import as_dataset
 from daskpd.problem import Problem
 from daskpd.solvers import spdc
 from daskpd.solvers._driver import get_solver, solve
@@ -336,7 +336,7 @@ def test_resume_is_exact(rng):
 
 @pytest.mark.cluster
 def test_local_cluster_equals_in_process(local_cluster, rng, tmp_path):
-    from daskpd.dataset import write_dataset
+    from daskpd.data import write_dataset
 
     X = rng.normal(size=(150, 12))
     X[np.abs(X) < 0.8] = 0.0

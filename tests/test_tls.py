@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import daskpd
 from daskpd._cluster import ClusterOptions, SchedulerUnreachable, cluster_client
 from daskpd.cli import main
-from daskpd.dataset import write_dataset
+from daskpd.data import write_dataset
 from daskpd.problem import Problem
 
 pytestmark = [

@@ -346,7 +346,7 @@ def _partitioned(train, grid):
     run ``daskpd partition``), and the seconds that took (0 when it was there)."""
     import time
 
-    from daskpd.dataset import open_dataset, partition_dataset
+    from daskpd.data import open_dataset, partition_dataset
 
     if int(grid) in [int(g) for g in train.grids]:
         return train, 0.0
@@ -380,7 +380,7 @@ def _positive_rate(y):
 
 
 def _save(results, path):
-    from daskpd._atomic import write_text_atomic
+    from daskpd.data.atomic import write_text_atomic
 
     write_text_atomic(path, json.dumps(results, indent=1, default=_json_default))
 

@@ -48,7 +48,7 @@ def datasets(config, nnz):
 
 def _dataset(config, nnz, kind):
     """Generate (once) and open one set of a scale."""
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
     from daskpd.datasets import (
         make_spdc_ridge,
         make_splice_like,
@@ -88,7 +88,7 @@ def _dna_sets(config):
     """The real StatLog DNA windows, donor sites against the rest, split and featurized."""
     from sklearn.model_selection import train_test_split
 
-    from daskpd.dataset import open_dataset, write_dataset
+    from daskpd.data import open_dataset, write_dataset
     from daskpd.datasets import load_statlog_dna
     from daskpd.io.sequences import WDOptions, encode, wd_transform
 

@@ -227,7 +227,7 @@ def section_span(content: str, section: str, where: str) -> tuple[int, int]:
 
 def replace_section(markdown_path: str, section: str, text: str) -> None:
     """Replace the text between ``<!-- section: NAME -->`` and ``<!-- end: NAME -->``."""
-    from daskpd._atomic import write_text_atomic
+    from daskpd.data.atomic import write_text_atomic
 
     with open(markdown_path) as handle:
         content = handle.read()

@@ -36,7 +36,7 @@ def _add_partition(parser: argparse.ArgumentParser) -> None:
 
 def _run_partition(args) -> int:
     from daskpd._cluster import cluster_client
-    from daskpd.dataset import partition_dataset
+    from daskpd.data import partition_dataset
 
     # --scheduler / --workers: one task per row group on Dask workers; else one streaming pass
     start = _cluster_asked(args)
@@ -69,7 +69,7 @@ def _add_info(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_info(args) -> int:
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
 
     dataset = open_dataset(args.data, verify=args.verify)
     summary = {"path": dataset.path, "format_version": dataset.format_version}

@@ -120,7 +120,7 @@ def _class_weight_arg(text):
 
 
 def _open_data(path, what):
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
 
     try:
         return open_dataset(path)
@@ -415,7 +415,7 @@ def _run_demo(args) -> int:
 
     from daskpd._cluster import worker_addresses
     from daskpd.checkpoint import save_model
-    from daskpd.dataset import partition_dataset
+    from daskpd.data import partition_dataset
     from daskpd.datasets import make_splice_like
 
     if args.dir:

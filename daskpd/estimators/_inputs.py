@@ -81,7 +81,7 @@ class _InputsMixin:
         labels : ndarray
             The distinct labels (classifiers) or None.
         """
-        from daskpd.dataset import as_dataset
+        from daskpd.data import as_dataset
 
         classification = self._is_classification()
         if _is_dataset(X):
@@ -184,7 +184,7 @@ class _InputsMixin:
         import dask
         import dask.array as da
 
-        from daskpd.dataset import as_dataset
+        from daskpd.data import as_dataset
 
         if y is None:
             raise ValueError(

@@ -22,7 +22,7 @@ class Generated(NamedTuple):
 
     Attributes
     ----------
-    dataset : daskpd.dataset.Dataset
+    dataset : daskpd.data.Dataset
     coef : ndarray of shape (n_features,) or None
         Planted coefficients.
     U : zarr.Array of shape (n_samples, rank) or None
@@ -66,7 +66,7 @@ def _generate(dest, n_samples, chunk_rows, chunk_function, params, seeds, *, n_f
     """Run ``chunk_function`` per chunk as Dask tasks, then assemble the parts at ``dest``."""
     import dask
 
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
 
     bounds = _chunk_bounds(n_samples, chunk_rows)
     parts_dir = _parts.new_parts_dir(dest)

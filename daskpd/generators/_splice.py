@@ -226,13 +226,13 @@ def make_splice_like(
     overwrite : bool, default=False
     client : distributed.Client, optional
     writer_options : dict, optional
-        Extra keyword arguments of :class:`daskpd.dataset.DatasetWriter`.
+        Extra keyword arguments of :class:`daskpd.data.DatasetWriter`.
     data_path : str, optional
         Another copy of the calibration CSV.
 
     Returns
     -------
-    dataset : daskpd.dataset.Dataset
+    dataset : daskpd.data.Dataset
     """
     n_samples = _check_common(dest, n_samples, chunk_rows, overwrite)
     if not 0.0 < float(positive_rate) < 1.0:

@@ -172,7 +172,7 @@ def make_text_like(
 
     Returns
     -------
-    dataset : daskpd.dataset.Dataset
+    dataset : daskpd.data.Dataset
     """
     n_samples = _check_common(dest, n_samples, chunk_rows, overwrite)
     if not 0.0 < float(positive_rate) < 1.0:

@@ -7,7 +7,7 @@ Ingestion and generation run in two stages so that nothing big passes through th
    destination (``y``, ``indptr``, ``indices``, ``data`` for CSR rows, or ``X`` for dense
    rows, plus ``row_line``, the 0-based line of each row in its text block, when the rows come
    from text). A task returns only a small description of its parts.
-2. One task appends the parts, in order, to a :class:`daskpd.dataset.DatasetWriter`, one part
+2. One task appends the parts, in order, to a :class:`daskpd.data.DatasetWriter`, one part
    at a time, so memory stays bounded by a part plus a block of the writer.
 
 The parts directory is a sibling of the destination (``<dest>.parts-<uuid>``): workers and the
@@ -146,14 +146,14 @@ def assemble(parts, dest, *, n_features, index_shift=0, dtype=np.float64, binary
     task : {"binary", "regression"}
     overwrite : bool, default=False
     writer_options : dict, optional
-        Extra keyword arguments of :class:`daskpd.dataset.DatasetWriter`.
+        Extra keyword arguments of :class:`daskpd.data.DatasetWriter`.
 
     Returns
     -------
     summary : dict
         ``n_samples`` and ``nnz`` written.
     """
-    from daskpd.dataset import DatasetWriter
+    from daskpd.data import DatasetWriter
 
     n_samples = 0
     nnz = 0

@@ -391,11 +391,11 @@ def ingest_sequences(
         windows times 12 bytes per WD nonzero), and bytes of a plain CSV file per task.
     client : distributed.Client, optional
     writer_options : dict, optional
-        Extra keyword arguments of :class:`daskpd.dataset.DatasetWriter`.
+        Extra keyword arguments of :class:`daskpd.data.DatasetWriter`.
 
     Returns
     -------
-    dataset : daskpd.dataset.Dataset
+    dataset : daskpd.data.Dataset
 
     Raises
     ------
@@ -404,7 +404,7 @@ def ingest_sequences(
     """
     import dask
 
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
     from daskpd.io.svmlight import _check_dest, _global_line, _locate_row
 
     if isinstance(sources, str | os.PathLike):

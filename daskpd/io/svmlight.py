@@ -333,12 +333,12 @@ def ingest_svmlight(
     client : distributed.Client, optional
         Cluster to run on; default: the active client, else local threads.
     writer_options : dict, optional
-        Extra keyword arguments of :class:`daskpd.dataset.DatasetWriter`
+        Extra keyword arguments of :class:`daskpd.data.DatasetWriter`
         (e.g. ``rows_per_block``).
 
     Returns
     -------
-    dataset : daskpd.dataset.Dataset
+    dataset : daskpd.data.Dataset
 
     Raises
     ------
@@ -349,7 +349,7 @@ def ingest_svmlight(
     """
     import dask
 
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
 
     if isinstance(sources, str | os.PathLike):
         sources = [sources]

@@ -20,7 +20,7 @@ def _as_data(data, *, name: str):
     if hasattr(data, "n_row_blocks") and hasattr(data, "block"):
         return data
     if isinstance(data, tuple | list) and len(data) == 2:
-        from daskpd.dataset import as_dataset
+        from daskpd.data import as_dataset
 
         return as_dataset(data[0], data[1])
     if data is None:

@@ -108,7 +108,7 @@ def solve(
     ----------
     data : Dataset, MemoryDataset or (X, y) pair
         Training rows. An (X, y) pair (NumPy, scipy.sparse, Dask) goes through
-        :func:`daskpd.dataset.as_dataset`.
+        :func:`daskpd.data.as_dataset`.
     loss : str or Loss, default="hinge"
     regularizer : str or Regularizer, default="l2"
     alpha : float, default=1e-4

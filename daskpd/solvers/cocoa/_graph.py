@@ -18,7 +18,7 @@ def _row_bounds(data, grid):
     """Row bounds of the groups: the stored grid's, else the same cut computed here."""
     if has_grid(data, grid):
         return np.asarray(data.grid(grid).row_bounds, dtype=np.int64)
-    from daskpd._partition import balanced_bounds, cumulative_chunks
+    from daskpd.data.grid import balanced_bounds, cumulative_chunks
 
     return balanced_bounds(
         cumulative_chunks(data._row_nnz_chunks()), int(data.nnz), int(grid), int(data.n_samples)

@@ -87,7 +87,7 @@ def pdprox(
     -------
     PdproxResult
     """
-    from daskpd.dataset import MemoryDataset
+    from daskpd.data import MemoryDataset
 
     y = np.asarray(y, dtype=np.float64)
     data = MemoryDataset(X, y, rows_per_block=rows_per_block)
