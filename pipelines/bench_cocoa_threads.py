@@ -1,0 +1,83 @@
+"""The dual solver's threads: time to a certified gap with 1 and more threads in one group.
+
+``cocoa`` keeps one row group by default; ``threads`` runs its passes in several threads that
+share ``w`` without locks (PASSCoDe-wild) and rebuild each round's change of ``w`` exactly from
+the change of the dual. This runs ``solve(..., solver="cocoa", threads=T)`` for each ``T`` of
+``--threads``, alternating, ``--repeats`` times, in this process (``--workers 0``) or on a
+fresh LocalCluster of ``--workers`` processes each run (its start not timed), with the gap
+checked after every round, and prints for each run the wall seconds (of the ``solve`` call)
+at which the certified relative gap first fell to 1e-2, 1e-3 and 1e-4, and the round.
+
+Reproduce (BENCHMARKS.md, "The dual solver's threads"; the data set is the one ``daskpd
+bench --scales 1e8`` made)::
+
+    python pipelines/bench_cocoa_threads.py /work/bench-work/splice-1e08-train.zarr \\
+        --alpha 1e-3 --threads 1,2 --repeats 2 --rounds 4 --workers 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def _first_below(history, eps):
+    """``(wall seconds, round)`` of the first row whose gap is at most ``eps`` times its primal."""
+    for row in history:
+        if row["gap"] <= eps * row["primal"]:
+            return row["wall_seconds"], row["epoch"]
+    return None
+
+
+def one_run(data, args, threads):
+    """One ``solve`` call; returns its history."""
+    from daskpd.solvers import solve
+
+    common = {
+        "loss": args.loss,
+        "alpha": args.alpha,
+        "solver": "cocoa",
+        "tol": 0.0,
+        "max_epochs": args.rounds,
+        "threads": threads,
+    }
+    if args.workers == 0:
+        return solve(data, client=False, eval_every=1, **common).history
+    from daskpd._cluster import ClusterOptions, cluster_client
+
+    options = ClusterOptions(n_workers=args.workers, memory_limit=args.memory_limit)
+    with cluster_client(options, start=True) as client:
+        return solve(data, client=client, **common).history
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", help="training set (a daskpd zarr dataset)")
+    parser.add_argument("--loss", default="hinge")
+    parser.add_argument("--alpha", type=float, default=1e-3)
+    parser.add_argument("--threads", default="1,2", help="thread counts, in turn")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=0, help="0: in this process")
+    parser.add_argument("--memory-limit", default="4GiB")
+    args = parser.parse_args(argv)
+    from daskpd.data import open_dataset
+
+    data = open_dataset(args.data)
+    print(f"{args.data}: {data.n_samples} x {data.n_features}, {data.nnz} nonzeros")
+    print("| threads | run | wall s | to 1e-2 | to 1e-3 | to 1e-4 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for repeat in range(args.repeats):
+        for threads in (int(t) for t in args.threads.split(",")):
+            tick = time.perf_counter()
+            history = one_run(data, args, threads)
+            wall = time.perf_counter() - tick
+            cells = []
+            for eps in (1e-2, 1e-3, 1e-4):
+                hit = _first_below(history, eps)
+                cells.append("-" if hit is None else f"{hit[0]:.2f} (round {hit[1]})")
+            print(f"| {threads} | {repeat + 1} | {wall:.2f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
