@@ -113,22 +113,23 @@ def test_tile_cache_stays_under_half_the_worker_limit(tmp_path, monkeypatch):
     import psutil
 
     from daskpd.solvers import dso
+    from daskpd.solvers.dso import _tiles
 
     X, y = _classification(n=200, d=40)
     data = partition_dataset(write_dataset(X, y, tmp_path / "d.zarr").path, grid=2)
     problem = Problem("hinge", "l2", 1e-2)
     settings = dso._settings(problem, data, DSOOptions(grid=2), 2)
-    monkeypatch.setattr(dso, "_TILE_CACHE", {})
-    monkeypatch.setattr(dso, "_CACHE_USED", [0])
+    monkeypatch.setattr(_tiles, "_TILE_CACHE", {})
+    monkeypatch.setattr(_tiles, "_CACHE_USED", [0])
     rss = psutil.Process().memory_info().rss
     # a worker already at 60% of its limit: no tile is kept, however large the budget
-    monkeypatch.setattr(dso, "worker_memory_limit", lambda: int(rss / 0.6))
+    monkeypatch.setattr(_tiles, "worker_memory_limit", lambda: int(rss / 0.6))
     dso._load_tile(data, settings, 0, 0)
-    assert dso._TILE_CACHE == {} and dso._CACHE_USED == [0]
+    assert _tiles._TILE_CACHE == {} and _tiles._CACHE_USED == [0]
     # far below half of it: the tile is kept, and a second load is the same object
-    monkeypatch.setattr(dso, "worker_memory_limit", lambda: 8 * rss)
+    monkeypatch.setattr(_tiles, "worker_memory_limit", lambda: 8 * rss)
     tile = dso._load_tile(data, settings, 0, 0)
-    assert len(dso._TILE_CACHE) == 1 and dso._CACHE_USED[0] == sum(a.nbytes for a in tile)
+    assert len(_tiles._TILE_CACHE) == 1 and _tiles._CACHE_USED[0] == sum(a.nbytes for a in tile)
     assert dso._load_tile(data, settings, 0, 0) is tile
 
 
@@ -540,7 +541,7 @@ def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
 
     from dask.sizeof import sizeof
 
-    from daskpd.solvers.dso import _ColumnBlock
+    from daskpd.solvers.dso._blocks import _ColumnBlock
 
     rng = np.random.default_rng(0)
     n = 1000
@@ -570,7 +571,7 @@ def test_a_shared_column_block_travels_as_its_file_name(tmp_path, monkeypatch):
     import pickle
 
     from daskpd.solvers import _shared
-    from daskpd.solvers.dso import _ColumnBlock
+    from daskpd.solvers.dso._blocks import _ColumnBlock
 
     # any directory serves for the test (a machine's is /dev/shm); a second one stands for
     # another machine's

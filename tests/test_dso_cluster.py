@@ -14,6 +14,7 @@ from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
 from daskpd.solvers._driver import solve
 from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
+from daskpd.solvers.dso._start import _start_method
 
 pytestmark = pytest.mark.cluster
 
@@ -93,8 +94,9 @@ def test_two_workers_equal_serial_replay_either_way_blocks_travel(
     # small; above the size, the block is split off by a task of its own. The same updates
     # either way, and the dual blocks stay where they live.
     from daskpd.solvers import dso
+    from daskpd.solvers.dso import _epoch
 
-    monkeypatch.setattr(dso, "WHOLE_TUPLE_BYTES", 1 << 30 if whole else 0)
+    monkeypatch.setattr(_epoch, "WHOLE_TUPLE_BYTES", 1 << 30 if whole else 0)
     problem = Problem("hinge", "l2", 1e-2)
     options = DSOOptions(grid=2)
     solver, state = _epochs(local_cluster, problem, disk_data, options, n_epochs=3, seed=4)
@@ -140,7 +142,7 @@ def test_an_iterate_outlives_the_epochs_after_it(local_cluster, disk_data):
 
 def _shared_files(dask_worker):
     """``(key, shared file)`` of the DSO w blocks in a worker's memory."""
-    from daskpd.solvers.dso import _ColumnBlock
+    from daskpd.solvers.dso._blocks import _ColumnBlock
 
     return [
         (key, value.shared)
@@ -371,6 +373,11 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
         Client(cluster, set_as_default=False) as client,
     ):  # fmt: skip
         workers_before = set(worker_addresses(client))
+        # the dual solver's start would keep every row in one worker: "auto" starts from
+        # zero here (with this machine's memory in-process, the same data gets that start)
+        problem = Problem("hinge", "l2", 1e-4)
+        assert _start_method(problem, data, DSOOptions(), client) == "zero"
+        assert _start_method(problem, data, DSOOptions(), None) == "cocoa"
         # default tile cache: it keeps tiles only while a worker is under half its limit
         result = solve(
             data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
