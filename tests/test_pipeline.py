@@ -164,8 +164,10 @@ def test_pipeline_on_generated_splice_like_data(pipeline, tmp_path):
     assert report["data"]["train"]["n_samples"] == 3000
     assert report["data"]["test"]["n_samples"] == 1000
     assert report["config"]["class_weight"] == "balanced"
-    assert report["epochs"] == 3 and len(report["history"]) == 3
-    # Generated positives carry the real donor consensus, so even 3 epochs rank them well
+    # DSO starts from the dual solver's certified rounds, so it may stop by tol before the
+    # 3 epochs; every epoch it ran is in the history
+    assert 1 <= report["epochs"] <= 3 and len(report["history"]) == report["epochs"]
+    # Generated positives carry the real donor consensus, so even a few epochs rank them well
     # above the 5% a random ranking would give.
     assert report["final"]["test_auprc"] > 0.2
     assert report["final"]["gap"] >= -1e-9
