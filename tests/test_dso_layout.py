@@ -3,6 +3,7 @@ stale or other-parameter layouts built at run time with a warning, damaged ones 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import warnings
@@ -128,7 +129,7 @@ def test_stored_tiles_are_the_bits_dso_builds(tmp_path, binary, svrg):
     problem = Problem("hinge", "l2", 1e-3)
     options = dso.DSOOptions(grid=3, svrg_every=int(svrg), tile_cache_bytes=0)
     settings = dso._settings(problem, data, options, 3)
-    stored = dso.dataclasses.replace(settings, stored_layout=True)
+    stored = dataclasses.replace(settings, stored_layout=True)
     layout = dso._tile_layout(settings)
     assert data.stored_layout(3, layout)
     for q in range(3):

@@ -195,7 +195,7 @@ def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
 
     def exact_step(t):
         kernels.add_transpose_dot(
-            group.indptr, group.indices, group.vals, group.binary, z - z_start,
+            group.indptr, group.indices, group.vals, group.binary, dz,
             cuts[t], cuts[t + 1], partial[t],
         )  # fmt: skip
 
@@ -205,6 +205,8 @@ def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
             # the full pass's spread over all threads' rows, as the serial pass has it
             pg_range = np.array([pg[:, 0].max(), pg[:, 1].min()])
             list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
+        # the round's change of the dual, once for all threads
+        dz = z - z_start
         list(pool.map(exact_step, range(n_threads)))
     dw = partial.sum(axis=0) * -settings.inv_alpha_n
     step = w[group.columns] + dw if settings.direct else dw

@@ -37,9 +37,6 @@ that looks it up (``WHOLE_TUPLE_BYTES`` in ``_epoch``, the tile cache in ``_tile
 
 from __future__ import annotations
 
-# tests/test_dso_layout.py reaches dataclasses.replace through this module
-import dataclasses as dataclasses
-
 from daskpd.solvers.dso._blocks import _OutputPool as _OutputPool
 from daskpd.solvers.dso._epoch import WHOLE_TUPLE_BYTES as WHOLE_TUPLE_BYTES
 from daskpd.solvers.dso._epoch import _whole as _whole
