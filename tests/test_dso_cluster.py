@@ -316,6 +316,41 @@ def test_grid_must_be_a_multiple_of_the_workers(local_cluster, tmp_path):
         )  # fmt: skip
 
 
+def _cached_tiles(path):
+    from daskpd.solvers.dso import _tiles
+
+    return sorted((key[3], key[4]) for key in _tiles._TILE_CACHE if key[0] == path)
+
+
+@pytest.mark.parametrize("cache_bytes", [None, 0], ids=["cache", "no-cache"])
+def test_init_reads_each_workers_tiles_during_the_start(local_cluster, tmp_path, cache_bytes):
+    # The first epoch then costs a steady one's time: each worker's tiles are in its cache
+    # when init returns (read while the start ran). Without a cache nothing is read ahead,
+    # as the epochs would read every tile again anyway.
+    X, y = _data(seed=3)
+    path = tmp_path / "warm.zarr"
+    write_dataset(X, y, path, rows_per_block=50)
+    data = partition_dataset(path, grid=2)
+    problem = Problem("hinge", "l2", 1e-2)
+    options = DSOOptions(grid=2, tile_cache_bytes=cache_bytes)
+    assert _start_method(problem, data, options, local_cluster) == "cocoa"
+    solver = DSO()
+    solver.check(problem, data, options)
+    seed = np.random.SeedSequence(5)
+    state = solver.init(problem, data, seed=seed, client=local_cluster, options=options)
+    cached = local_cluster.run(_cached_tiles, str(data.path))
+    first, second = worker_addresses(local_cluster)
+    if cache_bytes is None:
+        assert cached == {first: [(0, 0), (0, 1)], second: [(1, 0), (1, 1)]}
+    else:
+        assert cached == {first: [], second: []}
+    # what the epochs do with the tiles read ahead is what they do reading them themselves
+    for epoch in (1, 2):
+        state = solver.run_epoch(state, epoch)
+    reference = serial_replay(problem, data, n_epochs=2, seed=5, options=options)
+    assert np.array_equal(solver.iterate(state).w, reference["w"])
+
+
 def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
     result = solve(
         disk_data, "hinge", "l2", 1e-2, "dso", max_epochs=30, tol=0.0, eval_every=10,

@@ -20,6 +20,7 @@ from daskpd.solvers._groups import (
     has_grid,
     is_on_disk,
     worker_list,
+    worker_memory,
 )
 from daskpd.solvers.dso._blocks import _ColumnBlock
 from daskpd.solvers.dso._epoch import _epoch_graph, _fresh, _graph, _handed, _State, _w_home
@@ -34,7 +35,7 @@ from daskpd.solvers.dso._start import (
     _zeros_of_first,
 )
 from daskpd.solvers.dso._tasks import _row_constants_task, _sum_task
-from daskpd.solvers.dso._tiles import _plain_tile, _stored_layout
+from daskpd.solvers.dso._tiles import _cache_budget, _plain_tile, _stored_layout, prefetch_tiles
 
 
 def _grid_info(data, grid):
@@ -169,12 +170,19 @@ class DSO:
             raise ValueError(
                 f"grid={grid} must be a multiple of the number of Dask workers ({len(workers)})"
             )
-        if warm_start is None and _start_method(problem, data, options, client) == "cocoa":
-            warm_start = _cocoa_start(problem, data, seed, client, options)
+        start = None if warm_start is not None else _start_method(problem, data, options, client)
+        given = data
         data = _ensure_grid(data, grid)
-        started = warm_start is not None or options.init == "dcd"
+        started = warm_start is not None or start in ("cocoa", "dcd")
         settings = _settings(problem, data, options, grid, started=started)
         settings = dataclasses.replace(settings, stored_layout=_stored_layout(data, settings))
+        owner = [group_owner(settings, workers, q) for q in range(grid)]
+        prefetch = []
+        if is_on_disk(data):
+            budget = _cache_budget(settings.cache_bytes, worker_memory(client))
+            prefetch = prefetch_tiles(client, data, settings, owner, budget)
+        if start == "cocoa":
+            warm_start = _cocoa_start(problem, given, seed, client, options)
         row_bounds, block_cols = _grid_info(data, grid)
         token = _token()
         shared = _shared.open_run(client, token) if options.shared_memory else None
@@ -185,7 +193,6 @@ class DSO:
         # On-disk rows are read by the worker owning the row group; in-memory data is
         # already in this process, so its setup runs here and only the blocks are shipped.
         graph = _graph(client if on_disk else None, token)
-        owner = [group_owner(settings, workers, q) for q in range(p)]
         class_pair = class_weight_pair(problem, data)
         row_consts = [
             graph.call(
@@ -266,6 +273,10 @@ class DSO:
             home = [_w_home(settings, workers, r) for r in range(p)]
             wstates = _scatter_each(client, wstates, home)
             w_avg = _scatter_each(client, w_avg, home)
+        if prefetch:
+            # The reads belong to the start (they overlapped it); a tile that cannot be read
+            # fails the run here, naming itself, rather than in the first epoch.
+            client.gather(prefetch)
         return _State(
             problem=problem,
             source=data,

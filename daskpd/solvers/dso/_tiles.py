@@ -8,6 +8,7 @@ Symbols as in the paper-to-code table of :mod:`daskpd.solvers.dso`.
 from __future__ import annotations
 
 import threading
+import uuid
 
 import numpy as np
 
@@ -125,6 +126,71 @@ def _load_tile(source, settings, q, r):
                 _TILE_CACHE[key] = tile
                 _CACHE_USED[0] += size
     return tile
+
+
+def _warm_tile(source, settings, q, r):
+    """Read tile ``(q, r)`` into this process's cache (:func:`_load_tile`); its nonzeros.
+
+    Returns the count, not the tile: Dask would otherwise keep a second copy as the result.
+    """
+    return int(_load_tile(source, settings, q, r)[1].shape[0])
+
+
+#: Bytes a cached tile takes per nonzero beyond its values: row and column ids (int32) and,
+#: with room to spare, its segment and chunk offsets.
+_TILE_BYTES_PER_NNZ = 10
+
+
+def prefetch_tiles(client, data, settings, owner, budget):
+    """Futures that read every worker's tiles into its cache while the run starts.
+
+    The epochs read a tile where its row group lives and keep it (:func:`_load_tile`); read
+    during the start instead, the first epoch costs what a steady one does, and the reads of
+    a worker the start leaves idle overlap the start. The tasks run below the start's
+    priority. Nothing is read when the tiles would not all fit the cache of their worker
+    (``budget`` bytes; out of core each epoch reads them again anyway) or without a client.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+    data : Dataset
+        On disk, with the grid of ``settings``.
+    settings : _Settings
+    owner : list of str
+        The worker of each row group.
+    budget : int
+        Cache bytes of one worker.
+
+    Returns
+    -------
+    list of distributed.Future
+    """
+    if client is None or not budget:
+        return []
+    p = settings.grid
+    value_bytes = 0 if settings.binary else np.dtype(data.dtype).itemsize
+    per_worker = {}
+    for q in range(p):
+        per_worker[owner[q]] = per_worker.get(owner[q], 0) + int(data.nnz) // p
+    need = max(per_worker.values(), default=0) * (_TILE_BYTES_PER_NNZ + value_bytes)
+    if need > budget:
+        return []
+    return [
+        client.submit(
+            _warm_tile,
+            data,
+            settings,
+            q,
+            r,
+            workers=[owner[q]],
+            allow_other_workers=False,
+            pure=False,
+            priority=-1,
+            key=f"dso-warm-{q}-{r}-{uuid.uuid4().hex[:8]}",
+        )  # fmt: skip
+        for q in range(p)
+        for r in range(p)
+    ]
 
 
 def _build_tile(source, settings, q, r, block_cols):
