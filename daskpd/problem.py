@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from daskpd.data.resident import resident_rows_arrays
 from daskpd.kernels.objective import csr_block_partial, dense_block_partial
 from daskpd.losses import Loss, get_loss
 from daskpd.regularizers import Regularizer, Zero, get_regularizer
@@ -148,7 +149,7 @@ def _block_partial(data, start, stop, w, code, params, class_weight, pieces, off
             X, y, weight, weighted, w, code, params, z, has_z, g
         )
         return loss_sum, conj_sum, g
-    indptr, indices, values, y = data.read_rows_arrays(start, stop)
+    indptr, indices, values, y = resident_rows_arrays(data, start, stop)
     binary = values is None
     values = np.empty(0) if binary else np.ascontiguousarray(values)
     if values.dtype not in (np.float32, np.float64):

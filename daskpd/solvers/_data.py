@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from daskpd.data.resident import resident_block
+
 __all__ = ["metrics_for", "score_rows"]
 
 
@@ -41,7 +43,10 @@ def _is_in_memory(data) -> bool:
 
 
 def score_rows(w, data, *, client=None) -> np.ndarray:
-    """Return ``X @ w`` for all rows of ``data`` in one Dask compute.
+    """Return ``X @ w`` for all rows of ``data``, a task per row block.
+
+    On a client, block ``i`` is scored by the same worker in every call (while the workers
+    stay), which keeps the block after its first read (:mod:`daskpd.data.resident`).
 
     Parameters
     ----------
@@ -55,25 +60,38 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
     -------
     scores : ndarray of shape (n_samples,)
     """
-    import dask
-
     w = np.asarray(w, dtype=np.float64)
-    w_key = dask.delayed(w, pure=True)
-    parts = [
-        dask.delayed(_score_block, pure=True)(data, i, w_key) for i in range(data.n_row_blocks)
-    ]
-    if not parts:
+    n_blocks = int(data.n_row_blocks)
+    if n_blocks == 0:
         return np.zeros(0)
     if client is not None:
-        futures = client.compute(parts)
+        from daskpd._cluster import worker_addresses
+
+        # w to every worker once, not through the scheduler inside the graph; block i is
+        # scored by the same worker in every evaluation of a run, which keeps it after its
+        # first read (daskpd.data.resident)
+        w_future = client.scatter(w, broadcast=True, hash=False)
+        workers = worker_addresses(client)
+        futures = [
+            client.submit(
+                _score_block, data, i, w_future, pure=False, allow_other_workers=True,
+                workers=[workers[i * len(workers) // n_blocks]] if workers else None,
+            )  # fmt: skip
+            for i in range(n_blocks)
+        ]
         pieces = client.gather(futures)
     else:
+        import dask
+
+        w_key = dask.delayed(w, pure=True)
+        parts = [dask.delayed(_score_block, pure=True)(data, i, w_key) for i in range(n_blocks)]
         pieces = dask.compute(*parts)
     return np.concatenate(pieces) if pieces else np.zeros(0)
 
 
 def _score_block(data, i, w):
-    X_block, _ = data.block(i)
+    # the test blocks stay in the worker for the run's later evaluations
+    X_block, _ = resident_block(data, i)
     return np.asarray(X_block @ w, dtype=np.float64).ravel()
 
 
