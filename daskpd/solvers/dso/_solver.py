@@ -24,7 +24,7 @@ from daskpd.solvers._groups import (
 )
 from daskpd.solvers.dso._blocks import _ColumnBlock
 from daskpd.solvers.dso._epoch import _epoch_graph, _fresh, _graph, _handed, _State, _w_home
-from daskpd.solvers.dso._options import DSOOptions, _settings
+from daskpd.solvers.dso._options import WARM_ETA, DSOOptions, _settings
 from daskpd.solvers.dso._start import (
     _cocoa_start,
     _cocoa_start_options,
@@ -183,6 +183,12 @@ class DSO:
             prefetch = prefetch_tiles(client, data, settings, owner, budget)
         if start == "cocoa":
             warm_start = _cocoa_start(problem, given, seed, client, options)
+        if warm_start is not None and settings.adagrad:
+            settings = dataclasses.replace(
+                settings,
+                eta0=WARM_ETA if options.eta0 is None else settings.eta0,
+                dual_eta0=WARM_ETA if options.dual_eta0 is None else settings.dual_eta0,
+            )
         row_bounds, block_cols = _grid_info(data, grid)
         token = _token()
         shared = _shared.open_run(client, token) if options.shared_memory else None
