@@ -25,6 +25,9 @@ def _logistic_objective(X, y, w, alpha):
 
 
 ALPHA = 1e-2
+#: VW's hash table for these 20-feature problems: BFGS sweeps the whole table every pass, and
+#: the default 2^24 slots made one fit take minutes (no two of the 20 names collide in 2^16)
+VW_BITS = 16
 
 
 @pytest.mark.parametrize(
@@ -33,7 +36,7 @@ ALPHA = 1e-2
         lambda X, y: peers.fit_liblinear(X, y, ALPHA, loss="logistic", tol=1e-10),
         lambda X, y: peers.fit_saga(X, y, ALPHA, tol=1e-10, max_iter=100_000),
         lambda X, y: peers.fit_dask_ml(X, y, ALPHA, solver="lbfgs", tol=1e-12, max_iter=500),
-        lambda X, y: peers.fit_vw(X, y, ALPHA, batch=True, passes=30),
+        lambda X, y: peers.fit_vw(X, y, ALPHA, batch=True, passes=30, bits=VW_BITS),
         lambda X, y: peers.fit_liblinear_multicore(X, y, ALPHA, loss="logistic", tol=1e-10),
         lambda X, y: peers.fit_snapml(X, y, ALPHA, loss="logistic", tol=1e-12, max_iter=10**5),
     ],
@@ -163,7 +166,14 @@ def _ridge_optimum(X, y, alpha):
         # VW's BFGS stops at a 1e-3 relative loss change unless told otherwise
         (
             lambda X, y: peers.fit_vw(
-                X, y, ALPHA, loss="squared", batch=True, passes=100, extra="--termination 0"
+                X,
+                y,
+                ALPHA,
+                loss="squared",
+                batch=True,
+                passes=100,
+                bits=VW_BITS,
+                extra="--termination 0",
             ),
             1e-5,
         ),
