@@ -116,7 +116,8 @@ def test_regression_metrics(stores, capsys, tmp_path):
     "argv, message",
     [
         (("train", "/nonexistent/data.zarr"), "does not exist"),
-        (("train", "{train}", "--alpha", "-1"), "--alpha must be > 0"),
+        (("train", "{train}", "--alpha", "-1"), "alpha must be finite and > 0"),
+        (("train", "{train}", "--alpha", "x"), "--alpha must be a number"),
         (("train", "{train}", "--epochs", "0"), "--epochs must be >= 1"),
         (("train", "{train}", "--eval-every", "0"), "--eval-every must be an integer >= 1 or"),
         (("train", "{train}", "--eval-every", "often"), "--eval-every must be an integer >= 1"),

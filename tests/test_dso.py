@@ -328,9 +328,9 @@ def test_grid_too_large():
 @pytest.mark.parametrize(
     ("loss", "regularizer", "message"),
     [
-        ("squared_hinge", "l2", "does not support loss 'squared_hinge'"),
-        ("huber", "l2", "does not support loss 'huber'"),
-        ("hinge", "zero", "does not support regularizer 'zero'"),
+        ("squared_hinge", "l2", "does not support loss='squared_hinge'"),
+        ("huber", "l2", "does not support loss='huber'"),
+        ("hinge", "zero", "does not support regularizer='zero'"),
     ],
 )
 def test_unsupported_pairs(loss, regularizer, message):

@@ -319,8 +319,9 @@ def test_unknown_solver_and_incompatible_pair_are_clear_errors(rng):
 
 
 def test_unweighted_solvers_refuse_sample_weight(rng, builtin_solvers):
-    """WEIGHTED_SOLVERS (what solver="auto" relies on) matches what the solvers accept."""
-    from daskpd.estimators._base import WEIGHTED_SOLVERS
+    """The declared row-weight capability (what solver="auto" relies on) matches what the
+    solvers accept."""
+    from daskpd.solvers import get_solver
 
     X, y = _classification(rng, n=60, d=5)
     weights = rng.integers(1, 3, size=60).astype(float)
@@ -328,7 +329,7 @@ def test_unweighted_solvers_refuse_sample_weight(rng, builtin_solvers):
         # A loss each solver supports: hinge for the non-smooth ones, logistic otherwise.
         loss = "hinge" if solver in ("dso", "pdprox") else "logistic"
         model = SaddlePointEstimator(loss=loss, alpha=1e-2, max_iter=2, solver=solver)
-        if solver in WEIGHTED_SOLVERS:
+        if get_solver(solver).capabilities.weighted:
             model.fit(X, y, sample_weight=weights)
             assert model.solver_ == solver
         else:
@@ -374,11 +375,10 @@ def test_warm_start_continues_from_previous_model(rng):
 
 
 def test_warm_start_solvers_match_what_the_solvers_do(rng, builtin_solvers):
-    """WARM_START_SOLVERS lists exactly the solvers whose first epoch depends on the start;
+    """The declared warm-start capability is exactly: the first epoch depends on the start;
     warm_start=True with the others is a clear error, not a silently cold start."""
     from daskpd.data import as_dataset
-    from daskpd.estimators._base import WARM_START_SOLVERS
-    from daskpd.solvers import solve
+    from daskpd.solvers import get_solver, solve
 
     X, y = _classification(rng, n=60, d=5)
     far = np.full(X.shape[1], 3.0)
@@ -393,7 +393,7 @@ def test_warm_start_solvers_match_what_the_solvers_do(rng, builtin_solvers):
             for start in (None, far)
         ]  # fmt: skip
         uses_start = not np.array_equal(runs[0].w, runs[1].w)
-        assert uses_start == (solver in WARM_START_SOLVERS), solver
+        assert uses_start == get_solver(solver).capabilities.warm_start, solver
         model = SaddlePointEstimator(
             loss=loss, alpha=1e-2, max_iter=2, solver=solver, warm_start=True
         )

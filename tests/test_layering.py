@@ -82,7 +82,7 @@ def test_the_walk_sees_the_imports():
     # module-level, function-level and relative imports all count
     assert "daskpd.kernels.cocoa" in graph["daskpd.solvers.cocoa._solver"]
     assert "daskpd.solvers.cocoa._solver" in graph["daskpd.solvers.cocoa"]
-    assert "daskpd.checkpoint" in graph["daskpd.solvers._driver"]
+    assert "daskpd.checkpoint" in graph["daskpd.solvers._plan"]
     assert "daskpd.data.memory" in graph["daskpd.data.conversion"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 

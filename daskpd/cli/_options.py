@@ -105,6 +105,18 @@ def _positive_int(name):
     return parse
 
 
+def _number(name):
+    """A float; its range is the library's rule (e.g. ``alpha``'s, checked by the plan)."""
+
+    def parse(text):
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+
+    return parse
+
+
 def _positive_float(name):
     def parse(text):
         try:

@@ -12,7 +12,7 @@ from daskpd.cli._options import (
     _cluster_asked,
     _nonnegative_float,
     _nonnegative_int,
-    _one_line,
+    _number,
     _positive_float,
     _positive_int,
     _print_json,
@@ -38,20 +38,8 @@ def _parse_option_value(text: str):
     return text
 
 
-def _resolved_solver(args) -> str:
-    """The solver a run uses: ``--solver``, with ``auto`` resolved for its loss and penalty."""
-    if args.solver != "auto":
-        return args.solver
-    from daskpd.solvers._auto import auto_solver
-
-    return auto_solver(args.loss, args.reg, weighted=args.class_weight is not None)
-
-
-def _solver_options(args) -> dict:
-    from daskpd.solvers import get_solver
-
-    method = get_solver(_resolved_solver(args))
-    valid = set(method.Options.__dataclass_fields__)
+def _option_values(args) -> dict:
+    """The solver options of the command line (``--option NAME=VALUE`` and ``--grid``)."""
     options = {}
     for item in args.option or ():
         name, sep, value = item.partition("=")
@@ -59,48 +47,42 @@ def _solver_options(args) -> dict:
             raise UsageError(f"--option must look like NAME=VALUE, got {item!r}")
         options[name.strip().replace("-", "_")] = _parse_option_value(value.strip())
     if args.grid is not None:
-        if "grid" not in valid:
-            raise UsageError(f"--grid does not apply to solver {_resolved_solver(args)!r}")
         options["grid"] = args.grid
     return options
 
 
-def _check_solver_options(args) -> None:
-    """Build the solver's options once, so that a bad value fails before any work."""
-    import dataclasses
+def _make_plan(args, data, test=None, *, checkpoint_dir=None, checkpoint_every=1, resume=False):
+    """The run's plan (:func:`daskpd.solvers._plan.make_plan`, as ``solve`` and the estimators
+    build it): every check, with no Dask work, before a cluster starts (its dashboard line
+    would come first and the error would no longer be one line)."""
+    from daskpd.callbacks import ProgressBar
+    from daskpd.solvers._plan import make_plan
+    from daskpd.solvers._registry import UnknownOptionsError
 
-    from daskpd.solvers import get_solver, make_options
-
-    method = get_solver(_resolved_solver(args))
-    options = _solver_options(args)
     try:
-        make_options(method, options)
-    except ValueError as exc:
-        if args.option:
-            raise UsageError(f"--option {' '.join(args.option)}: {_one_line(exc)}") from None
+        return make_plan(
+            data,
+            loss=args.loss,
+            regularizer=args.reg,
+            alpha=args.alpha,
+            solver=args.solver,
+            max_epochs=args.epochs,
+            tol=args.tol,
+            time_limit=args.time_limit,
+            eval_every=args.eval_every,
+            random_state=args.seed,
+            callbacks=[ProgressBar(disable=args.no_progress)],
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+            test_data=test,
+            class_weight=_class_weight_arg(getattr(args, "class_weight", None)),
+            **_option_values(args),
+        )
+    except UnknownOptionsError as exc:
+        if args.grid is not None and "grid" in exc.unknown:
+            raise UsageError(f"--grid does not apply to solver {exc.solver!r}") from None
         raise
-    # Some solvers convert numeric options only when they check them, with Python's own
-    # message ("invalid literal for int()"), which names neither the option nor the value.
-    declared = {field.name: str(field.type) for field in dataclasses.fields(method.Options)}
-    for name, value in options.items():
-        kind = declared.get(name, "")
-        numeric = ("int" in kind or "float" in kind) and "str" not in kind
-        if numeric and isinstance(value, str):
-            raise UsageError(f"--option {name}={value}: {name} must be a number ({kind})")
-
-
-def _check_problem(args, data) -> None:
-    """Run the checks ``solve`` starts with (labels, loss / solver pairs, the DSO grid); they
-    read metadata and per-row statistics only, no Dask work."""
-    from daskpd.problem import Problem
-    from daskpd.solvers import get_solver, make_options
-
-    method = get_solver(_resolved_solver(args))
-    problem = Problem(
-        args.loss, args.reg, args.alpha, class_weight=_class_weight_arg(args.class_weight)
-    )
-    problem.check(data)
-    method.check(problem, data, make_options(method, _solver_options(args)))
 
 
 def _class_weight_arg(text):
@@ -142,9 +124,10 @@ def _add_training_options(parser, *, defaults) -> None:
     group.add_argument("--reg", default="l2", help="regularizer name (default l2)")
     group.add_argument(
         "--alpha",
-        type=_positive_float("--alpha"),
+        type=_number("--alpha"),
         default=defaults["alpha"],
-        help=f"regularization strength (default {defaults['alpha']:g})",
+        help=f"regularization strength: > 0, or >= 0 for --reg zero (default "
+        f"{defaults['alpha']:g})",
     )
     group.add_argument(
         "--epochs",
@@ -208,32 +191,12 @@ def _eval_every(text):
         ) from None
 
 
-def _train(args, data, test, client, *, checkpoint_dir=None, checkpoint_every=1, resume=False):
-    from daskpd.callbacks import ProgressBar
-    from daskpd.solvers import DivergenceError, TrainingFailed, solve
+def _train(plan, client):
+    from daskpd.solvers import DivergenceError, TrainingFailed
+    from daskpd.solvers._plan import run_plan
 
-    options = _solver_options(args)
     try:
-        return solve(
-            data,
-            loss=args.loss,
-            regularizer=args.reg,
-            alpha=args.alpha,
-            solver=_resolved_solver(args),
-            max_epochs=args.epochs,
-            tol=args.tol,
-            time_limit=args.time_limit,
-            eval_every=args.eval_every,
-            random_state=args.seed,
-            callbacks=[ProgressBar(disable=args.no_progress)],
-            client=False if client is None else client,
-            checkpoint_dir=checkpoint_dir,
-            checkpoint_every=checkpoint_every,
-            resume=resume,
-            test_data=test,
-            class_weight=_class_weight_arg(getattr(args, "class_weight", None)),
-            **options,
-        )
+        return run_plan(plan, False if client is None else client)
     except (DivergenceError, TrainingFailed) as exc:
         raise _RunFailed(str(exc)) from None
 
@@ -300,21 +263,17 @@ def _run_train(args) -> int:
     if test is not None and test.n_features != data.n_features:
         raise UsageError(f"--test has {test.n_features} features but DATA has {data.n_features}")
     _check_out(args.out, args.overwrite)
-    # Catch bad names, options and solver / problem mismatches before a cluster starts (its
-    # dashboard line would come first and the error would no longer be one line).
-    _check_solver_options(args)
-    _check_problem(args, data)
+    plan = _make_plan(
+        args,
+        data,
+        test,
+        checkpoint_dir=args.checkpoint_dir,
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+    )
     with _run_client(args, start=True) as client:
         try:
-            result = _train(
-                args,
-                data,
-                test,
-                client,
-                checkpoint_dir=args.checkpoint_dir,
-                checkpoint_every=args.checkpoint_every,
-                resume=args.resume,
-            )
+            result = _train(plan, client)
         except _RunFailed as exc:
             print(f"daskpd train: error: {exc}", file=sys.stderr)
             return 1
@@ -430,10 +389,9 @@ def _run_demo(args) -> int:
         with _run_client(args, start=True) as client:
             cluster_seconds = time.perf_counter() - tick
             workers = len(worker_addresses(client)) if client is not None else 2
-            grid = args.grid or max(2, workers)
-            if "grid" in _solver_fields(_resolved_solver(args)) and args.grid is None:
-                args.grid = grid
-            _check_solver_options(args)
+            if args.grid is None and "grid" in _demo_solver_fields(args):
+                args.grid = max(2, workers)
+            _option_values(args)  # a malformed --option fails before the data is made
             tick = time.perf_counter()
             # Degree-4 weighted-degree features keep the demo at about a minute on a laptop.
             train = make_splice_like(
@@ -461,8 +419,9 @@ def _run_demo(args) -> int:
                 f"({data_seconds:.1f} s)",
                 file=sys.stderr,
             )
+            plan = _make_plan(args, train, test)
             try:
-                result = _train(args, train, test, client)
+                result = _train(plan, client)
             except _RunFailed as exc:
                 print(f"daskpd demo: error: {exc}", file=sys.stderr)
                 return 1
@@ -516,7 +475,12 @@ def _print_demo_times(args, result, data_seconds, cluster_seconds, on_cluster) -
         print(f"  {label:<16}{seconds:7.1f} s  {note}".rstrip())
 
 
-def _solver_fields(name) -> set:
+def _demo_solver_fields(args) -> set:
+    """The options of the solver the demo runs, known before its data exists (the demo's
+    data has no row weights, so ``auto`` resolves as the plan will)."""
+    from daskpd.problem import Problem
     from daskpd.solvers import get_solver
+    from daskpd.solvers._plan import resolve_solver
 
-    return set(get_solver(name).Options.__dataclass_fields__)
+    problem = Problem(args.loss, args.reg, args.alpha)
+    return set(get_solver(resolve_solver(args.solver, problem)).Options.__dataclass_fields__)

@@ -14,11 +14,10 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from daskpd.estimators._inputs import _InputsMixin, _is_dask_collection, _partition_in_memory
+from daskpd.estimators._inputs import _InputsMixin, _is_dask_collection
 from daskpd.estimators._model_file import _ModelFileMixin
-from daskpd.solvers._auto import auto_solver, loss_name
+from daskpd.solvers._auto import loss_name
 
-SOLVERS = ("dso", "spdc", "dspdc", "gsfw", "pdprox", "batch", "cocoa")
 _CLASSIFICATION_LOSSES = frozenset({"hinge", "smooth_hinge", "squared_hinge", "logistic"})
 
 # --------------------------------------------------------------------------------------------
@@ -26,18 +25,6 @@ _CLASSIFICATION_LOSSES = frozenset({"hinge", "smooth_hinge", "squared_hinge", "l
 
 
 _loss_name = loss_name
-
-
-# Solvers that accept row weights (sample_weight, class_weight); the others raise ValueError
-# for weighted data, so "auto" does not pick them then. tests/test_estimators.py checks this
-# table against the solvers' own checks.
-WEIGHTED_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "cocoa"})
-
-# Solvers that start from a given model (solve(warm_start=...)); all built-in ones do. A
-# solver missing here gets warm_start=True refused rather than silently ignored (GSFW refuses
-# a start outside its constraint set itself). tests/test_estimators.py checks this table
-# against what the solvers do with a start.
-WARM_START_SOLVERS = frozenset({"dso", "spdc", "dspdc", "batch", "gsfw", "pdprox", "cocoa"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,26 +47,23 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
     def _regularizer_spec(self):
         return self.regularizer
 
-    def _solver_name(self, loss, regularizer, weighted=False):
-        solver = self.solver
-        if solver == "auto":
-            solver = auto_solver(loss, regularizer, weighted=weighted)
-        if solver not in SOLVERS:
-            raise ValueError(
-                f"solver must be 'auto' or one of {', '.join(map(repr, SOLVERS))}; got {solver!r}"
-            )
-        return solver
-
     def _is_classification(self) -> bool:
         return _loss_name(self._loss_spec()) in _CLASSIFICATION_LOSSES
 
     # ---------------------------------------------------------------- parameters
 
     def _validate_params(self):
-        """Check the hyper-parameters; ValueError naming the parameter, before any work."""
-        alpha = self.alpha
-        if not isinstance(alpha, numbers.Real) or not np.isfinite(alpha) or alpha <= 0:
-            raise ValueError(f"alpha must be a positive finite number; got {alpha!r}")
+        """Check the hyper-parameters; ValueError naming the parameter, before any work.
+
+        ``alpha``, the loss and the regularizer are checked by the problem they make (the
+        rule of :func:`daskpd.solvers._plan.make_plan`, which checks the rest of the run
+        once the data is known).
+
+        Returns
+        -------
+        problem : daskpd.problem.Problem
+            Without class weights (they depend on the data).
+        """
         if not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
             raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}")
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
@@ -114,12 +98,12 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
                 raise ValueError(
                     f"class_weight must be None, 'balanced' or a dict; got {class_weight!r}"
                 )
-        from daskpd.losses import get_loss
-        from daskpd.regularizers import get_regularizer
+        from daskpd.problem import Problem
+        from daskpd.solvers import get_solver
 
-        loss = get_loss(self._loss_spec())
-        regularizer = get_regularizer(self._regularizer_spec())
-        return loss, regularizer, self._solver_name(loss, regularizer)
+        if not (isinstance(self.solver, str) and self.solver == "auto"):
+            get_solver(self.solver)  # an unknown name fails before the data is read
+        return Problem(self._loss_spec(), self._regularizer_spec(), self.alpha)
 
     # ---------------------------------------------------------------- fit
 
@@ -143,21 +127,11 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             The fitted estimator.
         """
         from daskpd._cluster import ClusterOptions, cluster_client
-        from daskpd.solvers import solve
+        from daskpd.solvers._plan import make_plan, run_plan
 
-        loss, regularizer, _ = self._validate_params()
+        problem = self._validate_params()
         self._dataset_class_weight = None
         data, labels = self._prepare_fit_data(X, y, sample_weight)
-        weighted = bool(
-            getattr(data, "has_sample_weight", False) or self._dataset_class_weight is not None
-        )
-        solver = self._solver_name(loss, regularizer, weighted=weighted)
-        if self.warm_start and solver not in WARM_START_SOLVERS:
-            raise ValueError(
-                f"warm_start=True needs a solver that starts from the previous model "
-                f"({', '.join(sorted(WARM_START_SOLVERS))}); solver {solver!r} always starts "
-                "from zero: choose another solver or warm_start=False"
-            )
         if self.fit_intercept:
             data = data.with_bias(float(self.intercept_scaling))
         warm = None
@@ -170,13 +144,31 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             if self.fit_intercept:
                 warm = np.append(warm, self.intercept_ / self.intercept_scaling)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        callbacks = self._callbacks()
-        options = dict(self.solver_options or {})
-        solve_kwargs = {}
-        if self._dataset_class_weight is not None:
-            solve_kwargs["class_weight"] = self._dataset_class_weight
-        if warm is not None:
-            solve_kwargs["warm_start"] = warm
+        plan = make_plan(
+            data,
+            loss=problem.loss,
+            regularizer=problem.regularizer,
+            alpha=problem.alpha,
+            solver=self.solver,
+            max_epochs=int(self.max_iter),
+            tol=float(self.tol),
+            # Every epoch, not "auto": with "auto" the epoch where tol stops the fit
+            # would depend on timing, and the same random_state must give the same model.
+            eval_every=1,
+            random_state=seed,
+            callbacks=self._callbacks(),
+            class_weight=self._dataset_class_weight,
+            warm_start=warm,
+            **dict(self.solver_options or {}),
+        )
+        capabilities = plan.capabilities
+        if self.warm_start and capabilities is not None and not capabilities.warm_start:
+            # refused at the first fit too, not only once there is a model to start from
+            raise ValueError(
+                f"warm_start=True needs a solver that starts from the previous model; solver "
+                f"{plan.solver!r} always starts from zero: choose another solver or "
+                "warm_start=False"
+            )
         cluster = self.cluster
         if cluster is None:
             cluster_options, start = ClusterOptions(), False
@@ -185,27 +177,9 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
         else:
             cluster_options, start = ClusterOptions(scheduler=cluster), False
         with cluster_client(cluster_options, start=start) as client:
-            if solver == "dso":
-                _partition_in_memory(data, options.get("grid"), client)
-            # False: no active client and none asked for, so run in-process (solve() would
+            # False: no active client and none asked for, so run in-process (the run would
             # otherwise start a LocalCluster for on-disk data).
-            result = solve(
-                data,
-                loss=loss,
-                regularizer=regularizer,
-                alpha=float(self.alpha),
-                solver=solver,
-                max_epochs=int(self.max_iter),
-                tol=float(self.tol),
-                # Every epoch, not "auto": with "auto" the epoch where tol stops the fit
-                # would depend on timing, and the same random_state must give the same model.
-                eval_every=1,
-                random_state=seed,
-                callbacks=callbacks,
-                client=False if client is None else client,
-                **solve_kwargs,
-                **options,
-            )
+            result = run_plan(plan, False if client is None else client)
         w = np.asarray(result.w, dtype=np.float64)
         if self.fit_intercept:
             self.coef_ = w[:-1].copy()

@@ -32,25 +32,6 @@ def _is_dataset(obj) -> bool:
     return hasattr(obj, "n_row_blocks") and hasattr(obj, "read_rows") and hasattr(obj, "shape")
 
 
-def _partition_in_memory(data, grid, client):
-    """Build DSO's tiled layout of in-memory data before the solver sees it.
-
-    The bias view (``with_bias``) of an in-memory dataset shows the grids of the dataset it
-    wraps but cannot build one itself, so the grid DSO will use (the ``grid`` option, else
-    one row group per worker, as DSO chooses) is built on the wrapped dataset here.
-    """
-    base = getattr(data, "base", data)
-    if getattr(base, "path", None) is not None or not hasattr(base, "partition"):
-        return
-    if grid is None:
-        from daskpd._cluster import worker_addresses
-
-        grid = len(worker_addresses(client)) if client is not None else 1
-    grid = int(grid)
-    if 1 <= grid <= min(base.n_samples, base.n_features):
-        base.partition(grid)
-
-
 def _block_scores(X_block, coef, intercept):
     """Scores ``X_block @ coef + intercept`` of one block, dense or sparse."""
     scores = X_block @ coef

@@ -17,8 +17,7 @@ wall clock), and the reasons where nothing was measured:
 
 from __future__ import annotations
 
-#: Losses the dual coordinate solver takes (with the L2 regularizer).
-COCOA_LOSSES = frozenset({"hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"})
+from daskpd.solvers._capabilities import BUILTIN_LOSSES, BUILTIN_REGULARIZERS
 
 
 def loss_name(loss) -> str:
@@ -51,14 +50,48 @@ def auto_solver(loss, regularizer, *, weighted=False) -> str:
     solver : str
     """
     name = loss_name(loss)
-    if name in COCOA_LOSSES and _is_l2(regularizer):
-        return "cocoa"
+    regularizer_name = _regularizer_name(regularizer)
+    for candidate in _preferences(name, regularizer, regularizer_name):
+        if _covers(candidate, name, regularizer_name, weighted):
+            return candidate
+    # None covers the run: the first choice, whose capabilities then refuse it with the
+    # parameter named (e.g. row weights with the epsilon-insensitive loss).
+    return _preferences(name, regularizer, regularizer_name)[0]
+
+
+def _preferences(name, regularizer, regularizer_name) -> tuple:
+    """The solvers to try, fastest first (module docstring)."""
+    if _is_l2(regularizer) and name in _declared("cocoa").losses:
+        return ("cocoa",)
     if name == "hinge":
-        return "dso"
+        return ("dso",)
     if name == "absolute":
-        return "dso" if weighted else "pdprox"
+        return ("pdprox", "dso")
     if name == "epsilon_insensitive":
-        return "pdprox"
+        return ("pdprox",)
     if float(getattr(regularizer, "strong_convexity", 0.0)) > 0:
-        return "spdc"
-    return "batch"
+        return ("spdc",)
+    return ("batch",)
+
+
+def _declared(solver):
+    from daskpd.solvers._registry import get_solver
+
+    return get_solver(solver).capabilities
+
+
+def _covers(solver, loss, regularizer, weighted) -> bool:
+    """Whether the solver's declared capabilities cover the run (a name not built in is
+    left to the solver's own check)."""
+    capabilities = _declared(solver)
+    if weighted and not capabilities.weighted:
+        return False
+    return (loss not in BUILTIN_LOSSES or loss in capabilities.losses) and (
+        regularizer not in BUILTIN_REGULARIZERS or regularizer in capabilities.regularizers
+    )
+
+
+def _regularizer_name(regularizer) -> str:
+    if isinstance(regularizer, str):
+        return regularizer.lower()
+    return str(getattr(regularizer, "name", type(regularizer).__name__)).lower()

@@ -7,8 +7,13 @@ evaluation of the duality gap (through :meth:`daskpd.problem.Problem.evaluate`),
 history, callbacks, stop rules, divergence detection, checkpoints and resume, and recovery
 after a lost worker.
 
-The driver is split by job; this module checks the arguments, picks the client and re-exports
+The driver is split by job; this module builds the run's plan, executes it and re-exports
 the names of the others, so that ``from daskpd.solvers._driver import ...`` keeps working:
+
+- :mod:`daskpd.solvers._plan`: :func:`make_plan` (every check of :func:`solve`'s arguments,
+  in one place, without Dask work) and :func:`run_plan` (the choice of client and the run);
+- :mod:`daskpd.solvers._capabilities`: :class:`Capabilities`, what each solver declares it
+  supports;
 
 - :mod:`daskpd.solvers._types`: the :class:`Solver` protocol (its contract in full),
   :class:`Iterate`, :class:`SolveResult` and :func:`load_model`, :class:`EpochInfo`, the
@@ -16,7 +21,7 @@ the names of the others, so that ``from daskpd.solvers._driver import ...`` keep
 - :mod:`daskpd.solvers._registry`: :func:`register_solver`, :func:`get_solver`,
   :func:`available_solvers`, :func:`make_options`;
 - :mod:`daskpd.solvers._seeds`: :func:`epoch_seed`, :func:`block_seeds`, the root seed;
-- :mod:`daskpd.solvers._checks`: checks and coercion of :func:`solve`'s arguments;
+- :mod:`daskpd.solvers._checks`: checks and coercion of single arguments;
 - :mod:`daskpd.solvers._data`: data, scoring (:func:`score_rows`, :func:`metrics_for`) and
   run descriptions;
 - :mod:`daskpd.solvers._loop`: the loop over epochs, evaluation, checkpoints, divergence
@@ -25,29 +30,18 @@ the names of the others, so that ``from daskpd.solvers._driver import ...`` keep
 
 from __future__ import annotations
 
-import numpy as np
-
-from daskpd.solvers._checks import (
-    _check_eval_every,
-    _check_nonnegative_float,
-    _check_positive_int,
-    _coerce_warm_start,
-)
 from daskpd.solvers._data import (
-    _as_data,
-    _check_n_features,
-    _is_in_memory,
     metrics_for,  # noqa: F401 (imported from here by daskpd.cli)
     score_rows,  # noqa: F401 (imported from here by daskpd.cli)
 )
-from daskpd.solvers._loop import _loop
+from daskpd.solvers._plan import make_plan, run_plan
 from daskpd.solvers._registry import (
     available_solvers,
     get_solver,
     make_options,
     register_solver,
 )
-from daskpd.solvers._seeds import _root_seed, block_seeds, epoch_seed
+from daskpd.solvers._seeds import block_seeds, epoch_seed
 from daskpd.solvers._types import (
     DivergenceError,
     EpochInfo,
@@ -182,110 +176,26 @@ def solve(
     DivergenceError
         NaN/inf iterates or an exploding objective; the last good checkpoint is kept.
     """
-    from daskpd.callbacks import as_callbacks
-
-    if isinstance(solver, str) and solver == "auto":
-        from daskpd.solvers._auto import auto_solver
-
-        weighted = class_weight is not None or bool(getattr(data, "has_sample_weight", False))
-        solver = auto_solver(loss, regularizer, weighted=weighted)
-    method = get_solver(solver)
-    options = make_options(method, solver_options)
-    max_epochs = _check_positive_int("max_epochs", max_epochs)
-    eval_every = _check_eval_every(eval_every)
-    checkpoint_every = _check_positive_int("checkpoint_every", checkpoint_every)
-    if (
-        isinstance(max_retries, bool)
-        or not isinstance(max_retries, int | np.integer)
-        or (max_retries < 0)
-    ):
-        raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-    tol = _check_nonnegative_float("tol", tol)
-    time_limit = _check_nonnegative_float("time_limit", time_limit, allow_none=True)
-    if not float(divergence_factor) > 1:
-        raise ValueError(f"divergence_factor must be > 1, got {divergence_factor!r}")
-    if resume and checkpoint_dir is None:
-        raise ValueError("resume=True needs a checkpoint_dir")
-    seed = _root_seed(random_state)
-    callback_list = as_callbacks(callbacks)
-
-    data = _as_data(data, name="data")
-    problem = _make_problem(loss, regularizer, alpha, class_weight)
-    problem.check(data)
-    method.check(problem, data, options)
-    if test_data is not None:
-        test_data = _as_data(test_data, name="test_data")
-        _check_n_features(test_data, data.n_features, "test_data")
-    start = _coerce_warm_start(warm_start, data)
-    store = None
-    if checkpoint_dir is not None:
-        from daskpd.checkpoint import CheckpointStore
-
-        store = CheckpointStore(checkpoint_dir)
-        if not resume and store.latest_epoch() is not None:
-            raise ValueError(
-                f"checkpoint_dir {str(checkpoint_dir)!r} already holds a checkpoint (epoch "
-                f"{store.latest_epoch()}); pass resume=True to continue that run, or use an "
-                "empty directory"
-            )
-
-    run = {
-        "method": method,
-        "options": options,
-        "data": data,
-        "problem": problem,
-        "test_data": test_data,
-        "start": start,
-        "seed": seed,
-        "callback_list": callback_list,
-        "max_epochs": max_epochs,
-        "tol": tol,
-        "time_limit": time_limit,
-        "eval_every": eval_every,
-        "store": store,
-        "checkpoint_every": checkpoint_every,
-        "resume": resume,
-        "max_retries": int(max_retries),
-        "divergence_factor": float(divergence_factor),
-    }
-    if client is False:
-        return _loop(client=None, **run)
-    if client is None and _local_scheduler_configured():
-        return _loop(client=None, **run)
-    if client is None:
-        from daskpd._cluster import active_client
-
-        client = active_client()
-    if client is None and _is_in_memory(data):
-        return _loop(client=None, **run)
-    if client is None:
-        from daskpd._cluster import cluster_client
-
-        with cluster_client(start=True) as started, started.as_current():
-            return _loop(client=started, **run)
-    # Route every plain dask.compute (Problem.evaluate, solvers) to this client, even when it
-    # is not the process-wide default one.
-    with client.as_current():
-        return _loop(client=client, **run)
-
-
-def _local_scheduler_configured() -> bool:
-    """Whether ``dask.config`` names a local scheduler ("threads", "sync", a callable...).
-
-    An explicit ``dask.config.set(scheduler=...)`` is a request to run there, so it wins over
-    a distributed client that merely happens to exist in the process.
-    """
-    import dask
-
-    scheduler = dask.config.get("scheduler", None)
-    if scheduler is None:
-        return False
-    if isinstance(scheduler, str):
-        return scheduler.lower() not in ("distributed", "dask.distributed")
-    return "Client" not in type(scheduler).__name__
-
-
-def _make_problem(loss, regularizer, alpha, class_weight):
-    from daskpd.problem import Problem
-
-    return Problem(loss, regularizer, alpha, class_weight=class_weight)
+    plan = make_plan(
+        data,
+        loss,
+        regularizer,
+        alpha,
+        solver,
+        max_epochs=max_epochs,
+        tol=tol,
+        time_limit=time_limit,
+        eval_every=eval_every,
+        random_state=random_state,
+        callbacks=callbacks,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        resume=resume,
+        test_data=test_data,
+        class_weight=class_weight,
+        warm_start=warm_start,
+        max_retries=max_retries,
+        divergence_factor=divergence_factor,
+        **solver_options,
+    )
+    return run_plan(plan, client)

@@ -14,9 +14,32 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["available_solvers", "get_solver", "make_options", "register_solver"]
+__all__ = [
+    "UnknownOptionsError",
+    "available_solvers",
+    "get_solver",
+    "make_options",
+    "register_solver",
+]
 
 _REGISTRY: dict[str, Any] = {}
+
+
+class UnknownOptionsError(ValueError):
+    """Options that the solver does not have (a ``ValueError`` naming them).
+
+    Attributes
+    ----------
+    solver : str
+        The solver's name.
+    unknown : tuple of str
+        The names it does not have.
+    """
+
+    def __init__(self, message, *, solver, unknown):
+        super().__init__(message)
+        self.solver = solver
+        self.unknown = tuple(unknown)
 
 
 def register_solver(solver=None, *, name: str | None = None):
@@ -135,9 +158,11 @@ def make_options(solver, solver_options: Mapping | None = None):
 
     Raises
     ------
+    UnknownOptionsError
+        Naming every unknown option and listing the valid ones.
     ValueError
-        Naming every unknown option and listing the valid ones (also when the ``Options``
-        dataclass rejects a value).
+        When the ``Options`` dataclass rejects a value, or a text is given for a numeric
+        option (named with its value and type, not Python's "invalid literal for int()").
     """
     options_cls = solver.Options
     if isinstance(solver_options, options_cls):
@@ -146,10 +171,18 @@ def make_options(solver, solver_options: Mapping | None = None):
     valid = [f.name for f in dataclasses.fields(options_cls)]
     unknown = sorted(set(solver_options) - set(valid))
     if unknown:
-        raise ValueError(
+        raise UnknownOptionsError(
             f"unknown option{'s' if len(unknown) > 1 else ''} for solver {solver.name!r}: "
-            f"{', '.join(unknown)}; valid options: {', '.join(valid) or 'none'}"
+            f"{', '.join(unknown)}; valid options: {', '.join(valid) or 'none'}",
+            solver=solver.name,
+            unknown=unknown,
         )
+    declared = {field.name: str(field.type) for field in dataclasses.fields(options_cls)}
+    for name, value in solver_options.items():
+        kind = declared[name]
+        numeric = ("int" in kind or "float" in kind) and "str" not in kind
+        if numeric and isinstance(value, str):
+            raise ValueError(f"option {name}={value}: {name} must be a number ({kind})")
     try:
         return options_cls(**solver_options)
     except TypeError as exc:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from daskpd.solvers._capabilities import BUILTIN_REGULARIZERS, Capabilities
 from daskpd.solvers._driver import Iterate, register_solver
 
 __all__ = ["BatchGradient", "BatchOptions"]
@@ -194,6 +195,12 @@ class BatchGradient:
     """
 
     name = "batch"
+    capabilities = Capabilities(
+        losses=frozenset({"smooth_hinge", "squared_hinge", "logistic", "squared", "huber"}),
+        regularizers=frozenset(BUILTIN_REGULARIZERS),
+        loss_rule="a smooth loss",
+        regularizer_rule="a regularizer with a prox",
+    )
     Options = BatchOptions
 
     def check(self, problem, data, options) -> None:

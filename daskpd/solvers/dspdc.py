@@ -49,6 +49,7 @@ import numpy as np
 
 from daskpd.kernels import dspdc as dspdc_kernels
 from daskpd.kernels import scalar
+from daskpd.solvers._capabilities import BUILTIN_LOSSES, Capabilities
 from daskpd.solvers._driver import epoch_seed, register_solver
 from daskpd.solvers.spdc import (
     Carry,
@@ -225,6 +226,13 @@ class DSPDCSolver(SPDCSolver):
     """
 
     name = "dspdc"
+    capabilities = Capabilities(
+        losses=frozenset(BUILTIN_LOSSES),
+        regularizers=frozenset({"l2", "l1", "elasticnet", "zero"}),
+        regularizer_rule="a separable regularizer",
+        notes="non-smooth losses and regularizers that are not strongly convex need the "
+        "`delta` option; `solve_factorized` (outside `solve`) takes X = U V in memory",
+    )
 
     @dataclasses.dataclass(frozen=True)
     class Options:

@@ -46,6 +46,7 @@ import numpy as np
 
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
+from daskpd.solvers._capabilities import BUILTIN_LOSSES, Capabilities
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
 
 __all__ = [
@@ -523,6 +524,13 @@ class SPDCSolver:
     """
 
     name = "spdc"
+    capabilities = Capabilities(
+        losses=frozenset(BUILTIN_LOSSES),
+        regularizers=frozenset({"l2", "l1", "elasticnet", "zero"}),
+        regularizer_rule="a separable regularizer",
+        notes="non-smooth losses and regularizers that are not strongly convex need the "
+        "`delta` option",
+    )
 
     @dataclasses.dataclass(frozen=True)
     class Options:

@@ -13,6 +13,7 @@ import numpy as np
 
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
+from daskpd.solvers._capabilities import Capabilities
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
 from daskpd.solvers._groups import (
     class_weight_pair,
@@ -53,6 +54,11 @@ class Cocoa:
     """
 
     name = "cocoa"
+    capabilities = Capabilities(
+        losses=frozenset({"hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"}),
+        regularizers=frozenset({"l2"}),
+        regularizer_rule="the l2 regularizer (elastic net and l1 need another local subproblem)",
+    )
     Options = CocoaOptions
 
     # -- protocol ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 from daskpd.solvers import _shared
+from daskpd.solvers._capabilities import Capabilities
 from daskpd.solvers._driver import Iterate, epoch_seed, register_solver
 from daskpd.solvers._groups import (
     class_weight_pair,
@@ -91,6 +92,12 @@ class DSO:
     """
 
     name = "dso"
+    capabilities = Capabilities(
+        losses=frozenset({"hinge", "smooth_hinge", "logistic", "squared", "absolute"}),
+        regularizers=frozenset({"l2", "l1", "elasticnet"}),
+        layouts=frozenset({"csr"}),
+        notes="on-disk data needs the tiled layout of its grid (`daskpd partition`)",
+    )
     Options = DSOOptions
 
     # -- protocol ---------------------------------------------------------------------------
@@ -131,6 +138,29 @@ class DSO:
             )
         if options.grid is not None:
             self._check_grid(data, int(options.grid))
+
+    def prepare(self, data, options, client):
+        """Build the tiled layout of in-memory data for the grid this run will use.
+
+        Run by :func:`daskpd.solvers._plan.run_plan` once the client is known (the grid
+        follows the number of workers). The bias view of an in-memory dataset
+        (``with_bias``) shows the grids of the dataset it wraps but cannot build one itself,
+        so the grid is built on the wrapped dataset. On-disk data is left as it is (its
+        layouts are written by ``daskpd partition``).
+
+        Parameters
+        ----------
+        data : Dataset or MemoryDataset
+        options : DSOOptions
+        client : distributed.Client or None
+        """
+        base = getattr(data, "base", data)
+        if is_on_disk(base) or not hasattr(base, "partition"):
+            return
+        grid = _choose_grid(base, options, len(worker_list(client)))
+        # an impossible grid is left to init, which names it
+        if 1 <= grid <= min(int(base.n_samples), int(base.n_features)):
+            base.partition(grid)
 
     def _check_grid(self, data, grid):
         n, d = int(data.n_samples), int(data.n_features)

@@ -15,6 +15,7 @@ import numpy as np
 
 from daskpd.kernels import gsfw as kernels
 from daskpd.solvers._blocks import block_csr
+from daskpd.solvers._capabilities import Capabilities
 from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
 from daskpd.solvers.gsfw._options import GSFWOptions
 from daskpd.solvers.gsfw._tasks import (
@@ -87,6 +88,15 @@ class GSFW:
     """
 
     name = "gsfw"
+    capabilities = Capabilities(
+        losses=frozenset({"smooth_hinge", "squared_hinge", "logistic", "squared", "huber"}),
+        regularizers=frozenset({"l2", "l1", "l1_ball", "l2_ball", "box"}),
+        loss_rule="a smooth loss",
+        regularizer_rule="a regularizer with a linear minimization oracle (or l1, l2)",
+        sample_weight=False,
+        class_weight=False,
+        notes="a warm start must lie in the constraint set",
+    )
     Options = GSFWOptions
 
     def check(self, problem, data, options):

@@ -11,6 +11,7 @@ import numpy as np
 
 from daskpd.kernels import pdprox as kernels
 from daskpd.solvers._blocks import block_csr
+from daskpd.solvers._capabilities import BUILTIN_REGULARIZERS, Capabilities
 from daskpd.solvers._driver import Iterate, register_solver
 from daskpd.solvers.pdprox._graph import (
     _gather,
@@ -74,6 +75,15 @@ class Pdprox:
     """
 
     name = "pdprox"
+    capabilities = Capabilities(
+        losses=frozenset({"hinge", "absolute", "epsilon_insensitive"}),
+        regularizers=frozenset(BUILTIN_REGULARIZERS),
+        loss_rule="a loss with a bilinear max-form",
+        regularizer_rule="a regularizer with a prox",
+        sample_weight=False,
+        class_weight=False,
+        notes="a warm start sets w only (the dual restarts from zero unless given)",
+    )
     Options = PdproxOptions
 
     def check(self, problem, data, options):
