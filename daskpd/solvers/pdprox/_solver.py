@@ -82,7 +82,7 @@ class Pdprox:
         regularizer_rule="a regularizer with a prox",
         sample_weight=False,
         class_weight=False,
-        notes="a warm start sets w only (the dual restarts from zero unless given)",
+        notes="a warm start's dual is used when it is a whole dual in the loss's domain",
     )
     Options = PdproxOptions
 
