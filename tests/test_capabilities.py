@@ -341,3 +341,18 @@ def test_solve_the_estimators_and_the_command_refuse_alike(tmp_path, capsys):
         SaddlePointEstimator(loss="hinge", solver="pdprox").fit(
             X, y, sample_weight=np.full(N_SAMPLES, 2.0)
         )
+
+
+def test_the_command_lists_the_declarations(builtin_solvers, capsys):
+    import json
+
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    for name, capabilities in _declared(builtin_solvers):
+        row = markdown_table([(name, capabilities)]).splitlines()[2]
+        assert row in out.splitlines()
+    assert main(["solvers", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    for name, capabilities in _declared(builtin_solvers):
+        assert set(listed[name]["losses"]) == capabilities.losses
+        assert listed[name]["sample_weight"] is capabilities.sample_weight

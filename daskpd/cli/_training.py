@@ -116,7 +116,7 @@ def _add_training_options(parser, *, defaults) -> None:
         "--solver",
         default=defaults["solver"],
         help=f"registered solver, or 'auto': the fastest to a certified model for the loss "
-        f"and penalty (default {defaults['solver']})",
+        f"and penalty (default {defaults['solver']}; `daskpd solvers` lists what each supports)",
     )
     group.add_argument(
         "--loss", default=defaults["loss"], help=f"loss name (default {defaults['loss']})"
@@ -484,3 +484,37 @@ def _demo_solver_fields(args) -> set:
 
     problem = Problem(args.loss, args.reg, args.alpha)
     return set(get_solver(resolve_solver(args.solver, problem)).Options.__dataclass_fields__)
+
+
+@subcommand("solvers", "list the solvers and what each supports (losses, regularizers, weights)")
+def _add_solvers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print the declarations as JSON, not a table"
+    )
+    parser.set_defaults(run=_run_solvers)
+
+
+def _run_solvers(args) -> int:
+    """Print every registered solver's declared capabilities (the README's solver table)."""
+    import dataclasses
+
+    from daskpd.solvers import available_solvers, get_solver
+    from daskpd.solvers._capabilities import markdown_table
+
+    declared = [
+        (name, getattr(get_solver(name), "capabilities", None)) for name in available_solvers()
+    ]
+    declared = [(name, caps) for name, caps in declared if caps is not None]
+    if args.json:
+        _print_json(
+            {
+                name: {
+                    key: sorted(value) if isinstance(value, frozenset) else value
+                    for key, value in dataclasses.asdict(caps).items()
+                }
+                for name, caps in declared
+            }
+        )
+    else:
+        sys.stdout.write(markdown_table(declared))
+    return 0

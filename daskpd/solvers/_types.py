@@ -8,7 +8,10 @@ it. This module also holds what a run hands back (:class:`SolveResult`, read bac
 
 Solver protocol
 ---------------
-A solver is a class with a ``name`` and an ``Options`` frozen dataclass, and these methods::
+A solver is a class with a ``name``, an ``Options`` frozen dataclass, a ``capabilities``
+:class:`~daskpd.solvers._capabilities.Capabilities` (what it supports; checked by the plan
+before ``check``, read by the estimators, the command and the README's table; a solver without
+one is left to its ``check``), and these methods::
 
     check(problem, data, options) -> None
         Raise ValueError (naming the parameter and its value) for anything the method cannot
@@ -37,6 +40,10 @@ A solver is a class with a ``name`` and an ``Options`` frozen dataclass, and the
     restore(problem, data, arrays, *, seed, client, options) -> state
         Inverse of ``state_arrays``: the state after the checkpointed epoch. ``seed`` is the
         same root SeedSequence that ``init`` received.
+    prepare(data, options, client) -> None   (optional)
+        Called by :func:`daskpd.solvers._plan.run_plan` once the client is known, before
+        ``init``: what depends on the client and is done once per run (DSO builds the
+        tiled layout of in-memory data for the grid it will use).
     close(state) -> None   (optional)
         Release what the run holds outside Dask (DSO: its shared-memory files). Called
         once when the run ends, and on a state given up for a replay after a lost worker.
