@@ -13,6 +13,13 @@ wall clock), and the reasons where nothing was measured:
   SPDC (linear convergence);
 * smooth losses with a regularizer that is not strongly convex (L1): ``batch``, because SPDC
   and DSPDC solve those only after a perturbation (an approximate answer).
+
+Each rule names its solvers in order of preference; the first whose declared
+:class:`~daskpd.solvers._capabilities.Capabilities` cover the loss, the regularizer and the row
+weights is taken (so weighted rows with the absolute loss go to DSO), and when none does, the
+first, whose capabilities then refuse the run naming the parameter. The plan
+(:mod:`daskpd.solvers._plan`) calls this on the resolved loss and regularizer objects, so a name
+and its object choose alike.
 """
 
 from __future__ import annotations
