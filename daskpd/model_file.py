@@ -81,6 +81,12 @@ KINDS = {
 #: are zarr's own byte-level codecs. None of them builds Python objects from the file.
 ARRAY_CODECS = frozenset({"bytes", "zstd", "blosc", "gzip", "crc32c", "transpose"})
 
+#: The zarr v3 data types of the arrays: numbers and booleans.
+_DATA_TYPES = frozenset(
+    ["bool", "float32", "float64"]
+    + [f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)]
+)
+
 #: Arrays are chunked so that no chunk is far above ~16 MB of float64.
 _CHUNK = 2_000_000
 #: A zarr node name that needs no quoting (and not one of zarr's reserved "__" names).
@@ -346,7 +352,7 @@ def read_model_file(path, *, kind=None) -> ModelFile:
         (found, reader), (asked, _) = KINDS[found_kind], KINDS[kind]
         raise ValueError(f"{where} holds {found}, not {asked}; read it with {reader}")
 
-    arrays = _read_arrays(group, attrs.get("checksums"), where)
+    arrays = _read_arrays(group, path, attrs.get("checksums"), where)
     if version == 1:
         content = _legacy_result(attrs, arrays, where)
     else:
@@ -376,28 +382,63 @@ def read_model_file(path, *, kind=None) -> ModelFile:
     return ModelFile(path=path, kind=found_kind, format_version=version, content=content)
 
 
-def _read_arrays(group, checksums, where) -> dict:
-    """Every array of the group, each checked before and after reading its chunks."""
+def _read_arrays(group, path, checksums, where) -> dict:
+    """Every array of the group, its metadata checked before zarr parses it, then its values."""
     if not isinstance(checksums, dict):
         raise ValueError(f"{where}: its checksums are missing")
-    names = set(group.array_keys())
+    names = set()
+    for entry in sorted(path.iterdir()):
+        if entry.is_dir():
+            _check_array_metadata(entry / "zarr.json", entry.name, where)
+            names.add(entry.name)
     for name in sorted(set(checksums) - names):
         raise CorruptStoreError(f"{where}: array {name!r} is missing")
     for name in sorted(names - set(checksums)):
         raise CorruptStoreError(f"{where}: array {name!r} has no checksum")
     arrays = {}
     for name in sorted(names):
-        array = group[name]
-        # A codec decides how chunk bytes become values: one outside the list (a pickle
-        # codec) could run code, so it is refused before a chunk is read.
-        codecs = [codec.get("name") for codec in array.metadata.to_dict().get("codecs", [])]
-        unknown = [codec for codec in codecs if codec not in ARRAY_CODECS]
-        if unknown:
-            raise ValueError(f"{where}: array {name!r} uses codecs {unknown}, not allowed here")
-        if np.dtype(array.dtype).kind not in "biuf":
-            raise ValueError(f"{where}: array {name!r} has dtype {array.dtype}, not numeric")
+        try:
+            array = group[name]
+            # what zarr will decode with (a group's consolidated metadata could differ from
+            # the array's own file)
+            metadata = array.metadata.to_dict()
+        except Exception as exc:  # zarr raises many types on bad metadata
+            raise CorruptStoreError(f"{where}: array {name!r} cannot be opened ({exc})") from None
+        _check_codecs(metadata, name, where)
         arrays[name] = read_array(array, name, checksums, f"{where}: ")
     return arrays
+
+
+def _check_array_metadata(metadata_path, name, where) -> None:
+    try:
+        metadata = json.loads(metadata_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptStoreError(
+            f"{where}: array {name!r} has no readable metadata ({exc})"
+        ) from None
+    if not isinstance(metadata, dict) or metadata.get("node_type") != "array":
+        raise CorruptStoreError(f"{where}: {name!r} is not an array")
+    if metadata.get("data_type") not in _DATA_TYPES:
+        raise ValueError(
+            f"{where}: array {name!r} has data type {metadata.get('data_type')!r}, not a "
+            "number or a boolean"
+        )
+    _check_codecs(metadata, name, where)
+
+
+def _check_codecs(metadata, name, where) -> None:
+    # A codec decides how chunk bytes become values: one outside the list (a pickle codec)
+    # could run code from the file, so it is refused before a chunk is read.
+    codecs = metadata.get("codecs")
+    if not isinstance(codecs, list | tuple):
+        raise CorruptStoreError(f"{where}: array {name!r} lists no codecs")
+    found = [codec.get("name") if isinstance(codec, dict) else codec for codec in codecs]
+    refused = [codec for codec in found if codec not in ARRAY_CODECS]
+    if refused:
+        raise ValueError(
+            f"{where}: array {name!r} uses codecs {refused}; a model file may use only "
+            f"{sorted(ARRAY_CODECS)}"
+        )
 
 
 def _json_attribute(attrs, name, where):
