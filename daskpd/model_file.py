@@ -325,6 +325,8 @@ def read_model_file(path, *, kind=None) -> ModelFile:
     except Exception as exc:  # a missing or unparsable zarr.json raises many types
         raise ValueError(f"{str(path)!r} is not a daskpd model ({exc})") from None
     version = attrs.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        version = repr(version)  # never equal to a known version (JSON true == 1 in Python)
     if attrs.get("format") is None and version == 1 and "meta" in attrs:
         raise ValueError(
             f"{where} was saved by an older daskpd whose model files hold pickled "
@@ -345,7 +347,7 @@ def read_model_file(path, *, kind=None) -> ModelFile:
             f"({FORMAT_VERSION}); upgrade daskpd"
         )
     else:
-        raise ValueError(f"{where} has an unknown format_version {version!r}")
+        raise ValueError(f"{where} has an unknown format_version {attrs.get('format_version')!r}")
     if found_kind not in KINDS:
         raise ValueError(f"{where} holds an unknown kind of model {found_kind!r}")
     if kind is not None and found_kind != kind:
@@ -373,10 +375,16 @@ def read_model_file(path, *, kind=None) -> ModelFile:
         ):
             raise CorruptStoreError(f"{where}: its list of arrays does not match its arrays")
         ordered = [arrays[name] for name in names]
-        if version == 2:
-            content = _legacy_estimator(attrs, parsed, ordered, where)
-        else:
-            content = _codec.decode(parsed, ordered, f"{where}: document")
+        try:
+            if version == 2:
+                content = _legacy_estimator(attrs, parsed, ordered, where)
+            else:
+                content = _codec.decode(parsed, ordered, f"{where}: document")
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
+            # the codec names the file itself; a malformed body fails deeper, unnamed
+            if isinstance(exc, ValueError) and str(exc).startswith(where):
+                raise
+            raise ValueError(f"{where}: its document is not one daskpd writes ({exc!r})") from None
         if not isinstance(content, dict):
             raise ValueError(f"{where}: its document is not a dict")
     return ModelFile(path=path, kind=found_kind, format_version=version, content=content)

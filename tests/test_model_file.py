@@ -364,7 +364,10 @@ def test_unknown_versions_kinds_and_formats_are_refused(result, tmp_path):
     group.attrs.update({"format_version": FORMAT_VERSION, "kind": "os.system"})
     with pytest.raises(ValueError, match="unknown kind of model 'os.system'"):
         daskpd.load_model(path)
-    group.attrs.update({"kind": "solve_result", "format": "something-else"})
+    group.attrs.update({"kind": "solve_result", "format_version": True})
+    with pytest.raises(ValueError, match="unknown format_version True"):
+        daskpd.load_model(path)
+    group.attrs.update({"format_version": FORMAT_VERSION, "format": "something-else"})
     with pytest.raises(ValueError, match="is not a daskpd model"):
         daskpd.load_model(path)
     (tmp_path / "empty").mkdir()
@@ -466,3 +469,20 @@ def test_writing_a_model_is_atomic_even_when_the_destination_appears_meanwhile(r
             result.save(path)
     assert isinstance(daskpd.load_model(path), SolveResult)
     assert sorted(os.listdir(tmp_path)) == ["model.zarr"]
+
+
+def test_a_malformed_document_is_refused_with_the_file_named(estimator, tmp_path):
+    path = estimator.save(tmp_path / "model.zarr")
+    group = zarr.open_group(path, mode="r+")
+    document = group.attrs["document"]
+    for forged, message in (
+        ('{"__dict__": [[[1], 2]]}', "its document is not one daskpd writes"),
+        ('{"__tuple__": 5}', "its document is not one daskpd writes"),
+        ("[1, 2]", "its document is not a dict"),
+        # a fitted attribute that would replace the object's class
+        (document.replace('"n_iter_"', '"__class__"'), "not an estimator's"),
+    ):
+        group.attrs["document"] = forged
+        with pytest.raises(ValueError, match=message) as error:
+            daskpd.load_model(path)
+        assert str(path) in str(error.value)
