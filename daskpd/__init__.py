@@ -17,6 +17,7 @@ The public API, by layer:
 __version__ = "0.1.0"
 
 from daskpd import datasets, generators, metrics
+from daskpd._load_model import load_model
 from daskpd.callbacks import Callback, EarlyStopping, HistoryRecorder, ProgressBar
 from daskpd.checkpoint import CorruptStoreError, save_model
 from daskpd.data import (
@@ -40,7 +41,6 @@ from daskpd.solvers import (
     TrainingFailed,
     available_solvers,
     get_solver,
-    load_model,
     register_solver,
     solve,
 )

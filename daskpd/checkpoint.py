@@ -1,6 +1,6 @@
-"""Checkpoints of training runs and saved models, as zarr groups written atomically.
+"""Checkpoints of training runs, as zarr groups written atomically.
 
-Every group is first written under a temporary sibling name and renamed into place only when
+Every checkpoint is first written under a temporary sibling name and renamed into place only when
 complete, so a reader (or a resumed run) never sees a half-written one: a crash during a
 checkpoint leaves the previous checkpoint as the latest valid one, and the temporary
 directory is removed by the next write.
@@ -9,32 +9,31 @@ Checkpoint directory layout (one run per directory)::
 
     <checkpoint_dir>/epoch-00000005.zarr     # group: arrays state/<name>; attrs below
     <checkpoint_dir>/epoch-00000006.zarr
-    <checkpoint_dir>/.tmp-epoch-00000007-<uuid>   # only while (or if killed while) writing
+    <checkpoint_dir>/epoch-00000007.zarr.tmp-<uuid>   # only while (or if killed while) writing
 
 Attributes of a checkpoint: ``format`` ("daskpd-checkpoint"), ``format_version``, ``epoch``,
 ``seed`` (entropy as a decimal string, spawn key, pool size, children spawned), ``meta`` (a
 JSON string: solver, options, objective, data identity, seconds, history, divergence
 reference) and ``complete`` (set last).
 
-A model group holds arrays ``w`` (and ``w_avg``, ``z`` when they are plain arrays) and the
-attributes of a :class:`daskpd.solvers._driver.SolveResult`, so models too large for pickle
-save and load without ever being pickled.
+Checkpoints are written through :func:`daskpd.data.atomic.atomic_group` (the temporary name
+is ``epoch-00000007.zarr.tmp-<uuid>``) and store their arrays as model files do, with the
+checksums of :mod:`daskpd.model_file`; saved models are model files (:mod:`daskpd.model_file`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import re
 import shutil
-import uuid
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from daskpd.data.atomic import atomic_group
+from daskpd.model_file import CorruptStoreError, read_array, write_array
 
 __all__ = [
     "Checkpoint",
@@ -42,114 +41,12 @@ __all__ = [
     "CorruptStoreError",
     "atomic_group",
     "options_to_dict",
-    "read_model",
     "save_model",
 ]
 
 CHECKPOINT_FORMAT = "daskpd-checkpoint"
-MODEL_FORMAT = "daskpd-model"
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^epoch-(\d{8})\.zarr$")
-#: Arrays are chunked so that no chunk is far above ~16 MB of float64.
-_CHUNK = 2_000_000
-
-
-@contextlib.contextmanager
-def atomic_group(path, *, overwrite=False):
-    """Yield a zarr group written under a temporary name and renamed to ``path`` on success.
-
-    Parameters
-    ----------
-    path : str or Path
-        Final location of the group (a directory store).
-    overwrite : bool, default=False
-        Replace an existing ``path``; otherwise an existing path is a ``FileExistsError``
-        raised before anything is written.
-
-    Yields
-    ------
-    zarr.Group
-        Open for writing at the temporary location. On an exception the temporary
-        directory is removed and ``path`` is left untouched.
-    """
-    import zarr
-
-    path = Path(path)
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{str(path)!r} already exists (use overwrite to replace it)")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist")
-    tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex}"
-    try:
-        group = zarr.open_group(store=str(tmp), mode="w")
-        yield group
-        _replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _replace(tmp: Path, path: Path) -> None:
-    # rename() of a directory cannot replace a non-empty one: move the old one aside first,
-    # so that at every instant either the old or the new complete group is at ``path``
-    # (apart from the instant between the two renames).
-    if path.exists():
-        old = path.parent / f".old-{path.name}-{uuid.uuid4().hex}"
-        os.rename(path, old)
-        os.rename(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, path)
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _checksum(array: np.ndarray) -> str:
-    """CRC-32 of the array's bytes with its dtype and shape (detects altered chunk files)."""
-    header = f"{array.dtype.str}{array.shape}".encode()
-    return f"{zlib.crc32(np.ascontiguousarray(array).tobytes(), zlib.crc32(header)):08x}"
-
-
-def _write_array(group, name, array) -> str:
-    """Write ``array`` as ``group[name]``; return its checksum."""
-    # np.ascontiguousarray would turn 0-d arrays (step counters, scalars) into 1-d ones.
-    array = np.array(array, order="C", copy=None)
-    chunks = (
-        array.shape
-        if array.ndim == 0
-        else (min(max(array.shape[0], 1), _CHUNK),) + tuple(array.shape[1:])
-    )
-    if array.ndim > 0 and array.shape[0] == 0:
-        chunks = (1,) + tuple(array.shape[1:])
-    group.create_array(name, data=array, chunks=chunks)
-    return _checksum(array)
-
-
-def _read_array(array, name=None, checksums=None, where=""):
-    """Read a zarr array fully; verify it against ``checksums[name]`` when given."""
-    try:
-        value = np.asarray(array[()] if array.ndim == 0 else array[...])
-    except Exception as exc:  # codecs raise many types on damaged chunks
-        raise CorruptStoreError(f"{where}array {name!r} cannot be read ({exc})") from None
-    if checksums is not None and name in checksums and _checksum(value) != checksums[name]:
-        raise CorruptStoreError(f"{where}array {name!r} does not match its checksum")
-    return value
-
-
-class CorruptStoreError(ValueError):
-    """A checkpoint or model array was truncated or altered after it was written."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,7 +193,7 @@ class CheckpointStore:
         with atomic_group(target, overwrite=True) as group:
             state = group.create_group("state")
             checksums = {
-                name: _write_array(state, name, np.asarray(array)) for name, array in arrays.items()
+                name: write_array(state, name, np.asarray(array)) for name, array in arrays.items()
             }
             group.attrs.update(
                 {
@@ -322,7 +219,8 @@ class CheckpointStore:
 
     def _remove_temporaries(self) -> None:
         for entry in self.path.iterdir():
-            if entry.name.startswith((".tmp-", ".old-")):
+            # the debris of a killed write (older versions named it ".tmp-epoch-...")
+            if ".tmp-" in entry.name or ".old-" in entry.name:
                 shutil.rmtree(entry, ignore_errors=True)
 
     def latest_epoch(self) -> int | None:
@@ -374,7 +272,7 @@ class CheckpointStore:
             state = group["state"]
             checksums = attrs.get("checksums", {})
             arrays = {
-                name: _read_array(state[name], name, checksums, f"checkpoint {str(path)!r}: ")
+                name: read_array(state[name], name, checksums, f"checkpoint {str(path)!r}: ")
                 for name in state.array_keys()
             }
         seed = dict(attrs["seed"])
@@ -393,10 +291,7 @@ class CheckpointStore:
 
 
 def save_model(result, path, *, overwrite=False) -> Path:
-    """Save a :class:`~daskpd.solvers._driver.SolveResult` to a zarr group, atomically.
-
-    Arrays (``w``, and ``w_avg`` / ``z`` when they are in-memory arrays) are chunked zarr
-    arrays, so the model never goes through pickle; everything else is JSON attributes.
+    """Save a :class:`~daskpd.SolveResult` as a model file: ``result.save(path)``.
 
     Parameters
     ----------
@@ -409,84 +304,13 @@ def save_model(result, path, *, overwrite=False) -> Path:
     Returns
     -------
     Path
+
+    See Also
+    --------
+    daskpd.model_file : the format.
+    daskpd.load_model : reads it back.
     """
-    options = result.options
-    options_dict = options_to_dict(options) if hasattr(options, "__dataclass_fields__") else {}
-    path = Path(path)
-    with atomic_group(path, overwrite=overwrite) as group:
-        checksums = {"w": _write_array(group, "w", np.asarray(result.w, dtype=np.float64))}
-        if isinstance(result.w_avg, np.ndarray):
-            checksums["w_avg"] = _write_array(group, "w_avg", result.w_avg)
-        if isinstance(result.z, np.ndarray):
-            checksums["z"] = _write_array(group, "z", result.z)
-        group.attrs.update(
-            {
-                "format": MODEL_FORMAT,
-                "format_version": FORMAT_VERSION,
-                "solver": result.solver,
-                "options": json.dumps(options_dict, default=_json_default),
-                "objective": json.dumps(result.objective, default=_json_default),
-                "history": json.dumps(list(result.history), default=_json_default),
-                "n_epochs": int(result.n_epochs),
-                "gap": json.dumps(float(result.gap)),
-                "converged": bool(result.converged),
-                "stop_reason": result.stop_reason,
-                "seed_entropy": str(result.seed_entropy),
-                "checksums": checksums,
-            }
-        )
-    return path
-
-
-def read_model(path):
-    """Open a model saved by :func:`save_model`: its attributes and a reader of its arrays.
-
-    The :class:`~daskpd.solvers._driver.SolveResult` is built by
-    :func:`daskpd.solvers._driver.load_model` (``daskpd.load_model``), one layer up.
-
-    Parameters
-    ----------
-    path : str or Path
-
-    Returns
-    -------
-    attrs : dict
-        The group's JSON attributes.
-    read : callable
-        ``read(name)``: the array ``name`` verified against its checksum, or None when the
-        model has no such array.
-
-    Raises
-    ------
-    FileNotFoundError
-        When ``path`` does not exist.
-    ValueError
-        When ``path`` is not a daskpd model.
-    CorruptStoreError
-        When ``w`` is missing, or an array is unreadable or fails its checksum.
-    """
-    import zarr
-
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no model at {str(path)!r}")
-    try:
-        group = zarr.open_group(store=str(path), mode="r")
-        attrs = dict(group.attrs)
-    except (OSError, ValueError, KeyError) as exc:
-        raise ValueError(f"{str(path)!r} is not a daskpd model ({exc})") from None
-    if attrs.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{str(path)!r} is not a daskpd model (format {attrs.get('format')!r})")
-    arrays = set(group.array_keys())
-    checksums = attrs.get("checksums", {})
-    where = f"model {str(path)!r}: "
-
-    def read(name):
-        return _read_array(group[name], name, checksums, where) if name in arrays else None
-
-    if "w" not in arrays:
-        raise CorruptStoreError(f"{where}array 'w' is missing")
-    return attrs, read
+    return result.save(path, overwrite=overwrite)
 
 
 def options_to_dict(options) -> dict:

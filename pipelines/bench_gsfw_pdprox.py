@@ -38,6 +38,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from daskpd.data.atomic import write_text_atomic
 from daskpd.dataset import MemoryDataset
 from daskpd.losses import Absolute, Hinge, Logistic
 from daskpd.problem import Problem
@@ -574,8 +575,7 @@ def write_section(path, text):
     if not pattern.search(content):
         raise SystemExit(f"markers of the GSFW and Pdprox section not found in {path}")
     content = pattern.sub(lambda m: m.group(1) + "\n" + text + "\n" + m.group(3), content)
-    with open(path, "w") as handle:
-        handle.write(content)
+    write_text_atomic(path, content)
 
 
 def main(argv=None):

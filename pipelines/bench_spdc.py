@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 
+from daskpd.data.atomic import write_text_atomic
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers.dspdc import solve_factorized
@@ -423,8 +424,7 @@ def write_part(path, part, lines):
         )
     else:
         section = section.rstrip("\n") + "\n\n" + block + "\n"
-    with open(path, "w") as fh:
-        fh.write(content[:start] + section.rstrip("\n") + "\n" + content[end:])
+    write_text_atomic(path, content[:start] + section.rstrip("\n") + "\n" + content[end:])
 
 
 def main(argv=None):

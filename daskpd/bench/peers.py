@@ -561,11 +561,12 @@ def write_vw(X, y, path):
 
 def _write_vw_once(X, y, path):
     """VW's text of ``(X, y)`` at ``path``, written (atomically) unless it is there."""
+    from daskpd.data.atomic import atomic_file
+
     if os.path.exists(path):
         return
-    temporary = f"{path}.{os.getpid()}.tmp"
-    write_vw(X, y, temporary)
-    os.replace(temporary, path)
+    with atomic_file(path) as temporary:
+        write_vw(X, y, temporary)
 
 
 def fit_vw(

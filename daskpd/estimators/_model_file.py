@@ -1,22 +1,21 @@
-"""Model files of the estimators: ``estimator.save(path)``, :func:`load_estimator`.
+"""Model files of the estimators: ``estimator.save``, ``Estimator.load``, :func:`load_estimator`.
 
-A model file is a zarr group written atomically: ``coef_`` and every other array are chunked
-zarr arrays with checksums, parameters and fitted attributes are JSON attributes
-(:mod:`daskpd._codec`), so loading a file never runs code from it. The file names its
-estimator ``daskpd.estimators.<class name>``, the public home of the classes (which are
-defined in private modules), and loading looks that name up in a table of daskpd's estimators.
+An estimator is saved as a model file of kind ``"estimator"`` (:mod:`daskpd.model_file`, the
+one format of saved models): ``coef_`` and every other array are zarr arrays with checksums,
+parameters and fitted attributes are a JSON document (:mod:`daskpd._codec`), so loading a
+file never runs code from it. The file names its estimator ``daskpd.estimators.<class
+name>``, the public home of the classes (which are defined in private modules), and loading
+looks that name up in a table of daskpd's estimators. A solve result's file (``result.save``)
+is refused here, with a message pointing to :func:`daskpd.load_model`: which estimator, with
+which parameters, a bare solve result stands for is not written in it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
-
-#: 2: JSON attributes and zarr arrays (1, withdrawn: pickled metadata)
-_MODEL_FORMAT_VERSION = 2
 
 #: The module a model file names for daskpd's estimators (it re-exports them all).
 _PUBLIC_MODULE = "daskpd.estimators"
@@ -44,11 +43,12 @@ class _ModelFileMixin:
 
     # ---------------------------------------------------------------- storage
 
-    def save(self, path):
-        """Write the fitted model to a zarr group at ``path`` (atomically).
+    def save(self, path, *, overwrite=False):
+        """Write the fitted model as a model file at ``path`` (atomically).
 
-        ``coef_`` and every other array (``classes_``, a random state's key) are chunked
-        zarr arrays with checksums; parameters and fitted attributes are JSON attributes
+        A model file of kind ``"estimator"`` (:mod:`daskpd.model_file`): ``coef_`` and
+        every other array (``classes_``, a random state's key) are zarr arrays with
+        checksums; parameters and fitted attributes are a JSON document
         (:mod:`daskpd._codec`), so loading the file never runs code from it. The
         ``callback`` and ``cluster`` parameters belong to the run (a function, a cluster
         object) and are stored as None unless ``cluster`` is a string.
@@ -56,22 +56,25 @@ class _ModelFileMixin:
         Parameters
         ----------
         path : str or os.PathLike
-            Destination; must not exist.
+            Destination directory store; its parent must exist.
+        overwrite : bool, default=False
+            Replace an existing model at ``path``.
+
+        Returns
+        -------
+        Path
 
         Raises
         ------
         FileExistsError
-            When ``path`` exists (nothing is written).
+            When ``path`` exists and ``overwrite`` is false (nothing is written).
         TypeError
-            When a parameter or attribute is of a type the format cannot store (named).
+            When a parameter or attribute is of a type the format cannot store (named;
+            nothing is written).
         """
-        from daskpd import _codec
-        from daskpd.checkpoint import _write_array, atomic_group
+        from daskpd.model_file import write_model_file
 
         check_is_fitted(self, "coef_")
-        path = os.fspath(path)
-        if os.path.exists(path):
-            raise FileExistsError(f"{path} exists; remove it or choose another path")
         params = self.get_params(deep=False)
         params["callback"] = None
         if not isinstance(params.get("cluster"), str | None):
@@ -79,27 +82,12 @@ class _ModelFileMixin:
         state = {
             key: value
             for key, value in self.__dict__.items()
-            if key.endswith("_") and not key.startswith("_") and key != "coef_"
+            if key.endswith("_") and not key.startswith("_")
         }
+        state["coef_"] = np.asarray(self.coef_, dtype=np.float64)
         state["_fit_intercept_used"] = self._fit_intercept_used
-        arrays = [np.asarray(self.coef_, dtype=np.float64)]
-        document = {
-            "params": _codec.encode(params, arrays, "parameter"),
-            "state": _codec.encode(state, arrays, "fitted attribute"),
-        }
-        with atomic_group(path) as group:
-            checksums = {
-                f"array-{k}": _write_array(group, f"array-{k}", array)
-                for k, array in enumerate(arrays)
-            }
-            group.attrs.update(
-                {
-                    "format_version": _MODEL_FORMAT_VERSION,
-                    "estimator": _estimator_name(type(self)),
-                    "document": json.dumps(document),
-                    "checksums": checksums,
-                }
-            )
+        content = {"estimator": _estimator_name(type(self)), "params": params, "state": state}
+        return write_model_file(path, "estimator", content, overwrite=overwrite)
 
     @classmethod
     def load(cls, path):
@@ -108,16 +96,26 @@ class _ModelFileMixin:
         Parameters
         ----------
         path : str or os.PathLike
-            A zarr group written by :meth:`save`.
+            A model file of kind ``"estimator"``.
 
         Returns
         -------
         estimator : object
             The fitted estimator (of the class that saved it).
+
+        Raises
+        ------
+        TypeError
+            When the file holds another estimator class.
+        ValueError
+            When the file is not an estimator's (a solve result's file included), or fails
+            a check of :func:`daskpd.model_file.read_model_file`.
         """
         estimator = load_estimator(path)
         if not isinstance(estimator, cls):
-            raise TypeError(f"{path} holds a {type(estimator).__name__}, not a {cls.__name__}")
+            raise TypeError(
+                f"{os.fspath(path)} holds a {type(estimator).__name__}, not a {cls.__name__}"
+            )
         return estimator
 
 
@@ -127,49 +125,64 @@ def load_estimator(path):
     Parameters
     ----------
     path : str or os.PathLike
-        A zarr group written by :meth:`SaddlePointEstimator.save`.
+        A model file of kind ``"estimator"`` (:mod:`daskpd.model_file`).
 
     Returns
     -------
     estimator : SaddlePointEstimator or a subclass
         The fitted estimator.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` does not exist.
+    ValueError
+        When the file is not an estimator's (a solve result's file: read it with
+        :func:`daskpd.load_model`), names a class that is not daskpd's, or fails a check of
+        :func:`daskpd.model_file.read_model_file` (``CorruptStoreError`` for an array).
     """
-    import zarr
+    from daskpd.model_file import read_model_file
 
-    from daskpd import _codec
-    from daskpd.checkpoint import _read_array
+    return estimator_from_model_file(read_model_file(path, kind="estimator"))
 
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no saved model at {path}")
-    group = zarr.open_group(path, mode="r")
-    version = group.attrs.get("format_version")
-    if version == 1 and "meta" in group.attrs:
-        raise ValueError(
-            f"{path} was saved by an older daskpd whose model files hold pickled metadata; "
-            "daskpd no longer reads them, because unpickling a file runs code from it. "
-            "Fit and save the model again with this version."
-        )
-    if version != _MODEL_FORMAT_VERSION:
-        raise ValueError(f"{path} is not a daskpd model (format_version={version!r})")
-    name = group.attrs.get("estimator", "")
+
+def estimator_from_model_file(model_file):
+    """Build the fitted estimator of a model file of kind ``"estimator"``.
+
+    Parameters
+    ----------
+    model_file : daskpd.model_file.ModelFile
+
+    Returns
+    -------
+    estimator : SaddlePointEstimator or a subclass
+    """
+    where = f"model {str(model_file.path)!r}"
+    content = model_file.content
+    name = content.get("estimator", "")
     module_name, _, class_name = str(name).rpartition(".")
     estimator_class = _ESTIMATORS.get(class_name)
     if module_name != _PUBLIC_MODULE or estimator_class is None:
-        raise ValueError(f"{path} names an estimator that is not daskpd's: {name!r}")
+        raise ValueError(f"{where} names an estimator that is not daskpd's: {name!r}")
+    params, state = content.get("params"), content.get("state")
+    if not isinstance(params, dict) or not isinstance(state, dict) or "coef_" not in state:
+        raise ValueError(f"{where}: its document is not an estimator's")
+    # Only fitted attributes (``name_``) and the one private flag the estimators keep; never
+    # a dunder, which would change the object itself.
+    unexpected = [
+        key
+        for key in state
+        if not isinstance(key, str)
+        or key.startswith("__")
+        or not (key.endswith("_") or key == "_fit_intercept_used")
+    ]
+    if unexpected or not all(isinstance(key, str) for key in params):
+        raise ValueError(f"{where}: its document is not an estimator's ({unexpected})")
     try:
-        document = json.loads(group.attrs["document"])
-        checksums = dict(group.attrs["checksums"])
-        arrays = [
-            _read_array(group[name], name, checksums, where=f"{path}: ")
-            for name in (f"array-{k}" for k in range(len(checksums)))
-        ]
-    except (KeyError, TypeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: the model's attributes are unreadable ({error!r})") from None
-    params = _codec.decode(document["params"], arrays, f"{path}: parameters")
-    state = _codec.decode(document["state"], arrays, f"{path}: fitted attributes")
-    estimator = estimator_class(**params)
+        estimator = estimator_class(**params)
+    except TypeError as exc:
+        raise ValueError(f"{where}: its parameters do not fit {class_name} ({exc})") from None
     for key, value in state.items():
         setattr(estimator, key, value)
-    estimator.coef_ = np.asarray(arrays[0], dtype=np.float64)
+    estimator.coef_ = np.asarray(state["coef_"], dtype=np.float64)
     return estimator

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daskpd.data.atomic import atomic_file
 from daskpd.io import _parts
 from daskpd.kernels import parsing
 
@@ -499,7 +500,8 @@ def dump_svmlight(X, y, path, *, zero_based=False, decimals=6, chunk_rows=100000
         raise ValueError(f"decimals must be between 0 and 18, got {decimals}")
     X = sp.csr_matrix(X)
     y = np.asarray(y, dtype=np.float64)
-    with open(path, "wb") as handle:
+    # A killed writer must not leave a truncated file that a later run takes for complete.
+    with atomic_file(path) as temporary, open(temporary, "wb") as handle:
         for start in range(0, X.shape[0], chunk_rows):
             rows = X[start : start + chunk_rows]
             rows.sort_indices()

@@ -60,9 +60,8 @@ calls ``compute`` inside an inner loop.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -78,6 +77,7 @@ __all__ = [
     "Solver",
     "TrainingFailed",
     "load_model",
+    "result_from_model_file",
 ]
 
 
@@ -234,14 +234,58 @@ class SolveResult:
         return score_rows(self.w, data, client=client)
 
     def save(self, path, *, overwrite=False):
-        """Save to a zarr group (see :func:`daskpd.checkpoint.save_model`)."""
-        from daskpd.checkpoint import save_model
+        """Save as a model file of kind ``"solve_result"`` (:mod:`daskpd.model_file`).
 
-        return save_model(self, path, overwrite=overwrite)
+        ``w``, and ``w_avg`` and ``z`` when they are in-memory arrays, are zarr arrays with
+        checksums; the rest is a JSON document. The file is written at a temporary name and
+        renamed into place when complete. :func:`daskpd.load_model` reads it back.
+
+        Parameters
+        ----------
+        path : str or Path
+            Destination directory store (e.g. ``model.zarr``); its parent must exist.
+        overwrite : bool, default=False
+            Replace an existing model at ``path``.
+
+        Returns
+        -------
+        Path
+
+        Raises
+        ------
+        FileExistsError
+            When ``path`` exists and ``overwrite`` is false (nothing is written).
+        """
+        from daskpd.model_file import write_model_file
+
+        options = self.options
+        if is_dataclass(options):
+            # field by field, not asdict: the stored tuples stay tuples
+            options = {f.name: getattr(options, f.name) for f in fields(options)}
+        content = {
+            "solver": self.solver,
+            "options": dict(options) if isinstance(options, dict) else {},
+            "objective": self.objective,
+            "history": tuple(self.history),
+            "n_epochs": int(self.n_epochs),
+            "gap": float(self.gap),
+            "converged": bool(self.converged),
+            "stop_reason": self.stop_reason,
+            "seed_entropy": int(self.seed_entropy),
+            "recoveries": int(self.recoveries),
+            # z (and w_avg) may be distributed handles; only in-memory arrays are stored.
+            "w": np.asarray(self.w, dtype=np.float64),
+            "w_avg": self.w_avg if isinstance(self.w_avg, np.ndarray) else None,
+            "z": self.z if isinstance(self.z, np.ndarray) else None,
+        }
+        return write_model_file(path, "solve_result", content, overwrite=overwrite)
 
 
 def load_model(path) -> SolveResult:
-    """Load a model saved by :meth:`SolveResult.save` (:func:`daskpd.checkpoint.save_model`).
+    """Load a solve result saved by :meth:`SolveResult.save`.
+
+    :func:`daskpd.load_model` reads estimator files too; this one reads solve results only
+    (it is the layer below the estimators).
 
     Parameters
     ----------
@@ -251,42 +295,60 @@ def load_model(path) -> SolveResult:
     -------
     SolveResult
         ``options`` is the solver's ``Options`` dataclass when that solver is registered,
-        else a dict.
+        else a dict; ``timings`` is empty.
 
     Raises
     ------
     FileNotFoundError
         When ``path`` does not exist.
     ValueError
-        When ``path`` is not a daskpd model.
+        When ``path`` is not a daskpd model file, or holds an estimator.
     CorruptStoreError
         When an array is missing, unreadable or fails its checksum (a ``ValueError``).
     """
-    from daskpd.checkpoint import read_model
+    from daskpd.model_file import read_model_file
 
-    attrs, read = read_model(path)
-    options = json.loads(attrs["options"])
+    return result_from_model_file(read_model_file(path, kind="solve_result"))
+
+
+def result_from_model_file(model_file) -> SolveResult:
+    """Build the :class:`SolveResult` of a model file of kind ``"solve_result"``.
+
+    Parameters
+    ----------
+    model_file : daskpd.model_file.ModelFile
+
+    Returns
+    -------
+    SolveResult
+    """
+    content = model_file.content
     try:
-        solver = get_solver(attrs["solver"])
-        options = make_options(
-            solver, {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+        options = content["options"]
+        try:
+            options = make_options(get_solver(content["solver"]), options)
+        except ValueError:
+            # a method this process has not registered: its options stay a dict
+            pass
+        return SolveResult(
+            w=np.asarray(content["w"], dtype=np.float64),
+            z=content["z"],
+            w_avg=content["w_avg"],
+            history=tuple(content["history"]),
+            n_epochs=int(content["n_epochs"]),
+            gap=float(content["gap"]),
+            converged=bool(content["converged"]),
+            stop_reason=str(content["stop_reason"]),
+            solver=str(content["solver"]),
+            options=options,
+            objective=content["objective"],
+            seed_entropy=int(content["seed_entropy"]),
+            recoveries=int(content["recoveries"]),
         )
-    except ValueError:
-        pass
-    return SolveResult(
-        w=read("w"),
-        z=read("z"),
-        w_avg=read("w_avg"),
-        history=tuple(json.loads(attrs["history"])),
-        n_epochs=int(attrs["n_epochs"]),
-        gap=float(json.loads(attrs["gap"])),
-        converged=bool(attrs["converged"]),
-        stop_reason=attrs["stop_reason"],
-        solver=attrs["solver"],
-        options=options,
-        objective=json.loads(attrs["objective"]),
-        seed_entropy=int(attrs["seed_entropy"]),
-    )
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            f"model {str(model_file.path)!r}: its document is not a solve result's ({exc!r})"
+        ) from None
 
 
 @dataclass(frozen=True)
