@@ -64,8 +64,7 @@ def _chunk_bounds(n_samples, chunk_rows):
 def _generate(dest, n_samples, chunk_rows, chunk_function, params, seeds, *, n_features, binary,
               dtype, task, layout, overwrite, client, writer_options, planted_u=None):  # fmt: skip
     """Run ``chunk_function`` per chunk as Dask tasks, then assemble the parts at ``dest``."""
-    import dask
-
+    from daskpd._graphs import TaskGraph
     from daskpd.data import open_dataset
 
     bounds = _chunk_bounds(n_samples, chunk_rows)
@@ -73,15 +72,25 @@ def _generate(dest, n_samples, chunk_rows, chunk_function, params, seeds, *, n_f
     completed = False
     # One graph node for the model every chunk reads: passed inline, a cluster ships a
     # copy with each task (the text-like vocabulary is 25 MB, 120 chunks at 5e8 nonzeros).
-    shared = dask.delayed(params, pure=True, traverse=False)
+    graph = TaskGraph("daskpd-generate")
+    shared = graph.data("params", params)
     try:
         tasks = [
-            dask.delayed(_run_chunk, pure=False)(
-                chunk_function, shared, start, stop, seeds[1 + c], parts_dir, c, planted_u
-            )
+            graph.task(
+                c,
+                _run_chunk,
+                chunk_function,
+                shared,
+                start,
+                stop,
+                seeds[1 + c],
+                parts_dir,
+                c,
+                planted_u,
+            )  # fmt: skip
             for c, (start, stop) in enumerate(bounds)
         ]
-        infos = _parts.run_tasks(tasks, client)
+        infos = _parts.run_tasks(graph, tasks, client)
         options = dict(writer_options or {})
         if layout == "dense":
             options["layout"] = "dense"

@@ -178,15 +178,13 @@ def assemble(parts, dest, *, n_features, index_shift=0, dtype=np.float64, binary
     return {"n_samples": n_samples, "nnz": nnz}
 
 
-def run_tasks(delayed_tasks, client=None):
-    """Compute a list of ``dask.delayed`` objects and return their (small) results."""
-    import dask
-
-    if not delayed_tasks:
+def run_tasks(graph, tasks, client=None):
+    """Run ``tasks`` of ``graph`` (a :class:`~daskpd._graphs.TaskGraph`); their (small) results."""
+    if not tasks:
         return []
     if client is not None and client is not False:
-        return client.gather(client.compute(list(delayed_tasks)))
-    return list(dask.compute(*delayed_tasks))
+        return client.gather(graph.submit(client, tasks))
+    return graph.compute(tasks)
 
 
 def run_one(function, *args, client=None, **kwargs):

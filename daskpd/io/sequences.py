@@ -402,8 +402,7 @@ def ingest_sequences(
     SequenceFormatError
         Naming the file and line of a bad letter, length, label or line.
     """
-    import dask
-
+    from daskpd._graphs import TaskGraph
     from daskpd.data import open_dataset
     from daskpd.io.svmlight import _check_dest, _global_line, _locate_row
 
@@ -493,13 +492,22 @@ def ingest_sequences(
             for k in range(n_ranges):
                 stop = bounds[k + 1] if k + 1 < n_ranges else None
                 plan.append((path, None, bounds[k], stop))
+        graph = TaskGraph("daskpd-sequences")
         tasks = [
-            dask.delayed(_parse_sequence_range, pure=False)(
-                path, compression, start, stop, parts_dir, range_id, options
-            )
+            graph.task(
+                range_id,
+                _parse_sequence_range,
+                path,
+                compression,
+                start,
+                stop,
+                parts_dir,
+                range_id,
+                options,
+            )  # fmt: skip
             for range_id, (path, compression, start, stop) in enumerate(plan)
         ]
-        metas = _parts.run_tasks(tasks, client)
+        metas = _parts.run_tasks(graph, tasks, client)
         for index, meta in enumerate(metas):
             if meta["error"] is not None:
                 local_line, text = meta["error"]

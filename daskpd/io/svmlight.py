@@ -348,8 +348,7 @@ def ingest_svmlight(
     FileExistsError
         ``dest`` exists and ``overwrite`` is false.
     """
-    import dask
-
+    from daskpd._graphs import TaskGraph
     from daskpd.data import open_dataset
 
     if isinstance(sources, str | os.PathLike):
@@ -385,13 +384,14 @@ def ingest_svmlight(
     parts_dir = _parts.new_parts_dir(dest)
     try:
         plan = _plan(sources, int(range_bytes))
+        graph = TaskGraph("daskpd-svmlight")
         tasks = [
-            dask.delayed(_parse_range, pure=False)(
-                path, compression, start, stop, parts_dir, range_id, options
+            graph.task(
+                range_id, _parse_range, path, compression, start, stop, parts_dir, range_id, options
             )
             for range_id, (path, compression, start, stop) in enumerate(plan)
         ]
-        metas = _parts.run_tasks(tasks, client)
+        metas = _parts.run_tasks(graph, tasks, client)
         for index, meta in enumerate(metas):
             if meta["error"] is not None:
                 message, local_line, token = meta["error"]

@@ -60,10 +60,13 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
     -------
     scores : ndarray of shape (n_samples,)
     """
+    from daskpd._graphs import TaskGraph
+
     w = np.asarray(w, dtype=np.float64)
     n_blocks = int(data.n_row_blocks)
     if n_blocks == 0:
         return np.zeros(0)
+    graph = TaskGraph("daskpd-scores")
     if client is not None:
         from daskpd._cluster import worker_addresses
 
@@ -72,20 +75,24 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
         # first read (daskpd.data.resident)
         w_future = client.scatter(w, broadcast=True, hash=False)
         workers = worker_addresses(client)
-        futures = [
-            client.submit(
-                _score_block, data, i, w_future, pure=False, allow_other_workers=True,
-                workers=[workers[i * len(workers) // n_blocks]] if workers else None,
+        parts = [
+            graph.task(
+                i,
+                _score_block,
+                data,
+                i,
+                w_future,
+                allow_other_workers=True,
+                worker=workers[i * len(workers) // n_blocks] if workers else None,
             )  # fmt: skip
             for i in range(n_blocks)
         ]
-        pieces = client.gather(futures)
+        pieces = client.gather(graph.submit(client, parts))
     else:
-        import dask
-
-        w_key = dask.delayed(w, pure=True)
-        parts = [dask.delayed(_score_block, pure=True)(data, i, w_key) for i in range(n_blocks)]
-        pieces = dask.compute(*parts)
+        # one node for w and the data handle, so no task holds a copy of its own
+        w_ref, data_ref = graph.data("w", w), graph.data("data", data)
+        parts = [graph.task(i, _score_block, data_ref, i, w_ref) for i in range(n_blocks)]
+        pieces = graph.compute(parts)
     return np.concatenate(pieces) if pieces else np.zeros(0)
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.solvers._capabilities import BUILTIN_REGULARIZERS, Capabilities
 from daskpd.solvers._driver import Iterate, register_solver
 
@@ -144,18 +145,6 @@ def _add_power(a, b):
     return a[0] + b[0], max(a[1], b[1])
 
 
-def _tree(parts, combine):
-    import dask
-
-    combine = dask.delayed(combine, pure=True)
-    while len(parts) > 1:
-        paired = [combine(parts[k], parts[k + 1]) for k in range(0, len(parts) - 1, 2)]
-        if len(parts) % 2:
-            paired.append(parts[-1])
-        parts = paired
-    return parts[0]
-
-
 def _class_weight(problem, data):
     """The (negative, positive) class weights of the problem, resolved on ``data``, or None."""
     if getattr(problem, "class_weight", None) is None:
@@ -168,16 +157,15 @@ def _class_weight(problem, data):
 
 def _run_pass(problem, data, class_weight, points, gradient_rows):
     """One compute: (loss sums / n at each point, gradients / n at the chosen points)."""
-    import dask
-
     points = np.ascontiguousarray(points, dtype=np.float64)
-    shared = dask.delayed(points, pure=True)
-    task = dask.delayed(_block_pass, pure=True)
+    graph = TaskGraph("batch-pass")
+    shared, data_ref = graph.data("points", points), graph.data("data", data)
     parts = [
-        task(data, i, problem.loss, class_weight, shared, tuple(gradient_rows))
+        graph.task(i, _block_pass, data_ref, i, problem.loss, class_weight, shared,
+                   tuple(gradient_rows))
         for i in range(data.n_row_blocks)
-    ]
-    (values, grads) = dask.compute(_tree(parts, _add_pass))[0]
+    ]  # fmt: skip
+    ((values, grads),) = graph.compute([graph.tree("sum", _add_pass, parts)])
     n = float(data.n_samples)
     return values / n, grads / n
 
@@ -222,8 +210,6 @@ class BatchGradient:
         return float(problem.alpha) * strong
 
     def _lipschitz(self, problem, data, seed, options) -> float:
-        import dask
-
         if options.lipschitz is not None:
             return float(options.lipschitz)
         smoothness = float(problem.loss.smoothness)
@@ -234,13 +220,16 @@ class BatchGradient:
         )
         vector = rng.standard_normal(data.n_features)
         vector /= np.linalg.norm(vector) or 1.0
-        task = dask.delayed(_block_power, pure=True)
         class_weight = _class_weight(problem, data)
         estimate = 0.0
         for _ in range(options.power_iterations):
-            shared = dask.delayed(vector, pure=True)
-            parts = [task(data, i, class_weight, shared) for i in range(data.n_row_blocks)]
-            product, _ = dask.compute(_tree(parts, _add_power))[0]
+            graph = TaskGraph("batch-power")
+            shared, data_ref = graph.data("vector", vector), graph.data("data", data)
+            parts = [
+                graph.task(i, _block_power, data_ref, i, class_weight, shared)
+                for i in range(data.n_row_blocks)
+            ]
+            ((product, _),) = graph.compute([graph.tree("sum", _add_power, parts)])
             estimate = float(vector @ product) / data.n_samples
             norm = np.linalg.norm(product)
             if norm == 0:

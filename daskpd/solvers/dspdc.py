@@ -44,9 +44,9 @@ import dataclasses
 import math
 from typing import NamedTuple
 
-import dask
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.kernels import dspdc as dspdc_kernels
 from daskpd.kernels import scalar
 from daskpd.solvers._capabilities import BUILTIN_LOSSES, Capabilities
@@ -178,11 +178,14 @@ def lipschitz_constant(data, batch_size, n_coords, rule="safe", factor=1.0):
         return factor * batch_size * n_coords * big_r2 / p
     if rule != "safe":
         raise ValueError(f"lipschitz must be 'safe', 'heuristic' or a float, got {rule!r}")
-    parts = [
-        dask.delayed(_block_lambda_stats, pure=True)(data, b, n_coords)
-        for b in range(len(data.row_block_bounds) - 1)
-    ]
-    stats = dask.compute(*parts)
+    graph = TaskGraph("dspdc-lambda")
+    data_ref = graph.data("data", data)
+    stats = graph.compute(
+        [
+            graph.task(b, _block_lambda_stats, data_ref, b, n_coords)
+            for b in range(len(data.row_block_bounds) - 1)
+        ]
+    )
     top = max(s[0] for s in stats)
     entry = max(s[1] for s in stats)
     return factor * min(batch_size * top, batch_size * n_coords * entry)

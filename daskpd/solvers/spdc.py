@@ -41,9 +41,9 @@ import dataclasses
 import math
 from typing import Any, NamedTuple
 
-import dask
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._capabilities import BUILTIN_LOSSES, Capabilities
@@ -413,23 +413,25 @@ def run_chain(state, epoch, task):
     """
     n_blocks = len(state.z_blocks)
     order = block_order(state.seed, epoch, n_blocks)
-    carry = dask.delayed(state.carry, traverse=False)
+    graph = TaskGraph(f"spdc-e{epoch}")
+    carry = graph.data("carry", state.carry)
     new_z = list(state.z_blocks)
     # One graph node for the data handle: an in-memory dataset is shipped once per epoch.
-    data = dask.delayed(state.data, traverse=False)
+    data = graph.data("data", state.data)
     for b in order:
         b = int(b)
-        out = dask.delayed(task, nout=2, pure=False)(
-            carry, state.z_blocks[b], data, b, block_seed(state.seed, epoch, b, n_blocks),
-            state.block_iters[b], state.spec, state.steps, state.opts,
+        out = graph.task(
+            f"block-{b}", task, carry, state.z_blocks[b], data, b,
+            block_seed(state.seed, epoch, b, n_blocks), state.block_iters[b], state.spec,
+            state.steps, state.opts,
         )  # fmt: skip
-        carry, new_z[b] = out[0], out[1]
+        carry, new_z[b] = graph.parts(out, 2, f"block-{b}")
     if state.client is not None:
-        futures = state.client.compute([carry, *new_z])
+        futures = graph.submit(state.client, [carry, *new_z])
         carry_value = futures[0].result()
         z_blocks = tuple(futures[1:])
     else:
-        carry_value, *z_values = dask.compute(carry, *new_z)
+        carry_value, *z_values = graph.compute([carry, *new_z])
         z_blocks = tuple(z_values)
     return dataclasses.replace(state, carry=carry_value, z_blocks=z_blocks, epoch=epoch)
 
@@ -453,10 +455,10 @@ def initial_dual(data, client, z=None):
         if z.shape != (n,):
             raise ValueError(f"warm-start z must have shape ({n},), got {z.shape}")
         blocks = [z[bounds[b] : bounds[b + 1]].copy() for b in range(len(bounds) - 1)]
-        parts = [
-            dask.delayed(_transpose_task, pure=True)(data, b, blocks[b]) for b in range(len(blocks))
-        ]
-        (total,) = dask.compute(dask.delayed(_sum_arrays)(*parts))
+        graph = TaskGraph("spdc-start")
+        data_ref = graph.data("data", data)
+        parts = [graph.task(b, _transpose_task, data_ref, b, blocks[b]) for b in range(len(blocks))]
+        (total,) = graph.compute([graph.task("sum", _sum_arrays, *parts)])
         u = total / n
     if client is not None:
         blocks = client.scatter(blocks)

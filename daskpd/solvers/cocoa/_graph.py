@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.solvers._groups import has_grid
 from daskpd.solvers.cocoa._options import _Settings
 from daskpd.solvers.cocoa._tasks import _columns_of, _copy
@@ -35,16 +36,10 @@ class _ClientRound:
     def __init__(self, client, token):
         self.client = client
         self.token = token
-        self._layers = {}
+        self._graph = TaskGraph("cocoa", token)
 
     def add(self, name, fn, *args, worker):
-        from dask.highlevelgraph import MaterializedLayer
-        from dask.task_spec import Task, TaskRef
-
-        key = f"cocoa-{name}-{self.token}"
-        annotations = {"workers": [worker], "allow_other_workers": False}
-        self._layers[key] = MaterializedLayer({key: Task(key, fn, *args)}, annotations=annotations)
-        return TaskRef(key)
+        return self._graph.task(name, fn, *args, worker=worker)
 
     def run(self, outputs, n_waited, release=()):
         """Submit the graph; wait for the first ``n_waited`` ``outputs``; return futures.
@@ -52,13 +47,9 @@ class _ClientRound:
         ``release``: futures (or anything else, skipped) to release once the graph is
         submitted; the scheduler keeps what the graph still needs.
         """
-        from dask.highlevelgraph import HighLevelGraph
         from distributed import Future, wait
 
-        layers, self._layers = self._layers, {}
-        keys = [ref.key for ref in outputs]
-        graph = HighLevelGraph(layers, {key: set() for key in layers})
-        futures = self.client.get(graph, keys, sync=False)
+        futures = self._graph.submit(self.client, outputs)
         for value in release:
             if isinstance(value, Future):
                 value.release()
@@ -163,9 +154,8 @@ def _run_tasks(state, calls, name):
     """Run ``calls`` (one ``(fn, group, *args)`` per group) where the groups live; gather."""
     client = state.client
     if client is None:
-        import dask
-
-        return list(dask.compute(*[dask.delayed(fn, pure=False)(*args) for fn, *args in calls]))
+        graph = TaskGraph(f"cocoa-{name}")
+        return graph.compute([graph.task(k, fn, *args) for k, (fn, *args) in enumerate(calls)])
     futures = [
         client.submit(
             fn,

@@ -11,6 +11,7 @@ import uuid
 
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.solvers._capabilities import Capabilities
@@ -174,10 +175,11 @@ class Cocoa:
         settings, grid = state.settings, state.settings.grid
         seeds = block_seeds(epoch_seed(state.seed, epoch), grid)
         if state.client is None:
-            import dask
-
+            graph = TaskGraph("cocoa-round")
             parts = [
-                dask.delayed(_round_task, pure=False)(
+                graph.task(
+                    k,
+                    _round_task,
                     state.groups[k],
                     state.z[k],
                     state.z_pick,
@@ -188,7 +190,7 @@ class Cocoa:
                 )  # fmt: skip
                 for k in range(grid)
             ]
-            results = dask.compute(*parts)
+            results = graph.compute(parts)
             z = tuple(part[0] for part in results)
             w = _sum_task(state.w[0], settings.direct, 1, *results, *state.columns[0])
             new = {
@@ -443,12 +445,11 @@ class Cocoa:
                 for k, (start, stop) in enumerate(ranges)
             ]
         elif is_on_disk(data):
-            import dask
-
-            groups = dask.compute(
-                *[
-                    dask.delayed(_load_group, pure=False)(data, start, stop, class_pair, grid > 1)
-                    for start, stop in ranges
+            graph = TaskGraph("cocoa-rows", token)
+            groups = graph.compute(
+                [
+                    graph.task(k, _load_group, data, start, stop, class_pair, grid > 1)
+                    for k, (start, stop) in enumerate(ranges)
                 ]
             )
         else:

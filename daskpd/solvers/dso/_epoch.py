@@ -8,12 +8,12 @@ Symbols as in the paper-to-code table of :mod:`daskpd.solvers.dso`.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.solvers._groups import group_owner
 from daskpd.solvers.dso._options import _Settings
 from daskpd.solvers.dso._tasks import (
@@ -25,22 +25,21 @@ from daskpd.solvers.dso._tasks import (
 )
 
 # --------------------------------------------------------------------------------------------
-# execution backends: plain dask.compute (in-process) or futures on a distributed client
+# execution backends: one TaskGraph, run with dask.compute (in-process) or submitted to a client
 
 
 class _LocalGraph:
-    """Builds one epoch as ``dask.delayed`` calls and runs it with a single ``dask.compute``."""
+    """Builds one epoch as a :class:`~daskpd._graphs.TaskGraph`, run by one ``dask.compute``."""
 
-    def __init__(self):
-        import dask
-
-        self._delayed = dask.delayed
+    def __init__(self, token=None):
+        self._graph = TaskGraph("dso", token)
 
     def call(self, fn, *args, nout=None, worker=None, name=None):
-        return self._delayed(fn, pure=False, nout=nout)(*args)
+        ref = self._graph.task(name, fn, *args)
+        return ref if nout is None else self._graph.parts(ref, nout, name)
 
     def part(self, pair, k, worker=None, name=None):
-        return self._delayed(operator.getitem, pure=True)(pair, k)
+        return self._graph.part(pair, k, name)
 
     def run(self, outputs, done_with=(), wait_for=()):
         """Compute ``outputs`` in this process.
@@ -48,9 +47,7 @@ class _LocalGraph:
         ``done_with`` and ``wait_for`` are :class:`_ClientGraph`'s: here the blocks are
         arrays (nothing to release) and one compute runs every task before it returns.
         """
-        import dask
-
-        return list(dask.compute(*outputs))
+        return self._graph.compute(outputs)
 
 
 class _ClientGraph:
@@ -64,45 +61,18 @@ class _ClientGraph:
     def __init__(self, client, token):
         self.client = client
         self.token = token
-        self._layers = {}
+        self._graph = TaskGraph("dso", token)
 
     def call(self, fn, *args, nout=None, worker=None, name=None):
-        from dask.task_spec import TaskRef
-
-        key = f"dso-{name}-{self.token}"
-        self._add(key, fn, args, worker, retries=2)
+        ref = self._graph.task(name, fn, *args, worker=worker, retries=2)
         if nout is None:
-            return TaskRef(key)
+            return ref
         # Split on the same worker, so each part travels (or stays) on its own.
-        return tuple(self.part(TaskRef(key), k, worker, name) for k in range(nout))
+        return self._graph.parts(ref, nout, name, worker)
 
     def part(self, pair, k, worker=None, name=None):
         """Task: ``pair[k]`` on ``worker`` (where ``pair`` was made: nothing moves)."""
-        from dask.task_spec import TaskRef
-
-        key = f"dso-{name}-{self.token}-{k}"
-        self._add(key, operator.getitem, (pair, k), worker)
-        return TaskRef(key)
-
-    def _add(self, key, fn, args, worker, retries=None):
-        from dask.highlevelgraph import MaterializedLayer
-        from dask.task_spec import Task, TaskRef
-
-        # a task's inputs are arguments of their own (futures are TaskRefs): one nested in a
-        # container would not be seen as an input
-        for arg in args:
-            if isinstance(arg, (tuple, list, dict)) and any(
-                isinstance(x, TaskRef) for x in (arg.values() if isinstance(arg, dict) else arg)
-            ):
-                raise TypeError(f"task {key}: pass each input as an argument of its own")
-        annotations = {}
-        if worker is not None:
-            annotations.update(workers=[worker], allow_other_workers=False)
-        if retries:
-            annotations["retries"] = retries
-        self._layers[key] = MaterializedLayer(
-            {key: Task(key, fn, *args)}, annotations=annotations or None
-        )
+        return self._graph.part(pair, k, name, worker)
 
     def run(self, outputs, done_with=(), wait_for=()):
         """Submit the graph; wait for ``outputs`` (its tasks, or futures); return futures.
@@ -112,19 +82,11 @@ class _ClientGraph:
         hold up the next epoch's graph: the client sends at most one message per 10 ms.
         ``wait_for``: wait for these tasks of the graph instead of ``outputs``.
         """
-        from dask.highlevelgraph import HighLevelGraph
         from distributed import wait
 
-        layers, self._layers = self._layers, {}
-        refs = [*outputs, *wait_for]
-        keys = list(dict.fromkeys(ref.key for ref in refs if ref.key in layers))
-        made = {}
-        if keys:
-            graph = HighLevelGraph(layers, {key: set() for key in layers})
-            made = dict(zip(keys, self.client.get(graph, keys, sync=False), strict=True))
+        futures = self._graph.submit(self.client, [*outputs, *wait_for])
         for future in done_with:
             future.release()
-        futures = [made.get(ref.key, ref) for ref in refs]
         results, waited = futures[: len(outputs)], futures[len(outputs) :] or futures
         with self.client.as_current():
             wait(waited)
@@ -193,7 +155,7 @@ def _w_home(settings, workers, r):
 
 def _graph(state_or_client, token):
     if state_or_client is None:
-        return _LocalGraph()
+        return _LocalGraph(token)
     return _ClientGraph(state_or_client, token)
 
 

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import dask
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.kernels import gsfw as kernels
 from daskpd.solvers._blocks import block_csr
 from daskpd.solvers._capabilities import Capabilities
@@ -21,7 +21,6 @@ from daskpd.solvers.gsfw._options import GSFWOptions
 from daskpd.solvers.gsfw._tasks import (
     _DenseLMO,
     _gsfw_block_task,
-    _in_process_scheduler,
     _refresh_task,
     _Spec,
     _start_task,
@@ -235,27 +234,31 @@ class GSFW:
                 }
                 for q in range(n_blocks)
             ]
+            graph = TaskGraph("gsfw-start")
             parts = [
-                dask.delayed(_refresh_task, pure=False)(data, q, blocks[q], spec)
+                graph.task(f"refresh-{q}", _refresh_task, data, q, blocks[q], spec)
                 for q in range(n_blocks)
             ]
-            (d,) = compute(client, tree_sum(parts))
+            (d,) = compute(graph, client, [tree_sum(graph, "d", parts)])
+            if client is not None:
+                d = d.result()
             if client is not None:
                 blocks = client.scatter(blocks)
             start_iteration = 0
         else:
+            graph = TaskGraph("gsfw-start")
             tasks = [
-                dask.delayed(_start_task, nout=2, pure=False)(data, q, w0, spec)
+                graph.parts(
+                    graph.task(f"start-{q}", _start_task, data, q, w0, spec), 2, f"start-{q}"
+                )
                 for q in range(n_blocks)
             ]
-            lazy_d = tree_sum([task[1] for task in tasks])
+            lazy_d = tree_sum(graph, "d", [task[1] for task in tasks])
             lazy_blocks = [task[0] for task in tasks]
+            # On a client the block states stay on the workers, as after an epoch.
+            d, *blocks = compute(graph, client, [lazy_d, *lazy_blocks])
             if client is not None:
-                # The block states stay on the workers, as after an epoch.
-                futures = client.compute([lazy_d, *lazy_blocks])
-                d, blocks = futures[0].result(), futures[1:]
-            else:
-                d, *blocks = dask.compute(lazy_d, *lazy_blocks, scheduler=_in_process_scheduler())
+                d = d.result()
             start_iteration = max(1, sum(block_iterations))
         carry = {
             "d": np.array(d, dtype=np.float64),
@@ -292,31 +295,29 @@ class GSFW:
         n_blocks = len(state.blocks)
         order = np.random.default_rng(es).permutation(n_blocks)
         seeds = block_seeds(es, n_blocks)
-        carry = dask.delayed(state.carry, traverse=False)
+        graph = TaskGraph(f"gsfw-e{epoch}")
+        carry = graph.data("carry", state.carry)
         blocks = list(state.blocks)
         refresh = state.options.refresh_every
         if refresh and epoch % refresh == 0:
             parts = [
-                dask.delayed(_refresh_task, pure=False)(state.data, q, blocks[q], state.spec)
+                graph.task(f"refresh-{q}", _refresh_task, state.data, q, blocks[q], state.spec)
                 for q in range(n_blocks)
             ]
-            carry = dask.delayed(_with_d, pure=False)(carry, tree_sum(parts), state.spec.n)
+            carry = graph.task("with-d", _with_d, carry, tree_sum(graph, "d", parts), state.spec.n)
         for q in order:
             q = int(q)
             if state.block_iterations[q] == 0:
                 continue
-            out = dask.delayed(_gsfw_block_task, nout=2, pure=False)(
-                carry, blocks[q], state.data, q, seeds[q], state.block_iterations[q],
-                state.spec, state.lmo_fn,
+            out = graph.task(
+                f"block-{q}", _gsfw_block_task, carry, blocks[q], state.data, q, seeds[q],
+                state.block_iterations[q], state.spec, state.lmo_fn,
             )  # fmt: skip
-            carry, blocks[q] = out[0], out[1]
+            carry, blocks[q] = graph.parts(out, 2, f"block-{q}")
+        carry_value, *values = compute(graph, state.client, [carry, *blocks])
         if state.client is not None:
-            futures = state.client.compute([carry, *blocks])
-            carry_value = futures[0].result()
-            new_blocks = tuple(futures[1:])
-        else:
-            carry_value, *values = dask.compute(carry, *blocks, scheduler=_in_process_scheduler())
-            new_blocks = tuple(values)
+            carry_value = carry_value.result()
+        new_blocks = tuple(values)
         return dataclasses.replace(state, carry=carry_value, blocks=new_blocks, epoch=epoch)
 
     # ---------------------------------------------------------------------------------------

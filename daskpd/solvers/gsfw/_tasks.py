@@ -22,22 +22,19 @@ def _sum_arrays(*arrays):
     return out
 
 
-def tree_sum(parts, fan_in=8):
-    """Sum delayed arrays with a tree of ``fan_in``-ary tasks (a map-reduce's reduce)."""
-    parts = list(parts)
-    while len(parts) > 1:
-        parts = [
-            dask.delayed(_sum_arrays, pure=False)(*parts[k : k + fan_in])
-            for k in range(0, len(parts), fan_in)
-        ]
-    return parts[0]
+def tree_sum(graph, name, parts, fan_in=8):
+    """Sum arrays of ``graph`` with a tree of ``fan_in``-ary tasks (a map-reduce's reduce).
+
+    Every group is a task, a group of one too: the sum is a fresh float64 array.
+    """
+    return graph.tree(name, _sum_arrays, parts, fan_in=fan_in, lone_task=True)
 
 
-def compute(client, *objects):
-    """One Dask compute on ``client`` (or the current scheduler); results as a tuple."""
+def compute(graph, client, outputs):
+    """Run ``graph`` once on ``client`` (futures) or in process (values); a list of ``outputs``."""
     if client is not None:
-        return tuple(client.gather(client.compute(list(objects))))
-    return dask.compute(*objects, scheduler=_in_process_scheduler())
+        return graph.submit(client, outputs)
+    return graph.compute(outputs, scheduler=_in_process_scheduler())
 
 
 def _in_process_scheduler():

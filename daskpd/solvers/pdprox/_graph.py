@@ -9,14 +9,13 @@ paper-to-code table of :mod:`daskpd.solvers.pdprox`.
 from __future__ import annotations
 
 import dataclasses
-import operator
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import dask
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.solvers.pdprox._options import _Spec
 from daskpd.solvers.pdprox._tasks import (
     _as_extra,
@@ -109,28 +108,18 @@ def _initial_blocks(data, dual=None):
 
 
 class _Graph:
-    """A low-level Dask graph under construction (one key per task).
-
-    Building an epoch of many iterations with ``dask.delayed`` costs about a millisecond per
-    call (high-level graph merging); a plain dict of tasks costs microseconds.
-    """
+    """One epoch's :class:`~daskpd._graphs.TaskGraph` under construction (numbered tasks)."""
 
     def __init__(self, data):
-        self.dsk = {}
-        self.prefix = f"pdprox-{uuid.uuid4().hex}"
+        self.graph = TaskGraph("pdprox")
         self.data = data
 
     def call(self, fn, *args, nout=None):
-        key = f"{self.prefix}-{len(self.dsk)}"
-        self.dsk[key] = (fn, *args)
+        name = str(len(self.graph))
+        ref = self.graph.task(name, fn, *args)
         if nout is None:
-            return key
-        keys = []
-        for i in range(nout):
-            sub = f"{key}-{i}"
-            self.dsk[sub] = (operator.getitem, key, i)
-            keys.append(sub)
-        return keys
+            return ref
+        return list(self.graph.parts(ref, nout, name))
 
     def reduce(self, parts, fan_in=8):
         parts = list(parts)
@@ -144,24 +133,21 @@ class _Graph:
         return parts[0]
 
     def run(self, client, outputs):
-        """Compute ``outputs`` (keys or literal values) in ONE scheduler call."""
-        keys = [o for o in outputs if isinstance(o, str) and o in self.dsk]
+        """Compute ``outputs`` (references or literal values) in ONE scheduler call."""
         if client is not None:
-            values = client.get(self.dsk, keys, sync=True)
-        else:
-            # Without a client the run is in-process: a scheduler set in dask.config is used,
-            # but not a distributed client that merely happens to be the default.
-            scheduler = dask.config.get("scheduler", None)
-            if isinstance(scheduler, str):
-                scheduler = dask.base.get_scheduler(scheduler=scheduler)
-            if scheduler is None:
-                # Threads pay off only when a block task has real work: with small blocks
-                # the thread hand-offs (~1 ms each on a busy machine) exceed the kernels.
-                nnz_per_block = float(self.data.nnz) / max(int(self.data.n_row_blocks), 1)
-                scheduler = dask.threaded.get if nnz_per_block > 2e5 else dask.get
-            values = scheduler(self.dsk, keys)
-        found = dict(zip(keys, values, strict=True))
-        return [found[o] if isinstance(o, str) and o in found else o for o in outputs]
+            futures = self.graph.submit(client, outputs)
+            return client.gather(futures)
+        # Without a client the run is in-process: a scheduler set in dask.config is used,
+        # but not a distributed client that merely happens to be the default.
+        scheduler = dask.config.get("scheduler", None)
+        if isinstance(scheduler, str):
+            scheduler = dask.base.get_scheduler(scheduler=scheduler)
+        if scheduler is None:
+            # Threads pay off only when a block task has real work: with small blocks
+            # the thread hand-offs (~1 ms each on a busy machine) exceed the kernels.
+            nnz_per_block = float(self.data.nnz) / max(int(self.data.n_row_blocks), 1)
+            scheduler = dask.threaded.get if nnz_per_block > 2e5 else dask.get
+        return self.graph.compute(outputs, scheduler=scheduler)
 
 
 def _iterations(state, n_iterations, graph=None):

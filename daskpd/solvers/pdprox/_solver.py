@@ -130,7 +130,7 @@ class Pdprox:
                 graph.call(_partial, data, q, cold, blocks[q]["dual"]) for q in range(len(blocks))
             ]
             outputs[1] = graph.reduce(parts)
-        if graph.dsk:
+        if len(graph.graph):
             outputs = graph.run(client, outputs)
         norm, gw = outputs
         if options.spectral_norm is None:
