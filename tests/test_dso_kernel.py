@@ -132,14 +132,21 @@ def test_kernel_matches_reference(loss_name, reg_name, adagrad):
             got = [z.copy(), z_acc.copy(), w.copy(), w_acc.copy()]
             columns = kernels.pack_columns(w, w_acc, inv_col, *(snap[2:] if svrg else ()))
             kernels.dso_tile(
-                rows, cols, vals, False, np.zeros(0, np.int64), order, 1,
-                got[0], got[1], rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
-                rowc["inv_row_nnz"], snap[0], snap[1], columns, cfg["w_bound"],
-                loss[0], loss[1], reg[0], reg[1], cfg["alpha"], cfg["inv_n"],
-                cfg["eta_w"], cfg["eta_z"], adagrad, cfg["eps"], svrg,
-                kernels.REG_PROX if prox else kernels.REG_GRADIENT,
+                kernels.TileData(rows, cols, vals, False, np.zeros(0, np.int64), order, 1),
+                kernels.DualBlock(
+                    got[0], got[1], rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
+                    rowc["inv_row_nnz"], snap[0], snap[1],
+                ),
+                columns,
+                kernels.TileUpdate(
+                    loss_code=loss[0], loss_params=loss[1], reg_code=reg[0], reg_params=reg[1],
+                    alpha=cfg["alpha"], inv_n=cfg["inv_n"], eta_w=cfg["eta_w"],
+                    eta_z=cfg["eta_z"], w_bound=cfg["w_bound"], eps=cfg["eps"],
+                    adagrad=adagrad, svrg=svrg,
+                    reg_step=kernels.REG_PROX if prox else kernels.REG_GRADIENT,
+                ),
             )  # fmt: skip
-            got[2], got[3] = columns[:, 0], columns[:, 1]
+            got[2], got[3] = columns[:, kernels.COL_W], columns[:, kernels.COL_W_ACC]
             for a, b in zip(got, expected, strict=True):
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
             # the update moved something, so the comparison is not vacuous
@@ -171,13 +178,19 @@ def test_segment_order_equals_expanded_nonzero_order():
         z, z_acc = rowc["z0"].copy(), np.zeros(6)
         columns = kernels.pack_columns(np.zeros(8), np.zeros(8), np.full(8, 0.25))
         kernels.dso_tile(
-            rows, cols, vals, False, ptr, order, 2, z, z_acc, rowc["z_lo"], rowc["z_hi"],
-            rowc["y"], rowc["inv_weight"], rowc["inv_row_nnz"], np.zeros(0), np.zeros(0),
-            columns, np.inf,
-            loss[0], loss[1], reg[0], reg[1], 0.1, 0.05, 0.5, 0.5, True, 1e-12, False,
-            kernels.REG_GRADIENT,
+            kernels.TileData(rows, cols, vals, False, ptr, order, 2),
+            kernels.DualBlock(
+                z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
+                rowc["inv_row_nnz"], np.zeros(0), np.zeros(0),
+            ),
+            columns,
+            kernels.TileUpdate(
+                loss_code=loss[0], loss_params=loss[1], reg_code=reg[0], reg_params=reg[1],
+                alpha=0.1, inv_n=0.05, eta_w=0.5, eta_z=0.5, w_bound=np.inf, eps=1e-12,
+                adagrad=True, svrg=False, reg_step=kernels.REG_GRADIENT,
+            ),
         )  # fmt: skip
-        results.append((z, columns[:, 0]))
+        results.append((z, columns[:, kernels.COL_W]))
     assert np.array_equal(results[0][0], results[1][0])
     assert np.array_equal(results[0][1], results[1][1])
 

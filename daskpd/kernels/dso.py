@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -80,6 +81,178 @@ PREFETCH_DISTANCE = 12
 REG_GRADIENT = 0
 REG_PROX = 1
 
+# Fields of a dual record (one row of :func:`pack_rows`'s array per row of the group): the
+# layout is defined here once, for the kernels and for the Python code that packs and reads.
+#: dual value ``z_i``
+DUAL_Z = 0
+#: its AdaGrad accumulator
+DUAL_Z_ACC = 1
+#: the dual box ``[z_lo, z_hi]`` (scaled by the row weight)
+DUAL_Z_LO = 2
+DUAL_Z_HI = 3
+#: label
+DUAL_Y = 4
+#: ``1 / c_i`` (0 for rows of weight 0)
+DUAL_INV_WEIGHT = 5
+#: ``1 / |Omega_i|``
+DUAL_INV_ROW_NNZ = 6
+#: SVRG snapshot ``z`` and ``X w_snap`` (records of width :data:`DUAL_WIDTH_SVRG` only)
+DUAL_Z_SNAP = 8
+DUAL_V_SNAP = 9
+#: record widths: 64 bytes, 128 with SVRG (padded to whole cache lines)
+DUAL_WIDTH = 8
+DUAL_WIDTH_SVRG = 16
+
+# Fields of a column record (one row of :func:`pack_columns`'s array per column of a block).
+#: primal value ``w_j``
+COL_W = 0
+#: its AdaGrad accumulator
+COL_W_ACC = 1
+#: ``1 / |Omegabar_j|``
+COL_INV_COL_NNZ = 2
+#: SVRG snapshot ``w`` and ``X^T z_snap`` (records of width :data:`COL_WIDTH_SVRG` only)
+COL_W_SNAP = 3
+COL_U_SNAP = 4
+#: record widths: 32 bytes, 64 with SVRG
+COL_WIDTH = 4
+COL_WIDTH_SVRG = 8
+
+# The scalar parameters of a tile update, packed into one float64 array (see
+# :func:`tile_scalars`): read once at the start of a tile, so the loop is as before.
+#: box ``[-w_bound, w_bound]`` on every primal coordinate
+SCALAR_W_BOUND = 0
+#: regularization strength
+SCALAR_ALPHA = 1
+#: ``1 / n_samples``
+SCALAR_INV_N = 2
+#: primal and dual steps (AdaGrad's base steps)
+SCALAR_ETA_W = 3
+SCALAR_ETA_Z = 4
+#: AdaGrad's regularizer
+SCALAR_EPS = 5
+N_SCALARS = 6
+
+
+class TileData(NamedTuple):
+    """The nonzeros of one tile and the order :func:`dso_tile` visits them in.
+
+    Attributes
+    ----------
+    rows, cols : ndarray of shape (tile_nnz,), int32
+        Local row id (within the row group) and local column id (within the column block).
+    vals : ndarray of shape (tile_nnz,) or (0,)
+        Values; ignored when ``binary`` (every value is 1).
+    binary : bool
+        Whether the data is binary.
+    segment_ptr : ndarray of shape (n_segments + 1,) or (0,), int64
+        When empty, ``order`` is a permutation of the nonzeros. Otherwise ``order`` is a
+        permutation of segments ``segment_ptr[s]:segment_ptr[s + 1]`` visited in storage
+        order inside each segment.
+    order : ndarray, int64
+        Visit order (nonzeros or segments).
+    interleave : int
+        With segments: visit ``interleave`` consecutive segments of ``order`` round-robin
+        (one nonzero of each in turn), so that consecutive updates touch different rows
+        and the CPU overlaps their dependency chains. 1: one segment after the other.
+    """
+
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    binary: bool
+    segment_ptr: np.ndarray
+    order: np.ndarray
+    interleave: int
+
+
+class DualBlock(NamedTuple):
+    """The per-row arrays of a dual block (what :func:`pack_rows` interleaves).
+
+    Attributes
+    ----------
+    z, z_acc : ndarray of shape (n_rows_group,)
+        Dual block and its AdaGrad accumulators (updated in place by :func:`dso_tile`).
+    z_lo, z_hi : ndarray of shape (n_rows_group,)
+        Dual box per row (already scaled by the row weight).
+    y : ndarray of shape (n_rows_group,)
+        Labels.
+    inv_weight : ndarray of shape (n_rows_group,)
+        ``1 / c_i`` (0 for rows of weight 0, whose box is ``[0, 0]``).
+    inv_row_nnz : ndarray of shape (n_rows_group,)
+        ``1 / |Omega_i|`` over the whole dataset.
+    z_snap, v_snap : ndarray of shape (n_rows_group,) or (0,)
+        SVRG snapshot ``z`` and ``X w_snap`` (unused unless the update's ``svrg``).
+    """
+
+    z: np.ndarray
+    z_acc: np.ndarray
+    z_lo: np.ndarray
+    z_hi: np.ndarray
+    y: np.ndarray
+    inv_weight: np.ndarray
+    inv_row_nnz: np.ndarray
+    z_snap: np.ndarray
+    v_snap: np.ndarray
+
+
+class TileUpdate(NamedTuple):
+    """The update rule of :func:`dso_tile`: loss, regularizer, steps and switches.
+
+    Attributes
+    ----------
+    loss_code, loss_params, reg_code, reg_params
+        Loss and separable regularizer as scalar-op codes.
+    alpha : float
+        Regularization strength.
+    inv_n : float
+        ``1 / n_samples`` over the whole dataset.
+    eta_w, eta_z : float
+        Primal and dual steps (the AdaGrad base step when ``adagrad``).
+    w_bound : float
+        Box ``[-w_bound, w_bound]`` on every primal coordinate (``inf`` for none).
+    eps : float
+        AdaGrad regularizer.
+    adagrad : bool
+        Per-coordinate AdaGrad steps ``eta / sqrt(acc + eps)``.
+    svrg : bool
+        Use the variance-reduced coupling terms.
+    reg_step : int
+        :data:`REG_GRADIENT` (subgradient of ``R`` inside the step, as in (8)) or
+        :data:`REG_PROX` (proximal step on ``R``).
+    """
+
+    loss_code: int
+    loss_params: np.ndarray
+    reg_code: int
+    reg_params: np.ndarray
+    alpha: float
+    inv_n: float
+    eta_w: float
+    eta_z: float
+    w_bound: float
+    eps: float
+    adagrad: bool
+    svrg: bool
+    reg_step: int
+
+
+def tile_scalars(update):
+    """The float parameters of ``update`` (a :class:`TileUpdate`) as the kernels' array.
+
+    Returns
+    -------
+    scalars : ndarray of shape (N_SCALARS,)
+        Indexed by the ``SCALAR_*`` constants.
+    """
+    scalars = np.empty(N_SCALARS)
+    scalars[SCALAR_W_BOUND] = update.w_bound
+    scalars[SCALAR_ALPHA] = update.alpha
+    scalars[SCALAR_INV_N] = update.inv_n
+    scalars[SCALAR_ETA_W] = update.eta_w
+    scalars[SCALAR_ETA_Z] = update.eta_z
+    scalars[SCALAR_EPS] = update.eps
+    return scalars
+
 
 @njit
 def conjugate_slope(code, params, z, y):
@@ -112,94 +285,23 @@ def conjugate_slope(code, params, z, y):
     return y
 
 
-def dso_tile(
-    rows,
-    cols,
-    vals,
-    binary,
-    segment_ptr,
-    order,
-    interleave,
-    z,
-    z_acc,
-    z_lo,
-    z_hi,
-    y,
-    inv_weight,
-    inv_row_nnz,
-    z_snap,
-    v_snap,
-    columns,
-    w_bound,
-    loss_code,
-    loss_params,
-    reg_code,
-    reg_params,
-    alpha,
-    inv_n,
-    eta_w,
-    eta_z,
-    adagrad,
-    eps,
-    svrg,
-    reg_step,
-):
+def dso_tile(tile, dual_block, columns, update):
     """Run update (8) over every nonzero of one tile, in the given visit order, in place.
 
     Parameters
     ----------
-    rows, cols : ndarray of shape (tile_nnz,), int32
-        Local row id (within the row group) and local column id (within the column block).
-    vals : ndarray of shape (tile_nnz,) or (0,)
-        Values; ignored when ``binary`` (every value is 1).
-    binary : bool
-        Whether the data is binary.
-    segment_ptr : ndarray of shape (n_segments + 1,) or (0,), int64
-        When empty, ``order`` is a permutation of the nonzeros. Otherwise ``order`` is a
-        permutation of segments ``segment_ptr[s]:segment_ptr[s + 1]`` visited in storage
-        order inside each segment.
-    order : ndarray, int64
-        Visit order (nonzeros or segments).
-    interleave : int
-        With segments: visit ``interleave`` consecutive segments of ``order`` round-robin
-        (one nonzero of each in turn), so that consecutive updates touch different rows
-        and the CPU overlaps their dependency chains. 1: one segment after the other.
-    z, z_acc : ndarray of shape (n_rows_group,)
-        Dual block and its AdaGrad accumulators (updated in place).
-    z_lo, z_hi : ndarray of shape (n_rows_group,)
-        Dual box per row (already scaled by the row weight).
-    y : ndarray of shape (n_rows_group,)
-        Labels.
-    inv_weight : ndarray of shape (n_rows_group,)
-        ``1 / c_i`` (0 for rows of weight 0, whose box is ``[0, 0]``).
-    inv_row_nnz : ndarray of shape (n_rows_group,)
-        ``1 / |Omega_i|`` over the whole dataset.
-    z_snap, v_snap : ndarray of shape (n_rows_group,) or (0,)
-        SVRG snapshot ``z`` and ``X w_snap`` (unused unless ``svrg``).
-    columns : ndarray of shape (n_cols_block, 4) or (n_cols_block, 8)
+    tile : TileData
+        The tile's nonzeros and visit order.
+    dual_block : DualBlock
+        The row group's dual arrays; ``z`` and ``z_acc`` are updated in place.
+    columns : ndarray of shape (n_cols_block, COL_WIDTH) or (n_cols_block, COL_WIDTH_SVRG)
         Everything the update reads or writes about column ``j``, in one row so that a
-        random column costs one cache miss, not five (see :func:`pack_columns`):
-        ``w`` (updated), its AdaGrad accumulator (updated), ``1 / |Omegabar_j|`` over the
-        whole dataset, and with ``svrg`` (8 columns) the snapshot ``w`` and ``X^T z_snap``.
-    w_bound : float
-        Box ``[-w_bound, w_bound]`` on every primal coordinate (``inf`` for none).
-    loss_code, loss_params, reg_code, reg_params
-        Loss and separable regularizer as scalar-op codes.
-    alpha : float
-        Regularization strength.
-    inv_n : float
-        ``1 / n_samples`` over the whole dataset.
-    eta_w, eta_z : float
-        Primal and dual steps (the AdaGrad base step when ``adagrad``).
-    adagrad : bool
-        Per-coordinate AdaGrad steps ``eta / sqrt(acc + eps)``.
-    eps : float
-        AdaGrad regularizer.
-    svrg : bool
-        Use the variance-reduced coupling terms.
-    reg_step : int
-        :data:`REG_GRADIENT` (subgradient of ``R`` inside the step, as in (8)) or
-        :data:`REG_PROX` (proximal step on ``R``).
+        random column costs one cache miss, not five (see :func:`pack_columns` and the
+        ``COL_*`` fields): ``w`` (updated), its AdaGrad accumulator (updated),
+        ``1 / |Omegabar_j|`` over the whole dataset, and with ``svrg`` the snapshot ``w``
+        and ``X^T z_snap``.
+    update : TileUpdate
+        Loss, regularizer, steps and switches.
 
     Notes
     -----
@@ -207,25 +309,27 @@ def dso_tile(
     compiled for this loss, regularizer and switches (:func:`_tile_kernel`); ``z`` and
     ``z_acc`` are written back at the end.
     """
-    if segment_ptr.shape[0] > 0 and interleave > 1:
+    order, segment_ptr = tile.order, tile.segment_ptr
+    if segment_ptr.shape[0] > 0 and tile.interleave > 1:
         # the round-robin visit, spelled out once so the kernel's loop stays straight
-        order = expand_order(segment_ptr, order, interleave)
+        order = expand_order(segment_ptr, order, tile.interleave)
         segment_ptr = segment_ptr[:0]
     kernel = _tile_kernel(
-        int(loss_code), int(reg_code), bool(binary), bool(adagrad), bool(svrg), int(reg_step)
-    )
+        int(update.loss_code), int(update.reg_code), bool(tile.binary), bool(update.adagrad),
+        bool(update.svrg), int(update.reg_step),
+    )  # fmt: skip
+    z = dual_block.z
     # the records go into this thread's scratch: a fresh array per task would cost page
     # faults on every call (as it did for the w block, see pack_columns)
-    scratch = thread_scratch("rows", z.shape[0] * (16 if svrg else 8))
-    dual = pack_rows(
-        z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap, svrg, out=scratch
-    )
+    width = DUAL_WIDTH_SVRG if update.svrg else DUAL_WIDTH
+    scratch = thread_scratch("rows", z.shape[0] * width)
+    dual = pack_rows(dual_block, update.svrg, out=scratch)
     kernel(
-        rows, cols, vals, segment_ptr, order, dual, columns, w_bound, loss_params, reg_params,
-        alpha, inv_n, eta_w, eta_z, eps,
+        tile.rows, tile.cols, tile.vals, segment_ptr, order, dual, columns, update.loss_params,
+        update.reg_params, tile_scalars(update),
     )  # fmt: skip
-    z[:] = dual[:, 0]
-    z_acc[:] = dual[:, 1]
+    z[:] = dual[:, DUAL_Z]
+    dual_block.z_acc[:] = dual[:, DUAL_Z_ACC]
 
 
 #: The compiled loops of :func:`dso_tile`, one per configuration (see :func:`_tile_kernel`).
@@ -268,9 +372,14 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
 
     @njit
     def kernel(
-        rows, cols, vals, segment_ptr, order, dual, columns, w_bound, loss_params, reg_params,
-        alpha, inv_n, eta_w, eta_z, eps,
-    ):  # fmt: skip
+        rows, cols, vals, segment_ptr, order, dual, columns, loss_params, reg_params, scalars
+    ):
+        w_bound = scalars[SCALAR_W_BOUND]
+        alpha = scalars[SCALAR_ALPHA]
+        inv_n = scalars[SCALAR_INV_N]
+        eta_w = scalars[SCALAR_ETA_W]
+        eta_z = scalars[SCALAR_ETA_Z]
+        eps = scalars[SCALAR_EPS]
         # plain int64 codes for the scalar helpers: a literal would compile them a second
         # time for that literal type (LLVM still sees the constant once they are inlined)
         loss = np.int64(loss_code)
@@ -296,28 +405,32 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
                 i = rows[e]
                 j = cols[e]
                 x = 1.0 if binary else np.float64(vals[e])
-                wj = columns[j, 0]
-                zi = dual[i, 0]
-                inv_cnt = columns[j, 2]
+                wj = columns[j, COL_W]
+                zi = dual[i, DUAL_Z]
+                inv_cnt = columns[j, COL_INV_COL_NNZ]
+                inv_row_nnz = dual[i, DUAL_INV_ROW_NNZ]
                 # coupling terms of the w and z partial gradients
                 if svrg:
-                    cw = ((zi - dual[i, 8]) * x + columns[j, 4] * inv_cnt) * inv_n
-                    cz = ((wj - columns[j, 3]) * x + dual[i, 9] * dual[i, 6]) * inv_n
+                    z_snap = dual[i, DUAL_Z_SNAP]
+                    v_snap = dual[i, DUAL_V_SNAP]
+                    cw = ((zi - z_snap) * x + columns[j, COL_U_SNAP] * inv_cnt) * inv_n
+                    cz = ((wj - columns[j, COL_W_SNAP]) * x + v_snap * inv_row_nnz) * inv_n
                 else:
                     cw = zi * x * inv_n
                     cz = wj * x * inv_n
-                gz = cz - conjugate_slope(loss, loss_params, zi * dual[i, 5], dual[i, 4]) * (
-                    inv_n * dual[i, 6]
+                slope = conjugate_slope(
+                    loss, loss_params, zi * dual[i, DUAL_INV_WEIGHT], dual[i, DUAL_Y]
                 )
+                gz = cz - slope * (inv_n * inv_row_nnz)
                 if reg_step == REG_GRADIENT:
                     gw = alpha * scalar.reg_subgradient(reg, reg_params, wj) * inv_cnt + cw
                 else:
                     gw = cw
                 if adagrad:
-                    acc_w = columns[j, 1] + gw * gw
-                    acc_z = dual[i, 1] + gz * gz
-                    columns[j, 1] = acc_w
-                    dual[i, 1] = acc_z
+                    acc_w = columns[j, COL_W_ACC] + gw * gw
+                    acc_z = dual[i, DUAL_Z_ACC] + gz * gz
+                    columns[j, COL_W_ACC] = acc_w
+                    dual[i, DUAL_Z_ACC] = acc_z
                     # eta_w / sqrt(acc_w + eps) and eta_z / sqrt(acc_z + eps) together:
                     # the same bits, half the divider time (see div_sqrt_pair)
                     step_w, step_z = div_sqrt_pair(eta_w, eta_z, acc_w + eps, acc_z + eps)
@@ -330,9 +443,9 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
                 # min/max, not branches: a hinge dual sits on either end of its box, so
                 # a branch on the clip is mispredicted about every other update
                 new_w = min(max(new_w, -w_bound), w_bound)
-                new_z = min(max(zi + step_z * gz, dual[i, 2]), dual[i, 3])
-                columns[j, 0] = new_w
-                dual[i, 0] = new_z
+                new_z = min(max(zi + step_z * gz, dual[i, DUAL_Z_LO]), dual[i, DUAL_Z_HI])
+                columns[j, COL_W] = new_w
+                dual[i, DUAL_Z] = new_z
 
     return kernel
 
@@ -491,52 +604,52 @@ def shuffle_runs(rows, cols, vals, binary, bounds, seed):
     return out_rows, out_cols, out_vals
 
 
-def pack_rows(z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap, svrg, out=None):
+def pack_rows(dual_block, svrg, out=None):
     """Interleave the per-row arrays of a dual block for :func:`dso_tile`.
 
     Parameters
     ----------
-    z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz : ndarray of shape (n_rows_group,)
-    z_snap, v_snap : ndarray of shape (n_rows_group,) or (0,)
-        SVRG snapshot vectors (read when ``svrg``).
+    dual_block : DualBlock
+        ``z_snap`` and ``v_snap`` are read when ``svrg``.
     svrg : bool
     out : ndarray, optional
-        Flat float64 scratch of at least ``n_rows_group * 16`` entries (8 without SVRG) to
-        pack into (its start is returned, reshaped).
+        Flat float64 scratch of at least ``n_rows_group * DUAL_WIDTH_SVRG`` entries
+        (``DUAL_WIDTH`` without SVRG) to pack into (its start is returned, reshaped).
 
     Returns
     -------
-    dual : ndarray of shape (n_rows_group, 8) or (n_rows_group, 16)
-        Rows of 64 bytes (128 with SVRG): ``z``, its accumulator, the box, ``y``,
-        ``1 / c_i``, ``1 / |Omega_i|``, then ``z_snap`` and ``X w_snap``. In a random visit
-        order every update reads a random row's state; one record costs one cache miss
-        where seven arrays cost seven.
+    dual : ndarray of shape (n_rows_group, DUAL_WIDTH) or (n_rows_group, DUAL_WIDTH_SVRG)
+        Rows of 64 bytes (128 with SVRG), fields ``DUAL_*``: ``z``, its accumulator, the
+        box, ``y``, ``1 / c_i``, ``1 / |Omega_i|``, then ``z_snap`` and ``X w_snap``. In a
+        random visit order every update reads a random row's state; one record costs one
+        cache miss where seven arrays cost seven.
     """
-    width = 16 if svrg else 8
+    n_rows = dual_block.z.shape[0]
+    width = DUAL_WIDTH_SVRG if svrg else DUAL_WIDTH
     if out is None:
-        dual = np.empty((z.shape[0], width))
+        dual = np.empty((n_rows, width))
     else:
-        dual = out[: z.shape[0] * width].reshape(z.shape[0], width)
-    _pack_rows_into(dual, z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap)
+        dual = out[: n_rows * width].reshape(n_rows, width)
+    _pack_rows_into(dual, *dual_block)
     return dual
 
 
 @njit
 def _pack_rows_into(dual, z, z_acc, z_lo, z_hi, y, inv_weight, inv_row_nnz, z_snap, v_snap):
     """One pass over ``dual`` (see :func:`pack_rows`): the fields, the rest zero."""
-    svrg = dual.shape[1] > 8
+    svrg = dual.shape[1] > DUAL_WIDTH
     for i in range(dual.shape[0]):
         dual[i, :] = 0.0
-        dual[i, 0] = z[i]
-        dual[i, 1] = z_acc[i]
-        dual[i, 2] = z_lo[i]
-        dual[i, 3] = z_hi[i]
-        dual[i, 4] = y[i]
-        dual[i, 5] = inv_weight[i]
-        dual[i, 6] = inv_row_nnz[i]
+        dual[i, DUAL_Z] = z[i]
+        dual[i, DUAL_Z_ACC] = z_acc[i]
+        dual[i, DUAL_Z_LO] = z_lo[i]
+        dual[i, DUAL_Z_HI] = z_hi[i]
+        dual[i, DUAL_Y] = y[i]
+        dual[i, DUAL_INV_WEIGHT] = inv_weight[i]
+        dual[i, DUAL_INV_ROW_NNZ] = inv_row_nnz[i]
         if svrg:
-            dual[i, 8] = z_snap[i]
-            dual[i, 9] = v_snap[i]
+            dual[i, DUAL_Z_SNAP] = z_snap[i]
+            dual[i, DUAL_V_SNAP] = v_snap[i]
 
 
 def pack_columns(w, w_acc, inv_col_nnz, w_snap=None, u_snap=None, out=None):
@@ -554,11 +667,11 @@ def pack_columns(w, w_acc, inv_col_nnz, w_snap=None, u_snap=None, out=None):
 
     Returns
     -------
-    columns : ndarray of shape (n_cols_block, 4) or (n_cols_block, 8)
-        Rows of 32 or 64 bytes: one cache line holds everything of a column.
+    columns : ndarray of shape (n_cols_block, COL_WIDTH) or (n_cols_block, COL_WIDTH_SVRG)
+        Rows of 32 or 64 bytes, fields ``COL_*``: one cache line holds everything of a column.
     """
     svrg = w_snap is not None and w_snap.shape[0] == w.shape[0] and w.shape[0] > 0
-    width = 8 if svrg else 4
+    width = COL_WIDTH_SVRG if svrg else COL_WIDTH
     if out is None:
         columns = np.empty((w.shape[0], width))
     else:
@@ -575,12 +688,12 @@ def _pack_into(columns, w, w_acc, inv_col_nnz, w_snap, u_snap):
     for j in range(columns.shape[0]):
         row = columns[j]
         row[:] = 0.0
-        row[0] = w[j]
-        row[1] = w_acc[j]
-        row[2] = inv_col_nnz[j]
+        row[COL_W] = w[j]
+        row[COL_W_ACC] = w_acc[j]
+        row[COL_INV_COL_NNZ] = inv_col_nnz[j]
         if svrg:
-            row[3] = w_snap[j]
-            row[4] = u_snap[j]
+            row[COL_W_SNAP] = w_snap[j]
+            row[COL_U_SNAP] = u_snap[j]
 
 
 @njit
@@ -589,13 +702,13 @@ def unpack_columns(columns, w, w_acc):
 
     Parameters
     ----------
-    columns : ndarray of shape (n_cols_block, 4) or (n_cols_block, 8)
+    columns : ndarray of shape (n_cols_block, COL_WIDTH) or (n_cols_block, COL_WIDTH_SVRG)
     w, w_acc : ndarray of shape (n_cols_block,)
         Outputs.
     """
     for j in range(columns.shape[0]):
-        w[j] = columns[j, 0]
-        w_acc[j] = columns[j, 1]
+        w[j] = columns[j, COL_W]
+        w_acc[j] = columns[j, COL_W_ACC]
 
 
 @njit

@@ -63,12 +63,12 @@ class _ColumnBlock:
         if self._records is None:
             return self._arrays
         records, empty = self._records, np.zeros(0)
-        snapshots = records.shape[1] == 8
+        snapshots = records.shape[1] == kernels.COL_WIDTH_SVRG
         return (
-            records[:, 0],
-            records[:, 1],
-            records[:, 3] if snapshots else empty,
-            records[:, 4] if snapshots else empty,
+            records[:, kernels.COL_W],
+            records[:, kernels.COL_W_ACC],
+            records[:, kernels.COL_W_SNAP] if snapshots else empty,
+            records[:, kernels.COL_U_SNAP] if snapshots else empty,
         )
 
     @property
@@ -85,7 +85,8 @@ class _ColumnBlock:
         if self._records is not None:
             return self
         w, w_acc, w_snap, u_snap = self._arrays
-        width = 8 if w_snap.shape[0] == w.shape[0] > 0 else 4
+        svrg = w_snap.shape[0] == w.shape[0] > 0
+        width = kernels.COL_WIDTH_SVRG if svrg else kernels.COL_WIDTH
         n = w.shape[0] * width
         shared = None
         out = None

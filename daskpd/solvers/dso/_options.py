@@ -255,6 +255,24 @@ class _Settings:
         root = math.sqrt(epoch)
         return self.eta0 / root, self.dual_eta0 / root
 
+    def tile_update(self, eta_w, eta_z, svrg):
+        """The :class:`daskpd.kernels.dso.TileUpdate` of a tile task with these steps."""
+        return kernels.TileUpdate(
+            loss_code=self.loss_code,
+            loss_params=self.loss_params,
+            reg_code=self.reg_code,
+            reg_params=self.reg_params,
+            alpha=self.alpha,
+            inv_n=1.0 / self.n_samples,
+            eta_w=eta_w,
+            eta_z=eta_z,
+            w_bound=self.w_bound,
+            eps=self.eps,
+            adagrad=self.adagrad,
+            svrg=svrg,
+            reg_step=self.reg_step,
+        )
+
     def snapshot_epoch(self, epoch):
         """Whether an SVRG snapshot is taken at the start of ``epoch``."""
         return self.svrg_every > 0 and (epoch - 1) % self.svrg_every == 0

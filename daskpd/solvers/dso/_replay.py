@@ -102,15 +102,19 @@ def serial_replay(problem, data, *, n_epochs, seed=0, options=None):
         eta_w, eta_z = settings.steps(epoch)
         columns = kernels.pack_columns(w, w_acc, inv_col_nnz, w_snap, u_snap)
         kernels.dso_tile(
-            rows, cols, vals, settings.binary, np.zeros(0, np.int64),
-            np.arange(rows.shape[0], dtype=np.int64), 1,
-            z, z_acc, consts["z_lo"], consts["z_hi"], consts["y"], consts["inv_weight"],
-            consts["inv_row_nnz"], z_snap, v_snap, columns, settings.w_bound,
-            settings.loss_code, settings.loss_params, settings.reg_code, settings.reg_params,
-            settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
-            settings.eps, svrg, settings.reg_step,
+            kernels.TileData(
+                rows, cols, vals, settings.binary, np.zeros(0, np.int64),
+                np.arange(rows.shape[0], dtype=np.int64), 1,
+            ),
+            kernels.DualBlock(
+                z, z_acc, consts["z_lo"], consts["z_hi"], consts["y"], consts["inv_weight"],
+                consts["inv_row_nnz"], z_snap, v_snap,
+            ),
+            columns,
+            settings.tile_update(eta_w, eta_z, svrg),
         )  # fmt: skip
-        w, w_acc = columns[:, 0].copy(), columns[:, 1].copy()
+        w = columns[:, kernels.COL_W].copy()
+        w_acc = columns[:, kernels.COL_W_ACC].copy()
         w_avg = w_avg + (w - w_avg) / epoch
         z_avg = z_avg + (z - z_avg) / epoch
     return {"w": w, "z": z, "w_acc": w_acc, "z_acc": z_acc, "w_avg": w_avg, "z_avg": z_avg}

@@ -72,12 +72,15 @@ def _tile_task(
     columns = block.records
     tick = time.perf_counter()
     kernels.dso_tile(
-        rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave,
-        z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
-        rowc["inv_row_nnz"], z_snap, v_snap, columns, settings.w_bound,
-        settings.loss_code, settings.loss_params, settings.reg_code, settings.reg_params,
-        settings.alpha, 1.0 / settings.n_samples, eta_w, eta_z, settings.adagrad,
-        settings.eps, settings.svrg_every > 0, settings.reg_step,
+        kernels.TileData(
+            rows, cols, vals, settings.binary, segment_ptr, order, settings.interleave
+        ),
+        kernels.DualBlock(
+            z, z_acc, rowc["z_lo"], rowc["z_hi"], rowc["y"], rowc["inv_weight"],
+            rowc["inv_row_nnz"], z_snap, v_snap,
+        ),
+        columns,
+        settings.tile_update(eta_w, eta_z, settings.svrg_every > 0),
     )  # fmt: skip
     _KERNEL_CLOCK.add(time.perf_counter() - tick)
     zstate, block = (z, z_acc, z_snap, v_snap), _ColumnBlock.of_records(columns, block.shared)
