@@ -169,16 +169,16 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     kernels.row_norms(X.indptr.astype(np.int64), X.data, False, norm_sq)
     pg_range = np.zeros(2)
     loss_sum, conj_sum = kernels.cocoa_pass(
-        X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq, z, pack,
-        order[None, :], problem.loss.code, problem.loss.params, sigma, 1.0 / (alpha * n_total),
-        pg_range,
+        kernels.GroupRows(X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq),
+        z, pack, order[None, :], problem.loss.code, problem.loss.params,
+        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range,
     )  # fmt: skip
     ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
         X, y, c, start, w, order, loss, 1.0, sigma, n_total, alpha
     )
     np.testing.assert_allclose(z, ref_z, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(pack[:, 0], ref_v[columns], rtol=1e-12, atol=1e-14)
-    assert np.array_equal(pack[:, 1], w[columns])
+    np.testing.assert_allclose(pack[:, kernels.PACK_V], ref_v[columns], rtol=1e-12, atol=1e-14)
+    assert np.array_equal(pack[:, kernels.PACK_W], w[columns])
     # the group's update, added to w on its columns
     step = np.empty(columns.shape[0])
     kernels.finish_pack(pack, sigma, False, step)
@@ -556,23 +556,21 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     code, params = problem.loss.code, problem.loss.params
     order = np.random.default_rng(0).permutation(n)[None, :]
     inv = 1.0 / (alpha * n)
-    kernels.cocoa_pass(
-        indptr, local, X.data, False, y, c, norm_sq, z, pack, order, code, params, 1.0, inv,
-        pg_range,
-    )  # fmt: skip
+    rows = kernels.GroupRows(indptr, local, X.data, False, y, c, norm_sq)
+    steps = kernels.PassSteps(1.0, inv)
+    kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range)
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
     assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
     before, _ = _dual_value(problem, X, y, c, z, alpha)
     passes, visited = kernels.shrunk_passes(
-        indptr, local, X.data, False, y, c, norm_sq, z, pack, code, params, 1.0, inv,
-        pg_range, 0.0, 25, 7, np.arange(n, dtype=np.int64),
-    )  # fmt: skip
+        rows, z, pack, code, params, steps, pg_range, 0.0, 25, 7, np.arange(n, dtype=np.int64)
+    )
     after, w = _dual_value(problem, X, y, c, z, alpha)
     assert passes == 25
     assert after > before
     # v is still w(z) of the dual point the passes reached
-    np.testing.assert_allclose(pack[:, 0], w[columns], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
     # the dual stays in its box: a = -y z in [0, c] ([0, inf) for the squared hinge)
     a = -y * z
     assert np.all(a >= 0.0)

@@ -354,9 +354,8 @@ def _direct_workload():
     cocoa.projected_gradient(gradient, 0.5, upper)
     z = np.zeros(2)
     pack = np.zeros((3, 2))
-    cocoa.step_row(
-        scalar.HINGE, p, z, 0, 0.3, 0.5, 1.0, 1.0, pack, indices, data, False, 0, 2, 1.0, 0.1
-    )
+    rows = cocoa.GroupRows(indptr, indices, data, False, np.ones(2), np.ones(2), np.ones(2))
+    cocoa.step_row(scalar.HINGE, p, z, 0, 0.3, 0.5, 1.0, 1.0, pack, rows, cocoa.PassSteps(1.0, 0.1))
     cocoa.local_columns(indices, 3)
     cocoa.add_transpose_dot(indptr, indices, data, False, np.ones(2), 0, 2, np.zeros(3))
     packed = dso.pack_columns(w, w.copy(), w.copy())

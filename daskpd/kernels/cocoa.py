@@ -7,7 +7,7 @@ schedule lives in :mod:`daskpd.solvers.cocoa`; here is one row group's local pas
 
 Translation table (paper -> code): ``lambda`` -> ``alpha``, ``alpha_i`` -> ``-z[i]`` (the
 project's dual sign, DESIGN.md), ``A`` -> ``X^T``, ``sigma'`` -> ``sigma``, ``P_k`` -> row
-group ``k``, ``v`` (the local copy of ``w``) -> ``pack[:, 0]``, ``H`` -> one pass (or
+group ``k``, ``v`` (the local copy of ``w``) -> ``pack[:, PACK_V]``, ``H`` -> one pass (or
 ``local_passes``) over the group's rows, ``K`` -> ``grid``.
 
 Derivation of the coordinate step (project conventions, row weights ``c_i``)::
@@ -60,7 +60,7 @@ a row dropped wrongly is visited again by the next round, and every step is stil
 maximizer of the local problem along its coordinate.
 
 Rows of weight 0 keep ``z_i = 0``. The same loop that computes ``u = x_i.v`` also computes
-``x_i.w`` (``w`` the round's start, ``pack[:, 1]``, read only): in the first pass it adds
+``x_i.w`` (``w`` the round's start, ``pack[:, PACK_W]``, read only): in the first pass it adds
 ``c_i loss(x_i.w)`` and ``c_i loss*(z_i/c_i)`` (``z_i`` before its step) to the round's sums,
 which with ``||w||^2`` give the exact ``P(w)`` and ``D(z)`` of the round's start.
 
@@ -72,6 +72,7 @@ of a round (copying ``w`` in, the update out) covers the group's columns only.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,6 +93,57 @@ COCOA_LOSSES = (HINGE, SMOOTH_HINGE, SQUARED_HINGE, LOGISTIC, SQUARED)
 #: Newton iterations allowed for one logistic step (it stops when the step is below
 #: ``1e-15 c``; from the interval's end, the first visit, about ten are needed).
 NEWTON_STEPS = 60
+
+# Fields of a ``pack`` record, one per column the group uses (the layout is defined here
+# once, for the kernels and for the tasks that make and read packs).
+#: ``v_j``, the local copy of ``w`` the passes update
+PACK_V = 0
+#: ``w_j``, the round's start (read only)
+PACK_W = 1
+PACK_WIDTH = 2
+
+# Fields of ``pg_range``, the spread of the projected gradients of a pass.
+PG_MAX = 0
+PG_MIN = 1
+
+
+class GroupRows(NamedTuple):
+    """A row group's rows as the passes read them (CSR on the group's own columns).
+
+    Attributes
+    ----------
+    indptr : ndarray of shape (m + 1,), int64
+    indices : ndarray of shape (nnz,), int32
+        Column ids into ``pack`` (the group's own columns, :func:`local_columns`).
+    vals : ndarray of shape (nnz,), float32 or float64
+        Ignored (may be empty) when ``binary``.
+    binary : bool
+    y, weight, norm_sq : ndarray of shape (m,), float64
+        Labels (targets), row weights ``c_i`` and ``||x_i||^2``.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    vals: np.ndarray
+    binary: bool
+    y: np.ndarray
+    weight: np.ndarray
+    norm_sq: np.ndarray
+
+
+class PassSteps(NamedTuple):
+    """The scaling of a pass's steps.
+
+    Attributes
+    ----------
+    sigma : float
+        ``sigma'`` of CoCoA+ (``K`` is safe).
+    inv_alpha_n : float
+        ``1 / (alpha n)``, ``n`` the number of rows of the whole problem.
+    """
+
+    sigma: float
+    inv_alpha_n: float
 
 
 @njit
@@ -202,25 +254,27 @@ def projected_gradient(gradient, a, upper):
 
 
 @njit
-def step_row(
-    code, params, z, i, u, kappa, c, y, pack, indices, vals, binary, start, stop, sigma,
-    inv_alpha_n,
-):  # fmt: skip
+def step_row(code, params, z, i, u, kappa, c, y, pack, rows, steps):
     """Take row ``i``'s exact step (:func:`dual_step`) and add ``-sigma delta x_i / (alpha n)``
-    to ``v = pack[:, 0]`` over the row's nonzeros ``start:stop``."""
+    to ``v = pack[:, PACK_V]`` over the row's nonzeros (``rows``: :class:`GroupRows`,
+    ``steps``: :class:`PassSteps`)."""
     zi = z[i]
     new_z = dual_step(code, params, zi, u, kappa, c, y)
     delta = new_z - zi
     z[i] = new_z
     if delta == 0.0:
         return
-    coef = -(sigma * delta) * inv_alpha_n
-    if binary:
+    indices = rows.indices
+    vals = rows.vals
+    start = rows.indptr[i]
+    stop = rows.indptr[i + 1]
+    coef = -(steps.sigma * delta) * steps.inv_alpha_n
+    if rows.binary:
         for e in range(start, stop):
-            pack[indices[e], 0] += coef
+            pack[indices[e], PACK_V] += coef
     else:
         for e in range(start, stop):
-            pack[indices[e], 0] += coef * np.float64(vals[e])
+            pack[indices[e], PACK_V] += coef * np.float64(vals[e])
 
 
 @njit
@@ -237,8 +291,8 @@ def start_pack(w, columns, pack):
     """
     for local in range(columns.shape[0]):
         value = w[columns[local]]
-        pack[local, 0] = value
-        pack[local, 1] = value
+        pack[local, PACK_V] = value
+        pack[local, PACK_W] = value
 
 
 @njit
@@ -267,10 +321,10 @@ def finish_pack(pack, sigma, direct, out):
     """
     if direct:
         for local in range(out.shape[0]):
-            out[local] = pack[local, 0]
+            out[local] = pack[local, PACK_V]
         return
     for local in range(out.shape[0]):
-        out[local] = (pack[local, 0] - pack[local, 1]) / sigma
+        out[local] = (pack[local, PACK_V] - pack[local, PACK_W]) / sigma
 
 
 @njit
@@ -354,24 +408,8 @@ def row_norms(indptr, vals, binary, out):
 
 
 @njit
-def cocoa_pass(
-    indptr,
-    indices,
-    vals,
-    binary,
-    y,
-    weight,
-    norm_sq,
-    z,
-    pack,
-    orders,
-    loss_code,
-    loss_params,
-    sigma,
-    inv_alpha_n,
-    pg_range,
-):
-    """CoCoA+ local passes over one row group, in place on ``z`` and ``pack[:, 0]``.
+def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range):
+    """CoCoA+ local passes over one row group, in place on ``z`` and ``pack[:, PACK_V]``.
 
     Pass ``p`` visits the rows in the order ``orders[p]``; each visit takes the exact step
     of :func:`dual_step` and adds ``-sigma delta x_i / (alpha n)`` to ``v``. The first pass
@@ -379,28 +417,21 @@ def cocoa_pass(
 
     Parameters
     ----------
-    indptr : ndarray of shape (m + 1,), int64
-    indices : ndarray of shape (nnz,), int32
-        Column ids into ``pack`` (the group's own columns, :func:`local_columns`).
-    vals : ndarray of shape (nnz,), float32 or float64
-        Ignored (may be empty) when ``binary``.
-    binary : bool
-    y, weight, norm_sq : ndarray of shape (m,), float64
-        Labels (targets), row weights ``c_i`` and ``||x_i||^2``.
+    rows : GroupRows
+        The group's rows.
     z : ndarray of shape (m,)
         The group's dual block, updated in place.
-    pack : ndarray of shape (n_columns, 2)
-        ``(v_j, w_j)`` of the group's columns; column 0 updated in place, column 1 read
+    pack : ndarray of shape (n_columns, PACK_WIDTH)
+        ``(v_j, w_j)`` of the group's columns; ``PACK_V`` updated in place, ``PACK_W`` read
         only.
     orders : ndarray of shape (n_passes, m), int64
     loss_code : int
     loss_params : ndarray of float64
-    sigma : float
-        ``sigma'`` of CoCoA+ (``K`` is safe).
-    inv_alpha_n : float
-        ``1 / (alpha n)``, ``n`` the number of rows of the whole problem.
+    steps : PassSteps
+        ``sigma`` and ``1 / (alpha n)``.
     pg_range : ndarray of shape (2,)
-        Output: the largest and the smallest projected gradient of the last pass, taken
+        Output (``PG_MAX``, ``PG_MIN``): the largest and the smallest projected gradient
+        of the last pass, taken
         before each row's step (:data:`BOX_LOSSES`; ``(0, 0)`` for the other losses and
         for a group without rows of weight > 0).
 
@@ -411,9 +442,10 @@ def cocoa_pass(
     conj_sum : float
         ``sum_i c_i loss*(z_i / c_i, y_i)`` at the entry ``z``.
     """
+    indptr, indices, vals, binary, y, weight, norm_sq = rows
     loss_sum = 0.0
     conj_sum = 0.0
-    curvature = sigma * inv_alpha_n
+    curvature = steps.sigma * steps.inv_alpha_n
     boxed = loss_code == HINGE or loss_code == SMOOTH_HINGE or loss_code == SQUARED_HINGE
     pg_max = -math.inf
     pg_min = math.inf
@@ -433,14 +465,14 @@ def cocoa_pass(
             if binary:
                 for e in range(start, stop):
                     j = indices[e]
-                    u += pack[j, 0]
-                    u_start += pack[j, 1]
+                    u += pack[j, PACK_V]
+                    u_start += pack[j, PACK_W]
             else:
                 for e in range(start, stop):
                     j = indices[e]
                     x = np.float64(vals[e])
-                    u += x * pack[j, 0]
-                    u_start += x * pack[j, 1]
+                    u += x * pack[j, PACK_V]
+                    u_start += x * pack[j, PACK_W]
             yi = y[i]
             zi = z[i]
             if first:
@@ -453,40 +485,22 @@ def cocoa_pass(
                 pg_max = max(pg_max, pg)
                 pg_min = min(pg_min, pg)
             step_row(
-                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, indices,
-                vals, binary, start, stop, sigma, inv_alpha_n,
-            )  # fmt: skip
+                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, rows, steps
+            )
     if pg_max < pg_min:
         # not a box loss, or no row of weight > 0
         pg_max = 0.0
         pg_min = 0.0
-    pg_range[0] = pg_max
-    pg_range[1] = pg_min
+    pg_range[PG_MAX] = pg_max
+    pg_range[PG_MIN] = pg_min
     return loss_sum, conj_sum
 
 
 @njit
 def shrunk_passes(
-    indptr,
-    indices,
-    vals,
-    binary,
-    y,
-    weight,
-    norm_sq,
-    z,
-    pack,
-    loss_code,
-    loss_params,
-    sigma,
-    inv_alpha_n,
-    pg_range,
-    ratio,
-    max_passes,
-    seed,
-    rows,
+    rows, z, pack, loss_code, loss_params, steps, pg_range, ratio, max_passes, seed, visit
 ):
-    """Passes with shrinking after a full pass, in place on ``z`` and ``pack[:, 0]``.
+    """Passes with shrinking after a full pass, in place on ``z`` and ``pack[:, PACK_V]``.
 
     liblinear's heuristic (module docstring, "Shrinking"): a row with ``a = 0`` and
     ``G`` above the previous pass's largest projected gradient, or with ``a = U`` and ``G``
@@ -497,8 +511,7 @@ def shrunk_passes(
 
     Parameters
     ----------
-    indptr, indices, vals, binary, y, weight, norm_sq, z, pack, loss_code, loss_params,
-    sigma, inv_alpha_n
+    rows, z, pack, loss_code, loss_params, steps
         As for :func:`cocoa_pass` (``loss_code`` one of :data:`BOX_LOSSES`).
     pg_range : ndarray of shape (2,)
         Largest and smallest projected gradient of the full pass before (its output).
@@ -508,7 +521,7 @@ def shrunk_passes(
     seed : uint64
         Seed of the visiting orders (Fisher-Yates with splitmix64 of ``seed`` + a counter,
         as :func:`daskpd.kernels.dso.shuffle_runs`: a function of ``seed`` alone).
-    rows : ndarray of int64
+    visit : ndarray of int64
         The rows these passes may visit (those of weight 0 are skipped): all of the
         group's, or one thread's share of them.
 
@@ -519,18 +532,19 @@ def shrunk_passes(
     visited : int
         Nonzeros read (of the rows visited, kept or dropped).
     """
-    active = np.empty(rows.shape[0], dtype=np.int64)
+    indptr, indices, vals, binary, y, weight, norm_sq = rows
+    active = np.empty(visit.shape[0], dtype=np.int64)
     n_active = 0
-    for k in range(rows.shape[0]):
-        i = rows[k]
+    for k in range(visit.shape[0]):
+        i = visit[k]
         if weight[i] != 0.0:
             active[n_active] = i
             n_active += 1
     # liblinear's thresholds: a side with no violation does not shrink
-    old_max = pg_range[0] if pg_range[0] > 0.0 else math.inf
-    old_min = pg_range[1] if pg_range[1] < 0.0 else -math.inf
-    target = ratio * (pg_range[0] - pg_range[1])
-    curvature = sigma * inv_alpha_n
+    old_max = pg_range[PG_MAX] if pg_range[PG_MAX] > 0.0 else math.inf
+    old_min = pg_range[PG_MIN] if pg_range[PG_MIN] < 0.0 else -math.inf
+    target = ratio * (pg_range[PG_MAX] - pg_range[PG_MIN])
+    curvature = steps.sigma * steps.inv_alpha_n
     counter = np.uint64(seed)
     passes = 0
     visited = 0
@@ -552,10 +566,10 @@ def shrunk_passes(
             u = 0.0
             if binary:
                 for e in range(start, stop):
-                    u += pack[indices[e], 0]
+                    u += pack[indices[e], PACK_V]
             else:
                 for e in range(start, stop):
-                    u += np.float64(vals[e]) * pack[indices[e], 0]
+                    u += np.float64(vals[e]) * pack[indices[e], PACK_V]
             yi = y[i]
             zi = z[i]
             c = weight[i]
@@ -574,9 +588,8 @@ def shrunk_passes(
             if pg == 0.0:
                 continue
             step_row(
-                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, indices,
-                vals, binary, start, stop, sigma, inv_alpha_n,
-            )  # fmt: skip
+                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, rows, steps
+            )
         passes += 1
         if pg_max - pg_min <= target:
             break

@@ -126,29 +126,40 @@ def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
     shrink_seed = rng.integers(2**63, dtype=np.uint64)
     z = np.array(z, dtype=np.float64, copy=True)
     n_columns = group.columns.shape[0]
-    pack = dso_kernels.thread_scratch("cocoa_pack", 2 * n_columns)
-    pack = pack[: 2 * n_columns].reshape(n_columns, 2)
+    width = kernels.PACK_WIDTH
+    pack = dso_kernels.thread_scratch("cocoa_pack", width * n_columns)
+    pack = pack[: width * n_columns].reshape(n_columns, width)
     kernels.start_pack(w, group.columns, pack)
     if settings.threads > 1 and m > 1:
         return _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
+    rows, steps = _group_rows(group), _pass_steps(settings)
     pg_range = np.zeros(2)
     loss_sum, conj_sum = kernels.cocoa_pass(
-        group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
-        group.norm_sq, z, pack, orders, settings.loss_code, settings.loss_params,
-        settings.sigma, settings.inv_alpha_n, pg_range,
-    )  # fmt: skip
+        rows, z, pack, orders, settings.loss_code, settings.loss_params, steps, pg_range
+    )
     shrunk, visited = 0, 0
     if settings.max_shrunk_passes > 0:
         shrunk, visited = kernels.shrunk_passes(
-            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
-            group.norm_sq, z, pack, settings.loss_code, settings.loss_params,
-            settings.sigma, settings.inv_alpha_n, pg_range, settings.shrink_ratio,
-            settings.max_shrunk_passes, shrink_seed, np.arange(m, dtype=np.int64),
+            rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range,
+            settings.shrink_ratio, settings.max_shrunk_passes, shrink_seed,
+            np.arange(m, dtype=np.int64),
         )  # fmt: skip
     step = np.empty(n_columns)
     kernels.finish_pack(pack, settings.sigma, settings.direct, step)
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
     return z, step, np.array([loss_sum, conj_sum, w_norm_sq, shrunk, visited])
+
+
+def _group_rows(group):
+    """The group's rows as the kernels take them (:class:`daskpd.kernels.cocoa.GroupRows`)."""
+    return kernels.GroupRows(
+        group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+        group.norm_sq,
+    )  # fmt: skip
+
+
+def _pass_steps(settings):
+    return kernels.PassSteps(settings.sigma, settings.inv_alpha_n)
 
 
 def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm):
@@ -173,24 +184,21 @@ def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
     partial = np.zeros((n_threads, n_columns))
     # One stream of visiting orders per thread; thread 0's is the serial run's.
     golden = np.uint64(0x9E3779B97F4A7C15)
+    rows, steps = _group_rows(group), _pass_steps(settings)
 
     def passes(t):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
         sums[t, 0], sums[t, 1] = kernels.cocoa_pass(
-            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
-            group.norm_sq, z, pack, share, settings.loss_code, settings.loss_params,
-            settings.sigma, settings.inv_alpha_n, pg[t],
-        )  # fmt: skip
+            rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t]
+        )
 
     def shrunk(t, pg_range):
         share = np.ascontiguousarray(orders[0, cuts[t] : cuts[t + 1]])
         with np.errstate(over="ignore"):
             seed = np.uint64(shrink_seed) + np.uint64(t) * golden
         sums[t, 2], sums[t, 3] = kernels.shrunk_passes(
-            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
-            group.norm_sq, z, pack, settings.loss_code, settings.loss_params,
-            settings.sigma, settings.inv_alpha_n, pg_range.copy(), settings.shrink_ratio,
-            settings.max_shrunk_passes, seed, share,
+            rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range.copy(),
+            settings.shrink_ratio, settings.max_shrunk_passes, seed, share,
         )  # fmt: skip
 
     def exact_step(t):
@@ -203,7 +211,7 @@ def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
         list(pool.map(passes, range(n_threads)))
         if settings.max_shrunk_passes > 0:
             # the full pass's spread over all threads' rows, as the serial pass has it
-            pg_range = np.array([pg[:, 0].max(), pg[:, 1].min()])
+            pg_range = np.array([pg[:, kernels.PG_MAX].max(), pg[:, kernels.PG_MIN].min()])
             list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
         # the round's change of the dual, once for all threads
         dz = z - z_start
