@@ -254,22 +254,22 @@ def projected_gradient(gradient, a, upper):
 
 
 @njit
-def step_row(code, params, z, i, u, kappa, c, y, pack, rows, steps):
-    """Take row ``i``'s exact step (:func:`dual_step`) and add ``-sigma delta x_i / (alpha n)``
-    to ``v = pack[:, PACK_V]`` over the row's nonzeros (``rows``: :class:`GroupRows`,
-    ``steps``: :class:`PassSteps`)."""
+def step_row(code, params, z, i, u, kappa, c, y):
+    """Take row ``i``'s exact step (:func:`dual_step`) in place; return its change ``delta``."""
     zi = z[i]
     new_z = dual_step(code, params, zi, u, kappa, c, y)
-    delta = new_z - zi
     z[i] = new_z
-    if delta == 0.0:
-        return
-    indices = rows.indices
-    vals = rows.vals
-    start = rows.indptr[i]
-    stop = rows.indptr[i + 1]
-    coef = -(steps.sigma * delta) * steps.inv_alpha_n
-    if rows.binary:
+    return new_z - zi
+
+
+@njit
+def add_row(pack, indices, vals, binary, start, stop, coef):
+    """``v = pack[:, PACK_V] += coef x_i`` over the row's nonzeros ``start:stop``.
+
+    Arrays, not a :class:`GroupRows`: this runs once per row, and a record passed to a call
+    LLVM does not inline is copied at each call.
+    """
+    if binary:
         for e in range(start, stop):
             pack[indices[e], PACK_V] += coef
     else:
@@ -445,7 +445,8 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range):
     indptr, indices, vals, binary, y, weight, norm_sq = rows
     loss_sum = 0.0
     conj_sum = 0.0
-    curvature = steps.sigma * steps.inv_alpha_n
+    sigma, inv_alpha_n = steps
+    curvature = sigma * inv_alpha_n
     boxed = loss_code == HINGE or loss_code == SMOOTH_HINGE or loss_code == SQUARED_HINGE
     pg_max = -math.inf
     pg_min = math.inf
@@ -484,9 +485,9 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range):
                 pg = projected_gradient(gradient, a, upper)
                 pg_max = max(pg_max, pg)
                 pg_min = min(pg_min, pg)
-            step_row(
-                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, rows, steps
-            )
+            delta = step_row(loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi)
+            if delta != 0.0:
+                add_row(pack, indices, vals, binary, start, stop, -(sigma * delta) * inv_alpha_n)
     if pg_max < pg_min:
         # not a box loss, or no row of weight > 0
         pg_max = 0.0
@@ -544,7 +545,8 @@ def shrunk_passes(
     old_max = pg_range[PG_MAX] if pg_range[PG_MAX] > 0.0 else math.inf
     old_min = pg_range[PG_MIN] if pg_range[PG_MIN] < 0.0 else -math.inf
     target = ratio * (pg_range[PG_MAX] - pg_range[PG_MIN])
-    curvature = steps.sigma * steps.inv_alpha_n
+    sigma, inv_alpha_n = steps
+    curvature = sigma * inv_alpha_n
     counter = np.uint64(seed)
     passes = 0
     visited = 0
@@ -587,9 +589,9 @@ def shrunk_passes(
             pg_min = min(pg_min, pg)
             if pg == 0.0:
                 continue
-            step_row(
-                loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi, pack, rows, steps
-            )
+            delta = step_row(loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi)
+            if delta != 0.0:
+                add_row(pack, indices, vals, binary, start, stop, -(sigma * delta) * inv_alpha_n)
         passes += 1
         if pg_max - pg_min <= target:
             break
