@@ -77,7 +77,7 @@ class TaskGraph:
         self._tasks.update(convert_legacy_graph(dict(obj.__dask_graph__())))
         return TaskRef(obj.key)
 
-    def task(self, name, fn, *args, worker=None, retries=None):
+    def task(self, name, fn, *args, worker=None, allow_other_workers=False, retries=None):
         """Add the task ``fn(*args)``; return its reference.
 
         Parameters
@@ -89,7 +89,10 @@ class TaskGraph:
             Values, references of this graph's tasks, or futures; references may sit inside
             lists, tuples and dicts.
         worker : str, optional
-            Run only on this worker (on a client; ignored by :meth:`compute`).
+            Run on this worker (on a client; ignored by :meth:`compute`).
+        allow_other_workers : bool, default=False
+            With ``worker``: whether the scheduler may run the task elsewhere (when the
+            worker is gone) rather than only there.
         retries : int, optional
             Times the scheduler reruns the task after its worker dies (on a client).
 
@@ -106,7 +109,7 @@ class TaskGraph:
         self._tasks[key] = Task(key, fn, *(parse_input(arg) for arg in args))
         annotations = {}
         if worker is not None:
-            annotations.update(workers=[worker], allow_other_workers=False)
+            annotations.update(workers=[worker], allow_other_workers=allow_other_workers)
         if retries:
             annotations["retries"] = retries
         if annotations:

@@ -107,47 +107,26 @@ class _State:
 
 def _spread_columns(client, groups, owners, homes, token):
     """Copy every group's columns to every home once; return them and their sizes."""
+    graph = TaskGraph("cocoa", token)
     columns = [
-        client.submit(
-            _columns_of,
-            group,
-            key=f"cocoa-columns-{k}-{token}",
-            workers=[owners[k]],
-            allow_other_workers=False,
-            pure=False,
-        )  # fmt: skip
+        graph.task(f"columns-{k}", _columns_of, group, worker=owners[k])
         for k, group in enumerate(groups)
     ]
-    copies = tuple(
-        tuple(
+    copies = [
+        [
             columns[k]
             if owners[k] == home
-            else client.submit(
-                _copy,
-                columns[k],
-                key=f"cocoa-columns-{k}-{h}-{token}",
-                workers=[home],
-                allow_other_workers=False,
-                pure=False,
-            )  # fmt: skip
+            else graph.task(f"columns-{k}-{h}", _copy, columns[k], worker=home)
             for k in range(len(groups))
-        )
-        for h, home in enumerate(homes)
-    )
-    sizes = client.gather(
-        [
-            client.submit(
-                len,
-                part,
-                key=f"cocoa-n-columns-{k}-{token}",
-                workers=[owners[k]],
-                allow_other_workers=False,
-                pure=False,
-            )  # fmt: skip
-            for k, part in enumerate(columns)
         ]
-    )
-    return copies, sizes
+        for h, home in enumerate(homes)
+    ]
+    sizes = [
+        graph.task(f"n-columns-{k}", len, part, worker=owners[k]) for k, part in enumerate(columns)
+    ]
+    futures = iter(graph.submit(client, [*sizes, *(ref for row in copies for ref in row)]))
+    sizes = client.gather([next(futures) for _ in sizes])
+    return tuple(tuple(next(futures) for _ in row) for row in copies), sizes
 
 
 def _run_tasks(state, calls, name):
@@ -156,18 +135,12 @@ def _run_tasks(state, calls, name):
     if client is None:
         graph = TaskGraph(f"cocoa-{name}")
         return graph.compute([graph.task(k, fn, *args) for k, (fn, *args) in enumerate(calls)])
-    futures = [
-        client.submit(
-            fn,
-            *args,
-            key=f"cocoa-{name}-{k}-{state.token}",
-            workers=[state.owners[k]],
-            allow_other_workers=False,
-            pure=False,
-        )  # fmt: skip
+    graph = TaskGraph("cocoa", state.token)
+    tasks = [
+        graph.task(f"{name}-{k}", fn, *args, worker=state.owners[k])
         for k, (fn, *args) in enumerate(calls)
     ]
-    return client.gather(futures)
+    return client.gather(graph.submit(client, tasks))
 
 
 def _references(values):

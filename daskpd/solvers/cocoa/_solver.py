@@ -423,21 +423,23 @@ class Cocoa:
         ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(grid)]
         if client is not None and is_on_disk(data):
             # read by the owner straight from the store; the future stays for the run
-            groups = [
-                client.submit(
-                    _load_group,
-                    data,
-                    start,
-                    stop,
-                    class_pair,
-                    grid > 1,
-                    key=f"cocoa-rows-{k}-{token}",
-                    workers=[owners[k]],
-                    allow_other_workers=False,
-                    pure=False,
-                )  # fmt: skip
-                for k, (start, stop) in enumerate(ranges)
-            ]
+            graph = TaskGraph("cocoa", token)
+            groups = graph.submit(
+                client,
+                [
+                    graph.task(
+                        f"rows-{k}",
+                        _load_group,
+                        data,
+                        start,
+                        stop,
+                        class_pair,
+                        grid > 1,
+                        worker=owners[k],
+                    )  # fmt: skip
+                    for k, (start, stop) in enumerate(ranges)
+                ],
+            )
         elif client is not None:
             # in-memory data is in this process already: each group goes to its owner once
             groups = [

@@ -10,6 +10,7 @@ import operator
 
 import numpy as np
 
+from daskpd._graphs import TaskGraph
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 from daskpd.solvers import _shared
@@ -400,16 +401,16 @@ class DSO:
             w = _assemble([ws[0] for ws in client.gather(_w_for_client(state))], cols, d)
             w_avg = _assemble(client.gather(list(state.w_avg)), cols, d)
             # z never leaves its worker: pick it out of the block state where it lives.
-            z = [
-                client.submit(
-                    operator.getitem,
-                    zs,
-                    0,
-                    key=f"dso-z-{state.token}-{state.epoch}-{q}",
-                    workers=[owner[q]],
-                )
-                for q, zs in enumerate(state.zstates)
-            ]
+            graph = TaskGraph("dso", f"{state.token}-{state.epoch}")
+            z = graph.submit(
+                client,
+                [
+                    graph.task(
+                        f"z-{q}", operator.getitem, zs, 0, worker=owner[q], allow_other_workers=True
+                    )
+                    for q, zs in enumerate(state.zstates)
+                ],
+            )
         # references of their own: run_epoch releases the state's when it has spent it
         z_avg = [_another_reference(f) for f in state.z_avg]
         if state.epoch == 0:
