@@ -20,8 +20,10 @@ call costs about a millisecond to build (tokenizing its arguments), a tuple dict
 dask converts on every compute, and three ways of writing the same thing hid which tasks a
 graph had. Futures from ``client.submit`` / ``client.scatter`` remain for what is not a graph:
 placing data on a worker, and single tasks outside the epochs whose result the caller waits
-for at once (a futures wave of independent setup tasks). A future is a ``TaskRef``, so a
-graph's tasks take futures as arguments like their own references.
+for at once (a futures wave of independent setup tasks, as the data partition's and DSO's tile
+prefetch). A future is a ``TaskRef``, so a graph's tasks take futures as arguments like their
+own references. ``Dataset.to_delayed`` and the estimators' Dask-array scores hand Dask
+collections to the caller: interfaces, not graphs daskpd runs.
 
 Keys are ``f"{prefix}-{name}-{token}"``: the prefix says which method built the graph (it is
 what the dashboard shows), the name which task, and the token (fresh for each graph unless
