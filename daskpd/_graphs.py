@@ -25,9 +25,9 @@ prefetch). A future is a ``TaskRef``, so a graph's tasks take futures as argumen
 own references. ``Dataset.to_delayed`` and the estimators' Dask-array scores hand Dask
 collections to the caller: interfaces, not graphs daskpd runs.
 
-Keys are ``f"{prefix}-{name}-{token}"``: the prefix says which method built the graph (it is
-what the dashboard shows), the name which task, and the token (fresh for each graph unless
-given) keeps two graphs from sharing keys.
+Keys are ``f"{prefix}-{name}-{token}"``: the prefix says which method built the graph, the
+name which task, and the token (fresh for each graph unless given) keeps two graphs from
+sharing keys.
 """
 
 from __future__ import annotations
@@ -149,12 +149,13 @@ class TaskGraph:
         self._tasks, self._annotations = {}, {}
         return tasks, annotations
 
-    def _own(self, refs, tasks):
+    @staticmethod
+    def _own(refs, tasks):
+        """Which of ``refs`` are references to ``tasks`` (not futures, not plain values)."""
         from dask.task_spec import TaskRef
 
-        return [
-            type(ref) is TaskRef and ref.key in tasks for ref in refs
-        ]  # futures are TaskRefs too, of a subclass
+        # a future is a TaskRef too, of a subclass
+        return [type(ref) is TaskRef and ref.key in tasks for ref in refs]
 
     def compute(self, outputs, **kwargs):
         """Run the graph with one ``dask.compute``; return the values of ``outputs``.
