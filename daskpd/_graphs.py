@@ -178,6 +178,9 @@ class TaskGraph:
 
         Pinned tasks keep their worker and retries (layer annotations). ``outputs`` items that
         are not this graph's references are returned as they are. The graph is emptied.
+        The caller keeps the futures the graph's tasks read until its outputs are done: the
+        graph sent does not hold them (one dropped before the scheduler has the graph is
+        lost to its tasks).
         """
         from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 

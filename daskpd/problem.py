@@ -477,8 +477,12 @@ class Problem:
         if client is not None:
             # w goes to one worker directly (not through the scheduler inside the graph);
             # tasks on the other workers fetch it from there.
-            graph, root = self._graph(client.scatter(w, hash=False), data, z, z_bounds)
+            w_future = client.scatter(w, hash=False)
+            graph, root = self._graph(w_future, data, z, z_bounds)
             loss_sum, conj_sum, g = graph.submit(client, [root])[0].result()
+            # held until here: a graph sent by client.get does not hold the futures it reads,
+            # and one released before the scheduler has the graph is lost to its tasks
+            del w_future
         else:
             graph, root = self._graph(w, data, z, z_bounds)
             ((loss_sum, conj_sum, g),) = graph.compute([root])
