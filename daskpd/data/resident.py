@@ -4,7 +4,8 @@ Each evaluation of a run (the gap's pass over the training rows, the test metric
 reads the same row blocks; read once and kept, later evaluations cost the arithmetic only.
 Blocks are kept per worker process, keyed by the dataset's identity (its path and write id,
 so a dataset written again under the same path is read again), within
-:data:`RESIDENT_SHARE` of the worker's memory limit, never evicted (evaluations visit every
+:data:`RESIDENT_SHARE` of the worker's memory limit and while the worker stays under
+:data:`RSS_SHARE` of it, never evicted (evaluations visit every
 block, so an evicting cache would drop exactly the block needed next). Outside a Dask worker
 (``client=None`` runs in the user's own process) and for in-memory datasets nothing is kept.
 """
@@ -21,11 +22,26 @@ _KEPT: dict = {}
 _USED = [0]
 
 
-def _budget():
-    """Bytes this process may keep: a share of its worker's limit; 0 outside a worker."""
+#: Blocks are kept only while the worker's memory stays under this share of its limit, below
+#: Dask's spill target (0.6): kept blocks cannot be spilled, so a worker they pushed past the
+#: pause threshold (0.8) would wait for memory that is never freed.
+RSS_SHARE = 0.5
+
+
+def _limit():
+    """This worker's memory limit in bytes; 0 outside a worker (nothing is kept then)."""
     from daskpd._cluster import worker_memory_limit
 
-    return int(worker_memory_limit() * RESIDENT_SHARE)
+    return int(worker_memory_limit())
+
+
+def _admits(size, limit):
+    """Whether a block of ``size`` bytes may be kept (lock held)."""
+    if _USED[0] + size > RESIDENT_SHARE * limit:
+        return False
+    import psutil
+
+    return psutil.Process().memory_info().rss + size <= RSS_SHARE * limit
 
 
 def _nbytes(value):
@@ -38,8 +54,8 @@ def _nbytes(value):
 
 def _kept(data, what, args, read):
     token = getattr(data, "_token", None)
-    budget = _budget() if token is not None else 0
-    if not budget:
+    limit = _limit() if token is not None else 0
+    if not limit:
         return read()
     key = (token(), what, *args)
     with _LOCK:
@@ -49,7 +65,7 @@ def _kept(data, what, args, read):
     value = read()
     size = _nbytes(value)
     with _LOCK:
-        if key not in _KEPT and _USED[0] + size <= budget:
+        if key not in _KEPT and _admits(size, limit):
             _KEPT[key] = value
             _USED[0] += size
     return value
