@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.data.resident import resident_rows_arrays
-from daskpd.kernels.objective import csr_block_partial, dense_block_partial
+from daskpd.kernels.objective import BlockRows, csr_block_partial, dense_block_partial
 from daskpd.losses import Loss, get_loss
 from daskpd.regularizers import Regularizer, Zero, get_regularizer
 
@@ -156,7 +156,7 @@ def _block_partial(data, start, stop, w, code, params, class_weight, pieces, off
     weight = _row_weights(data, start, stop, y, class_weight)
     weighted = weight is not None
     weight = np.ascontiguousarray(weight, dtype=np.float64) if weighted else np.empty(0)
-    loss_sum, conj_sum = csr_block_partial(
+    block = BlockRows(
         np.ascontiguousarray(indptr, dtype=np.int64),
         np.ascontiguousarray(indices, dtype=np.int32),
         values,
@@ -164,13 +164,8 @@ def _block_partial(data, start, stop, w, code, params, class_weight, pieces, off
         np.ascontiguousarray(y, dtype=np.float64),
         weight,
         weighted,
-        w,
-        code,
-        params,
-        z,
-        has_z,
-        g,
     )
+    loss_sum, conj_sum = csr_block_partial(block, w, code, params, z, has_z, g)
     return loss_sum, conj_sum, g
 
 

@@ -88,6 +88,9 @@ def spdc_ridge(X, y, alpha, p_star, max_passes, seed, weighted=False):
     acc = np.zeros(d)
     rng = np.random.default_rng(seed)
     params = np.zeros(1)
+    block = spdc_kernels.BlockRows(indptr, indices, values, False, y, np.empty(0))
+    primal = spdc_kernels.LazyPrimal(w, w_prev, stamp, u, mark, acc)
+    scalars = spdc_kernels.step_scalars(steps.tau, steps.sigma, steps.theta, 0.0, alpha, 0.0, n)
     t = 0
     seconds = 0.0
     excess = math.inf
@@ -99,9 +102,8 @@ def spdc_ridge(X, y, alpha, p_star, max_passes, seed, weighted=False):
         )
         start = time.perf_counter()
         t = spdc_kernels.spdc_rows(
-            indptr, indices, values, False, y, z, order, 1, inv_npi, w, w_prev, stamp, u,
-            mark, acc, t, scalar.SQUARED, params, steps.tau, steps.sigma, steps.theta,
-            0.0, alpha, 0.0, n, np.empty(0),
+            block, z, spdc_kernels.RowSample(order, 1, inv_npi), primal, t, scalar.SQUARED,
+            params, scalars,
         )  # fmt: skip
         spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, 0.0, alpha)
         seconds += time.perf_counter() - start
@@ -220,15 +222,19 @@ def spdc_explicit(U, V, y, reg, alpha, time_limit, seed):
     acc = np.zeros(d)
     inv_npi = np.ones(n)
     rng = np.random.default_rng(seed)
+    block = spdc_kernels.BlockRows(indptr, indices, values, False, y, np.empty(0))
+    primal = spdc_kernels.LazyPrimal(w, w_prev, stamp, u, mark, acc)
+    scalars = spdc_kernels.step_scalars(
+        steps.tau, steps.sigma, steps.theta, spec.l1, spec.l2, spec.dual_delta, n
+    )
     t, seconds, epoch, gap = 0, 0.0, 0, math.inf
     while seconds < time_limit:
         epoch += 1
         order = rng.integers(0, n, size=n, dtype=np.int64)
         start = time.perf_counter()
         t = spdc_kernels.spdc_rows(
-            indptr, indices, values, False, y, z, order, 1, inv_npi, w, w_prev, stamp, u,
-            mark, acc, t, spec.loss_code, spec.loss_params, steps.tau, steps.sigma,
-            steps.theta, spec.l1, spec.l2, spec.dual_delta, n, np.empty(0),
+            block, z, spdc_kernels.RowSample(order, 1, inv_npi), primal, t, spec.loss_code,
+            spec.loss_params, scalars,
         )  # fmt: skip
         spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
         seconds += time.perf_counter() - start

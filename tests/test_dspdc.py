@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from daskpd.data import as_dataset
 from daskpd.kernels import dspdc as K
 from daskpd.kernels import scalar
+from daskpd.kernels import spdc as spdc_kernels
 from daskpd.problem import Problem
 from daskpd.solvers._driver import get_solver, solve
 from daskpd.solvers.dspdc import (
@@ -81,9 +82,11 @@ def explicit_run(A, labels, rows, m, cols, q, steps, l1, l2, code):
     n, p = A.shape
     w, w_prev, u, z = np.zeros(p), np.zeros(p), np.zeros(p), np.zeros(n)
     K.dspdc_rows(
-        X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
-        False, labels, z, rows, m, cols if q < p else np.empty(0, np.int64), q, w, w_prev, u,
-        np.zeros(p), code, np.array([1.0]), *steps, l1, l2, 0.0, n, np.empty(0),
+        spdc_kernels.BlockRows(X.indptr.astype(np.int64), X.indices.astype(np.int64),
+                               X.data.astype(np.float64), False, labels, np.empty(0)),
+        z, K.CoordinateSample(rows, m, cols if q < p else np.empty(0, np.int64), q),
+        K.PrimalState(w, w_prev, u, np.zeros(p)), code, np.array([1.0]),
+        spdc_kernels.step_scalars(*steps, l1, l2, 0.0, n),
     )  # fmt: skip
     return w, z, u
 
@@ -94,8 +97,9 @@ def factorized_run(U, V, labels, rows, m, cols, q, steps, l1, l2, code):
     w, z = np.zeros(p), np.zeros(n)
     u, v, vbar = np.zeros(rank), np.zeros(rank), np.zeros(rank)
     K.dspdc_factorized(
-        U, V, labels, z, w, u, v, vbar, rows, m, cols if q < p else np.empty(0, np.int64), q,
-        code, np.array([1.0]), *steps, l1, l2, 0.0,
+        U, V, labels, z, w, K.FactorProducts(u, v, vbar),
+        K.CoordinateSample(rows, m, cols if q < p else np.empty(0, np.int64), q),
+        code, np.array([1.0]), spdc_kernels.step_scalars(*steps, l1, l2, 0.0, n),
     )  # fmt: skip
     return w, z, u, v
 
@@ -321,8 +325,9 @@ def test_matrix_kernel_matches_naive_reference(rng):
         np.zeros((blocks, k, k)),
         np.zeros(n),
     )
-    K.dspdc_matrix(D, y, zk, Xs, Xs_prev, S, rows, m, cols, q, scalar.SMOOTH_HINGE,
-                   np.array([1.0]), tau, sigma, theta, lam, 0.0)  # fmt: skip
+    K.dspdc_matrix(D, y, zk, Xs, Xs_prev, S, K.CoordinateSample(rows, m, cols, q),
+                   scalar.SMOOTH_HINGE, np.array([1.0]),
+                   spdc_kernels.step_scalars(tau, sigma, theta, 0.0, lam, 0.0, n))  # fmt: skip
     np.testing.assert_allclose(Xs, X, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(zk, z, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(S, np.einsum("i,ijab->jab", zk, D), rtol=1e-10, atol=1e-12)

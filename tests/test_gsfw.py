@@ -82,9 +82,11 @@ class _Run:
     def step(self, batches, lmo_params=None, sigma=1.0):
         lmo_params = np.array([RADIUS]) if lmo_params is None else lmo_params
         kernels.gsfw_iterations(
-            self.X.indptr, self.X.indices, self.X.data, True, self.y, self.code, NO_PARAMS,
-            batches, self.lmo, lmo_params, self.n, self.m, self.k, self.strong, sigma,
-            self.s, self.d, self.w_acc, self.w_bar, self.z_acc, self.t_last,
+            kernels.BlockRows(self.X.indptr, self.X.indices, self.X.data, True, self.y),
+            self.code, NO_PARAMS, batches, self.lmo, lmo_params,
+            kernels.Schedule(self.n, self.m, self.k, self.strong, sigma),
+            kernels.PrimalCarry(self.d, self.w_acc, self.w_bar),
+            kernels.RowState(self.s, self.z_acc, self.t_last),
         )  # fmt: skip
         self.k += batches.shape[0]
 
@@ -130,8 +132,9 @@ def _alg2_step(X, y, z, batches, k, batch_size):
     w_bar = np.zeros(X.shape[1])
     z = z.copy()
     kernels.dual_mirror_descent_iterations(
-        indptr, indices, values, True, y, LOGISTIC, NO_PARAMS, batches[k : k + 1],
-        kernels.LMO_L1_BALL, np.array([RADIUS]), X.shape[0] / batch_size, k, z, lo, hi, w_bar,
+        kernels.BlockRows(indptr, indices, values, True, y), LOGISTIC, NO_PARAMS,
+        batches[k : k + 1], kernels.LMO_L1_BALL, np.array([RADIUS]), X.shape[0] / batch_size, k,
+        z, lo, hi, w_bar,
     )  # fmt: skip
     return z, w_bar
 

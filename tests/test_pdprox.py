@@ -94,9 +94,8 @@ def test_fejer_monotonicity_algorithm_1(lp_instance):
     values = []
 
     def record(t, state):
-        values.append(
-            np.sum((state["w"] - w_star) ** 2) + np.sum((state["aux"][:, 0] - a_star) ** 2)
-        )
+        a = state["aux"][:, kernels.DUAL_A1]
+        values.append(np.sum((state["w"] - w_star) ** 2) + np.sum((a - a_star) ** 2))
 
     pdprox(X, y, Hinge(), L1(), LAM, n_iterations=300, callback=record)
     assert all(b <= a + 1e-10 for a, b in zip(values, values[1:], strict=False))
@@ -119,7 +118,7 @@ def _labels(rng, X, kind):
 
 def _in_domain(dual, loss, tol=1e-12):
     code = kernels.PD_HINGE if isinstance(loss, Hinge) else None
-    a1, a2 = dual[:, 0], dual[:, 1]
+    a1, a2 = dual[:, kernels.DUAL_A1], dual[:, kernels.DUAL_A2]
     if isinstance(loss, Hinge):
         return np.all((a1 >= -tol) & (a1 <= 1 + tol) & (a2 == 0))
     if isinstance(loss, Absolute):
@@ -158,9 +157,9 @@ def test_budget_domain_and_gap_certificate(rng):
     sums = []
 
     def check(t, state):
-        sums.append(state["dual"][:, 0].sum())
+        sums.append(state["dual"][:, kernels.DUAL_A1].sum())
         assert _in_domain(state["dual"], Hinge()) and _in_domain(state["aux"], Hinge())
-        assert state["aux"][:, 0].sum() <= budget + 1e-9
+        assert state["aux"][:, kernels.DUAL_A1].sum() <= budget + 1e-9
 
     result = pdprox(X, y, Hinge(), L2(), lam, n_iterations=T, budget=budget, rows_per_block=70,
                     callback=check)  # fmt: skip
@@ -168,7 +167,7 @@ def test_budget_domain_and_gap_certificate(rng):
     hinge = np.maximum(0, 1 - y * (X @ result.w_avg))
     top = np.sort(hinge)[::-1][: int(budget)]
     primal = top.sum() / n + lam / 2 * result.w_avg @ result.w_avg
-    a = result.dual_avg[:, 0]
+    a = result.dual_avg[:, kernels.DUAL_A1]
     v = X.T @ (a * y)
     dual = a.sum() / n - v @ v / (2 * lam * n**2)
     gap = primal - dual
@@ -272,9 +271,9 @@ def test_block_kernels_against_numpy(rng, loss, kind):
     code, params, _ = loss_spec(loss)
     X = sp.random(30, 7, density=0.4, random_state=rng, format="csr")
     y = _labels(rng, X.toarray(), kind)
-    dual = rng.uniform(0, 0.5, size=(30, 2))
+    dual = rng.uniform(0, 0.5, size=(30, kernels.DUAL_WIDTH))
     if code in (kernels.PD_HINGE, kernels.PD_ABSOLUTE):
-        dual[:, 1] = 0
+        dual[:, kernels.DUAL_A2] = 0
     z = kernels.block_coef(code, params, y, dual)
     got = kernels.rmatvec_coef(code, params, X.indptr, X.indices, X.data, True, y, dual, 7)
     np.testing.assert_allclose(got, X.T @ z, rtol=1e-13, atol=1e-14)
@@ -388,8 +387,9 @@ def test_warm_start_dual_is_used_only_in_its_domain(rng, counting_scheduler):
     assert counting_scheduler.calls == 1
     dual = np.concatenate([b["dual"] for b in state.blocks])
     np.testing.assert_array_equal(dual, np.concatenate([b["aux"] for b in state.blocks]))
-    np.testing.assert_allclose(dual[:, 0] - dual[:, 1], z0, rtol=0, atol=1e-15)
-    assert np.all(np.minimum(dual[:, 0], dual[:, 1]) == 0)
+    a1, a2 = dual[:, kernels.DUAL_A1], dual[:, kernels.DUAL_A2]
+    np.testing.assert_allclose(a1 - a2, z0, rtol=0, atol=1e-15)
+    assert np.all(np.minimum(a1, a2) == 0)
     np.testing.assert_allclose(state.gw, X.T @ z0, rtol=0, atol=1e-12)
     for vector in (state.w, state.w_prev, state.w_aux):
         np.testing.assert_array_equal(vector, w0)

@@ -70,10 +70,10 @@ def run_kernel(X, labels, z0, w0, order, m, inv_npi, steps, reg, loss, n_total, 
     acc = np.zeros(d)
     values = np.empty(0) if binary else X.data.astype(np.float64)
     t = K.spdc_rows(
-        X.indptr.astype(np.int64), X.indices.astype(np.int64), values, binary, labels, z,
-        order, m, inv_npi, w, w_prev, stamp, u, mark, acc, 0,
-        loss[0], loss[1], steps[0], steps[1], steps[2], reg[0], reg[1], loss[2], n_total,
-        np.empty(0),
+        K.BlockRows(X.indptr.astype(np.int64), X.indices.astype(np.int64), values, binary,
+                    labels, np.empty(0)),
+        z, K.RowSample(order, m, inv_npi), K.LazyPrimal(w, w_prev, stamp, u, mark, acc), 0,
+        loss[0], loss[1], K.step_scalars(*steps, reg[0], reg[1], loss[2], n_total),
     )  # fmt: skip
     K.flush(t, w, w_prev, stamp, u, steps[0], reg[0], reg[1])
     return w, w_prev, z, u, t

@@ -27,10 +27,83 @@ last sample. The primal step (19) uses ``A^T ybar / n = u + (1/m) A_I^T dz`` wit
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from daskpd.kernels._config import njit
-from daskpd.kernels.spdc import dual_step, primal_step, weighted_dual_step
+from daskpd.kernels.spdc import (
+    SCALAR_DELTA,
+    SCALAR_L1,
+    SCALAR_L2,
+    SCALAR_N,
+    SCALAR_SIGMA,
+    SCALAR_TAU,
+    SCALAR_THETA,
+    dual_step,
+    primal_step,
+    weighted_dual_step,
+)
+
+
+class CoordinateSample(NamedTuple):
+    """The rows and primal coordinates (or blocks) sampled by each iteration.
+
+    Attributes
+    ----------
+    rows : ndarray of int64
+        ``batch_size`` local row ids per iteration.
+    batch_size : int
+        ``m``.
+    cols : ndarray of int64
+        ``n_coords`` coordinates per iteration; :func:`dspdc_rows` and
+        :func:`dspdc_factorized` take it empty when ``n_coords == n_features`` (every
+        coordinate each iteration: SPDC).
+    n_coords : int
+        ``q``.
+    """
+
+    rows: np.ndarray
+    batch_size: int
+    cols: np.ndarray
+    n_coords: int
+
+
+class PrimalState(NamedTuple):
+    """The primal state of :func:`dspdc_rows`.
+
+    Attributes
+    ----------
+    w, w_prev : ndarray of shape (n_features,)
+        Primal point and its value one iteration earlier.
+    u : ndarray of shape (n_features,)
+        ``A^T z / n``.
+    acc : ndarray of shape (n_features,)
+        Zeroed scratch; returned zeroed.
+    """
+
+    w: np.ndarray
+    w_prev: np.ndarray
+    u: np.ndarray
+    acc: np.ndarray
+
+
+class FactorProducts(NamedTuple):
+    """The products :func:`dspdc_factorized` maintains, each of shape (rank,).
+
+    Attributes
+    ----------
+    u : ndarray
+        ``U^T z``.
+    v : ndarray
+        ``V w``.
+    vbar : ndarray
+        ``V xbar``.
+    """
+
+    u: np.ndarray
+    v: np.ndarray
+    vbar: np.ndarray
 
 
 @njit
@@ -65,32 +138,7 @@ def draw_subsets(uniforms, n_items, size, perm):
 
 
 @njit
-def dspdc_rows(
-    indptr,
-    indices,
-    data,
-    binary,
-    labels,
-    z,
-    rows,
-    batch_size,
-    cols,
-    n_coords,
-    w,
-    w_prev,
-    u,
-    acc,
-    code,
-    params,
-    tau,
-    sigma,
-    theta,
-    l1,
-    l2,
-    delta,
-    n_total,
-    weights,
-):
+def dspdc_rows(block, z, sample, primal, code, params, scalars):
     """DSPDC (Algorithm 1) iterations on one explicit CSR row block.
 
     Each iteration: dual steps (15) at ``xbar`` for the ``batch_size`` rows, primal steps
@@ -100,34 +148,37 @@ def dspdc_rows(
 
     Parameters
     ----------
-    indptr, indices, data, binary, labels : ndarray, bool
-        Local CSR block and its labels.
+    block : daskpd.kernels.spdc.BlockRows
+        Local CSR block, its labels and row weights.
     z : ndarray of shape (n_block_rows,)
         Dual block, updated in place.
-    rows : ndarray of int64
-        ``batch_size`` local row ids per iteration.
-    batch_size : int
-        ``m``.
-    cols : ndarray of int64
-        ``n_coords`` coordinates per iteration, or empty when ``n_coords == n_features``
-        (every coordinate each iteration: SPDC).
-    n_coords : int
-        ``q``.
-    w, w_prev, u : ndarray of shape (n_features,)
-        Primal point, its value one iteration earlier, ``A^T z / n``; in place.
-    acc : ndarray of shape (n_features,)
-        Zeroed scratch; returned zeroed.
+    sample : CoordinateSample
+        Rows and coordinates of each iteration.
+    primal : PrimalState
+        ``w``, ``w_prev``, ``u = A^T z / n`` (in place) and the zeroed scratch ``acc``.
     code, params : int, ndarray
         Loss.
-    tau, sigma, theta : float
-        Paper's step sizes (``sigma`` with the paper's ``1/n`` convention).
-    l1, l2, delta : float
-        Regularizer ``l1 |w| + (l2/2) w^2`` and the dual perturbation.
-    n_total : int
-        ``n``.
-    weights : ndarray of shape (n_block_rows,) or (0,)
-        Row weights of the loss (empty: all 1).
+    scalars : ndarray of shape (daskpd.kernels.spdc.N_SCALARS,)
+        The paper's step sizes ``tau``, ``sigma`` (with the paper's ``1/n`` convention),
+        ``theta``, the regularizer ``l1 |w| + (l2/2) w^2``, the dual perturbation ``delta``
+        and ``n``, indexed by the ``SCALAR_*`` constants of :mod:`daskpd.kernels.spdc`.
+
+    Returns
+    -------
+    int
+        Number of iterations run.
     """
+    # plain arrays and numbers from here on, for the per-row helpers (see spdc_rows)
+    indptr, indices, data, binary, labels, weights = block
+    rows, batch_size, cols, n_coords = sample
+    w, w_prev, u, acc = primal
+    tau = scalars[SCALAR_TAU]
+    sigma = scalars[SCALAR_SIGMA]
+    theta = scalars[SCALAR_THETA]
+    l1 = scalars[SCALAR_L1]
+    l2 = scalars[SCALAR_L2]
+    delta = scalars[SCALAR_DELTA]
+    n_total = scalars[SCALAR_N]
     d = w.shape[0]
     n_iter = rows.shape[0] // batch_size
     all_cols = n_coords == d
@@ -190,10 +241,7 @@ def dspdc_rows(
 
 
 @njit
-def dspdc_factorized(
-    U, V, labels, z, w, u, v, vbar, rows, batch_size, cols, n_coords,
-    code, params, tau, sigma, theta, l1, l2, delta,
-):  # fmt: skip
+def dspdc_factorized(U, V, labels, z, w, products, sample, code, params, scalars):
     """DSPDC on factorized data ``A = U V`` (Algorithm 2): cost O(d (m + q)) per iteration.
 
     Parameters
@@ -204,21 +252,28 @@ def dspdc_factorized(
         Labels and dual point (updated in place).
     w : ndarray of shape (n_features,)
         Primal point (updated in place).
-    u, v, vbar : ndarray of shape (rank,)
+    products : FactorProducts
         ``U^T z``, ``V w`` and ``V xbar`` (updated in place).
-    rows, cols : ndarray of int64
+    sample : CoordinateSample
         ``batch_size`` rows and ``n_coords`` coordinates per iteration (``cols`` may be
         empty when ``n_coords == n_features``).
-    batch_size, n_coords : int
-        ``m`` and ``q``.
-    code, params, tau, sigma, theta, l1, l2, delta
-        As in :func:`dspdc_rows`.
+    code, params, scalars
+        As in :func:`dspdc_rows`; ``n`` is the number of rows of ``U`` (``SCALAR_N`` is
+        not read).
 
     Returns
     -------
     int
         Number of iterations run.
     """
+    u, v, vbar = products
+    rows, batch_size, cols, n_coords = sample
+    tau = scalars[SCALAR_TAU]
+    sigma = scalars[SCALAR_SIGMA]
+    theta = scalars[SCALAR_THETA]
+    l1 = scalars[SCALAR_L1]
+    l2 = scalars[SCALAR_L2]
+    delta = scalars[SCALAR_DELTA]
     n = U.shape[0]
     d = V.shape[1]
     rank = U.shape[1]
@@ -274,10 +329,7 @@ def psd_projection(M):
 
 
 @njit
-def dspdc_matrix(
-    D, labels, z, Xs, Xs_prev, S, rows, batch_size, cols, n_coords,
-    code, params, tau, sigma, theta, lam, delta,
-):  # fmt: skip
+def dspdc_matrix(D, labels, z, Xs, Xs_prev, S, sample, code, params, scalars):
     """Block DSPDC for matrix risk minimization (Section 5.2) with PSD blocks.
 
     Problem: ``min_{X_j PSD} (1/n) sum_i loss(sum_j <D_i^j, X_j>, b_i) + (lambda/2) sum_j
@@ -294,13 +346,24 @@ def dspdc_matrix(
         Primal blocks and their values one iteration earlier (in place).
     S : ndarray of shape (n_blocks, k, k)
         ``sum_i z_i D_i^j`` (in place).
-    rows, cols, batch_size, n_coords
+    sample : CoordinateSample
         Sampled rows (``m`` per iteration) and blocks (``q`` per iteration).
-    code, params, tau, sigma, theta, delta
-        As in :func:`dspdc_rows` (``sigma`` with the paper's ``1/n`` convention).
-    lam : float
-        ``lambda``.
+    code, params, scalars
+        As in :func:`dspdc_rows` (``sigma`` with the paper's ``1/n`` convention);
+        ``SCALAR_L2`` is ``lambda``. The problem has no L1 term and ``n`` is the number of
+        data matrices: ``SCALAR_L1`` and ``SCALAR_N`` are not read.
+
+    Returns
+    -------
+    int
+        Number of iterations run.
     """
+    rows, batch_size, cols, n_coords = sample
+    tau = scalars[SCALAR_TAU]
+    sigma = scalars[SCALAR_SIGMA]
+    theta = scalars[SCALAR_THETA]
+    lam = scalars[SCALAR_L2]
+    delta = scalars[SCALAR_DELTA]
     n = D.shape[0]
     n_blocks = D.shape[1]
     k = D.shape[2]

@@ -20,13 +20,16 @@ paper (GSFW)                  code
 ============================  ===========================================================
 
 All kernels work on one CSR row block given as ``(indptr, indices, data, y)`` with local row
-ids; ``data`` is an empty array for binary data (``has_data=False``). Kernels copy nothing they
-do not return: callers pass copies of the arrays they want mutated (tasks stay pure).
+ids (the iteration kernels take it as one :class:`BlockRows` record, and their state as
+:class:`PrimalCarry` and :class:`RowState`); ``data`` is an empty array for binary data
+(``has_data=False``). Kernels copy nothing they do not return: callers pass copies of the
+arrays they want mutated (tasks stay pure).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,6 +41,88 @@ LMO_L1_BALL = 0  # params = [radius]:  R = indicator(||w||_1 <= radius)
 LMO_L1_PENALTY_BALL = 1  # params = [lam, radius]: R = lam ||w||_1 + indicator(||w||_1 <= radius)
 LMO_L2SQ_BALL = 2  # params = [lam, radius]: R = lam/2 ||w||^2 + indicator(||w||_2 <= radius)
 LMO_DENSE = -1  # the direction is computed by the caller (generalized LMO in Python)
+
+
+class BlockRows(NamedTuple):
+    """A CSR row block and its labels (the tuple ``block_csr`` of the solvers returns).
+
+    Attributes
+    ----------
+    indptr : ndarray of shape (n_block_rows + 1,), int64
+    indices : ndarray of shape (nnz,), int32 or int64
+    data : ndarray of shape (nnz,) or (0,)
+        Stored values; empty for binary data.
+    has_data : bool
+        Whether ``data`` holds the values (False: every stored value is 1).
+    y : ndarray of shape (n_block_rows,), float64
+        Labels.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    has_data: bool
+    y: np.ndarray
+
+
+class Schedule(NamedTuple):
+    """The step sizes of a run of :func:`gsfw_iterations`.
+
+    Attributes
+    ----------
+    n_total : int
+        Number of rows of the whole data set (the ``1/n`` of ``d``).
+    m : float
+        ``n_total / batch_size`` (the ``n`` of the step sizes).
+    it0 : int
+        Global index of the first iteration.
+    strong : bool
+        Use the Theorem 3.2 step sizes (``R`` strongly convex).
+    sigma : float
+        Relative smoothness constant of Prop. 3.7 (used when ``strong``).
+    """
+
+    n_total: int
+    m: float
+    it0: int
+    strong: bool
+    sigma: float
+
+
+class PrimalCarry(NamedTuple):
+    """The primal state that flows from row block to row block, each of shape (n_features,).
+
+    Attributes
+    ----------
+    d : ndarray
+        Substitute gradient ``(1/n) X^T loss'(s)``.
+    w_acc : ndarray
+        ``sum_i weight(i) w~^i`` (the L1-ball average of Prop. 3.6).
+    w_bar : ndarray
+        The averaged iterate of the recursion ``w_bar <- (1 - avg_step) w_bar + avg_step w~``.
+    """
+
+    d: np.ndarray
+    w_acc: np.ndarray
+    w_bar: np.ndarray
+
+
+class RowState(NamedTuple):
+    """The per-row state of a row block, each of shape (n_block_rows,).
+
+    Attributes
+    ----------
+    s : ndarray
+        Predicted values.
+    z_acc : ndarray
+        ``sum_{l < t_last[j]} weight(l) z_j^l``, the lazy dual average of Theorem 3.1.
+    t_last : ndarray of int64
+        The first iteration not yet summed in ``z_acc``.
+    """
+
+    s: np.ndarray
+    z_acc: np.ndarray
+    t_last: np.ndarray
 
 
 @njit
@@ -152,27 +237,7 @@ def step_sizes(i, m, strong, sigma):
 
 @njit
 def gsfw_iterations(
-    indptr,
-    indices,
-    data,
-    has_data,
-    y,
-    loss_code,
-    loss_params,
-    batches,
-    lmo_code,
-    lmo_params,
-    n_total,
-    m,
-    it0,
-    strong,
-    sigma,
-    s,
-    d,
-    w_acc,
-    w_bar,
-    z_acc,
-    t_last,
+    block, loss_code, loss_params, batches, lmo_code, lmo_params, schedule, carry, state
 ):
     """Run ``len(batches)`` iterations of GSFW (Algorithm 1, mini-batch form) on one row block.
 
@@ -187,9 +252,8 @@ def gsfw_iterations(
 
     Parameters
     ----------
-    indptr, indices, data, y : ndarray
+    block : BlockRows
         The CSR block (local rows) and labels.
-    has_data : bool
     loss_code : int
     loss_params : ndarray of float64
     batches : ndarray of shape (n_iterations, batch_size), int64
@@ -197,19 +261,19 @@ def gsfw_iterations(
     lmo_code : int
         ``LMO_L1_BALL``, ``LMO_L1_PENALTY_BALL`` or ``LMO_L2SQ_BALL``.
     lmo_params : ndarray of float64
-    n_total : int
-        Number of rows of the whole data set (the ``1/n`` of ``d``).
-    m : float
-        ``n_total / batch_size`` (the ``n`` of the step sizes).
-    it0 : int
-        Global index of the first iteration.
-    strong : bool
-        Use the Theorem 3.2 step sizes (``R`` strongly convex).
-    sigma : float
-        Relative smoothness constant of Prop. 3.7 (used when ``strong``).
-    s, d, w_acc, w_bar, z_acc, t_last : ndarray
-        State, updated in place.
+    schedule : Schedule
+        ``n``, ``m = n / b``, the first iteration's index and the step-size rule.
+    carry : PrimalCarry
+        ``d``, ``w_acc`` and ``w_bar``, updated in place.
+    state : RowState
+        ``s``, ``z_acc`` and ``t_last`` of the block, updated in place.
     """
+    # plain arrays and numbers from here on: row_dot and row_entry run once per row, and a
+    # record passed to a call LLVM does not inline is copied at each call
+    indptr, indices, data, has_data, y = block
+    n_total, m, it0, strong, sigma = schedule
+    d, w_acc, w_bar = carry
+    s, z_acc, t_last = state
     n_features = d.shape[0]
     direction = np.zeros(n_features)
     vertex_mode = lmo_code == LMO_L1_BALL and not strong
@@ -252,30 +316,37 @@ def gsfw_iterations(
 
 @njit
 def gsfw_apply_direction(
-    indptr,
-    indices,
-    data,
-    has_data,
-    y,
-    loss_code,
-    loss_params,
-    batch,
-    direction,
-    n_total,
-    m,
-    i,
-    s,
-    d,
-    w_bar,
-    z_acc,
-    t_last,
+    block, loss_code, loss_params, batch, direction, n_total, m, i, state, d, w_bar
 ):
     """One GSFW iteration with a dense LMO answer ``direction`` computed by the caller.
 
     This is the path of the generalized LMO for regularizers without a kernel LMO (nuclear
     ball, group balls, ...): the caller calls ``regularizer.lmo(d)`` in Python between kernel
     calls. Step sizes are those of Theorem 3.1 with ``m = n / b``.
+
+    Parameters
+    ----------
+    block : BlockRows
+    loss_code : int
+    loss_params : ndarray of float64
+    batch : ndarray of shape (batch_size,), int64
+        Local row ids, distinct.
+    direction : ndarray of shape (n_features,)
+        The LMO answer ``w~`` at ``d``.
+    n_total : int
+        Number of rows of the whole data set.
+    m : float
+        ``n_total / batch_size``.
+    i : int
+        Global index of the iteration.
+    state : RowState
+        Updated in place.
+    d, w_bar : ndarray of shape (n_features,)
+        Substitute gradient and averaged iterate, updated in place (``w_acc``, the L1
+        ball's average, is not kept on this path).
     """
+    indptr, indices, data, has_data, y = block
+    s, z_acc, t_last = state
     eta, avg = step_sizes(i, m, False, 1.0)
     inv_n = 1.0 / n_total
     for b in range(batch.shape[0]):
@@ -409,22 +480,7 @@ def mirror_coordinate_step(loss_code, loss_params, y, z_old, pred, eta, z_lo, z_
 
 @njit
 def dual_mirror_descent_iterations(
-    indptr,
-    indices,
-    data,
-    has_data,
-    y,
-    loss_code,
-    loss_params,
-    batches,
-    lmo_code,
-    lmo_params,
-    m,
-    it0,
-    z,
-    z_lo,
-    z_hi,
-    w_bar,
+    block, loss_code, loss_params, batches, lmo_code, lmo_params, m, it0, z, z_lo, z_hi, w_bar
 ):
     """Algorithm 2: randomized coordinate mirror descent on the dual, mini-batch form.
 
@@ -435,6 +491,14 @@ def dual_mirror_descent_iterations(
 
     Parameters
     ----------
+    block : BlockRows
+        The whole data set.
+    loss_code, loss_params, batches, lmo_code, lmo_params
+        As in :func:`gsfw_iterations`.
+    m : float
+        ``n / batch_size``.
+    it0 : int
+        Global index of the first iteration.
     z : ndarray of shape (n_samples,)
         Dual iterate, updated in place.
     z_lo, z_hi : ndarray of shape (n_samples,)
@@ -442,6 +506,7 @@ def dual_mirror_descent_iterations(
     w_bar : ndarray of shape (n_features,)
         Primal average (optional accounting of Algorithm 2), updated in place.
     """
+    indptr, indices, data, has_data, y = block
     n_rows = indptr.shape[0] - 1
     n_features = w_bar.shape[0]
     inv_n = 1.0 / n_rows

@@ -15,10 +15,38 @@ dual with the regularizer conjugate.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from daskpd.kernels._config import njit
 from daskpd.kernels.scalar import loss_conjugate, loss_derivative, loss_value
+
+
+class BlockRows(NamedTuple):
+    """A CSR row block, its labels and row weights, as :func:`csr_block_partial` reads it.
+
+    Attributes
+    ----------
+    indptr : ndarray of shape (n_rows + 1,), int64, starting at 0
+    indices : ndarray of shape (nnz,), int32
+    data : ndarray of shape (nnz,)
+        Stored values; ignored (may be empty) when ``binary``.
+    binary : bool
+        Every stored value is 1.
+    y : ndarray of shape (n_rows,), float64
+    weight : ndarray of shape (n_rows,), float64
+        Row weights ``c_i``; ignored (may be empty) unless ``weighted``.
+    weighted : bool
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    binary: bool
+    y: np.ndarray
+    weight: np.ndarray
+    weighted: bool
 
 
 @njit
@@ -31,23 +59,13 @@ def _weighted_conjugate(code, params, zi, yi, c):
 
 
 @njit
-def csr_block_partial(
-    indptr, indices, data, binary, y, weight, weighted, w, code, params, z, has_z, g_out
-):
+def csr_block_partial(block, w, code, params, z, has_z, g_out):
     """Partial sums over a CSR row block.
 
     Parameters
     ----------
-    indptr : ndarray of shape (n_rows + 1,), int64, starting at 0
-    indices : ndarray of shape (nnz,), int32
-    data : ndarray of shape (nnz,)
-        Stored values; ignored (may be empty) when ``binary``.
-    binary : bool
-        Every stored value is 1.
-    y : ndarray of shape (n_rows,), float64
-    weight : ndarray of shape (n_rows,), float64
-        Row weights ``c_i``; ignored (may be empty) unless ``weighted``.
-    weighted : bool
+    block : BlockRows
+        The rows, their labels and weights.
     w : ndarray of shape (n_features,), float64
     code : int
         Loss code of :mod:`daskpd.kernels.scalar`.
@@ -63,6 +81,7 @@ def csr_block_partial(
     -------
     loss_sum, conj_sum : float
     """
+    indptr, indices, data, binary, y, weight, weighted = block
     loss_sum = 0.0
     conj_sum = 0.0
     for i in range(indptr.shape[0] - 1):
@@ -96,7 +115,8 @@ def csr_block_partial(
 def dense_block_partial(X, y, weight, weighted, w, code, params, z, has_z, g_out):
     """Partial sums over a dense row block ``X`` of shape (n_rows, n_features).
 
-    Same outputs and conventions as :func:`csr_block_partial`.
+    ``y``, ``weight`` and ``weighted`` as in :class:`BlockRows`; the rest, the outputs and the
+    conventions as in :func:`csr_block_partial`.
     """
     loss_sum = 0.0
     conj_sum = 0.0

@@ -3,15 +3,16 @@
 Pdprox solves ``min_w max_{a in Q} (1/n) sum_i f(x_i . w, a_i; y_i) + alpha R(w)`` where each
 loss is written as a maximum of a function bilinear in ``(w, a_i)`` over a small domain.
 Every loss here has a dual of (at most) two components per row, stored as an array of shape
-``(n_rows, 2)``; the second column is unused (kept at 0) for one-component losses.
+``(n_rows, DUAL_WIDTH)`` with fields ``DUAL_A1`` and ``DUAL_A2``; the second is unused (kept
+at 0) for one-component losses.
 
 Translation between the paper and this code (once for the module):
 
 ==========================  =============================================================
 paper (Pdprox)              code
 ==========================  =============================================================
-``alpha`` (dual, bilinear)  ``dual`` (shape (n, 2)); its image ``coef(dual)`` is the
-                            contract dual ``z`` (hinge: ``z = -y a``)
+``alpha`` (dual, bilinear)  ``dual`` (shape (n, DUAL_WIDTH)); its image ``coef(dual)`` is
+                            the contract dual ``z`` (hinge: ``z = -y a``)
 ``beta`` (second dual)      ``dual_aux``
 ``u`` (second primal)       ``w_aux``
 ``lambda``                  ``alpha``
@@ -45,6 +46,15 @@ PD_ABSOLUTE = 1
 PD_EPSILON_INSENSITIVE = 2
 PD_GENERALIZED_HINGE = 3
 PD_QUANTILE = 4
+
+# Fields of a dual record: one row of a dual array of shape (n_rows, DUAL_WIDTH) per row of
+# the block. The layout is defined here once, for the kernels and for the solver code that
+# makes and reads dual arrays.
+#: first component ``a1`` (``a`` of the one-component losses)
+DUAL_A1 = 0
+#: second component ``a2`` (kept at 0 for the one-component losses)
+DUAL_A2 = 1
+DUAL_WIDTH = 2
 
 
 @njit
@@ -161,7 +171,7 @@ def dual_step(code, params, y, base, pred, step, inv_n, project):
 
     Parameters
     ----------
-    base : ndarray of shape (n_rows, 2)
+    base : ndarray of shape (n_rows, DUAL_WIDTH)
     pred : ndarray of shape (n_rows,)
         ``X_b w`` at the point where ``G_alpha`` is taken.
     project : bool
@@ -170,19 +180,19 @@ def dual_step(code, params, y, base, pred, step, inv_n, project):
 
     Returns
     -------
-    ndarray of shape (n_rows, 2)
+    ndarray of shape (n_rows, DUAL_WIDTH)
     """
     out = np.empty_like(base)
     for row in range(base.shape[0]):
         g1, g2 = grad_dual(code, params, pred[row], y[row])
-        a1 = base[row, 0] + step * inv_n * g1
-        a2 = base[row, 1] + step * inv_n * g2
+        a1 = base[row, DUAL_A1] + step * inv_n * g1
+        a2 = base[row, DUAL_A2] + step * inv_n * g2
         if code == PD_HINGE or code == PD_ABSOLUTE:
             a2 = 0.0
         if project:
             a1, a2 = project_row(code, a1, a2)
-        out[row, 0] = a1
-        out[row, 1] = a2
+        out[row, DUAL_A1] = a1
+        out[row, DUAL_A2] = a2
     return out
 
 
@@ -193,19 +203,19 @@ def dual_correction(code, params, y, dual, pred_new, pred_old, step, inv_n):
     for row in range(dual.shape[0]):
         g1, g2 = grad_dual(code, params, pred_new[row], y[row])
         h1, h2 = grad_dual(code, params, pred_old[row], y[row])
-        out[row, 0] = dual[row, 0] + step * inv_n * (g1 - h1)
-        out[row, 1] = dual[row, 1] + step * inv_n * (g2 - h2)
+        out[row, DUAL_A1] = dual[row, DUAL_A1] + step * inv_n * (g1 - h1)
+        out[row, DUAL_A2] = dual[row, DUAL_A2] + step * inv_n * (g2 - h2)
         if code == PD_HINGE or code == PD_ABSOLUTE:
-            out[row, 1] = 0.0
+            out[row, DUAL_A2] = 0.0
     return out
 
 
 @njit
 def budget_clip(hat, threshold):
-    """``clip(hat - threshold, 0, 1)`` on column 0 (Lemma 13 with ``s = 1``, ``v = 1``)."""
+    """``clip(hat - threshold, 0, 1)`` on field ``DUAL_A1`` (Lemma 13, ``s = 1``, ``v = 1``)."""
     out = np.zeros_like(hat)
     for row in range(hat.shape[0]):
-        out[row, 0] = _clip(hat[row, 0] - threshold, 0.0, 1.0)
+        out[row, DUAL_A1] = _clip(hat[row, DUAL_A1] - threshold, 0.0, 1.0)
     return out
 
 
@@ -270,7 +280,7 @@ def rmatvec_coef(code, params, indptr, indices, data, has_data, y, dual, n_featu
     """
     out = np.zeros(n_features)
     for row in range(dual.shape[0]):
-        c = coef(code, params, dual[row, 0], dual[row, 1], y[row])
+        c = coef(code, params, dual[row, DUAL_A1], dual[row, DUAL_A2], y[row])
         if c == 0.0:
             continue
         for p in range(indptr[row], indptr[row + 1]):
@@ -286,7 +296,7 @@ def block_coef(code, params, y, dual):
     """``coef(dual_i)`` per row: the contract dual ``z`` of a Pdprox dual block."""
     out = np.empty(dual.shape[0])
     for row in range(dual.shape[0]):
-        out[row] = coef(code, params, dual[row, 0], dual[row, 1], y[row])
+        out[row] = coef(code, params, dual[row, DUAL_A1], dual[row, DUAL_A2], y[row])
     return out
 
 

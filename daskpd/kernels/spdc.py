@@ -32,11 +32,129 @@ numerically stable ``expm1`` / ``log1p`` form of the digest, not the paper's (36
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from daskpd.kernels._config import njit
 from daskpd.kernels.scalar import loss_prox_conjugate
+
+# The scalar parameters of an update, packed into one float64 array (see
+# :func:`step_scalars`); DSPDC's kernels read the same layout.
+#: primal step, dual step and extrapolation
+SCALAR_TAU = 0
+SCALAR_SIGMA = 1
+SCALAR_THETA = 2
+#: regularizer ``l1 ||w||_1 + (l2 / 2) ||w||^2`` (already multiplied by ``alpha``)
+SCALAR_L1 = 3
+SCALAR_L2 = 4
+#: Section 3 perturbation of the dual (0 for smooth losses)
+SCALAR_DELTA = 5
+#: number of rows ``n`` of the whole data set, as a float
+SCALAR_N = 6
+N_SCALARS = 7
+
+
+def step_scalars(tau, sigma, theta, l1, l2, delta, n_total):
+    """The float parameters of an update as the kernels' array.
+
+    Parameters
+    ----------
+    tau, sigma, theta : float
+        Step sizes and extrapolation.
+    l1, l2 : float
+        Regularizer ``l1 ||w||_1 + (l2 / 2) ||w||^2``.
+    delta : float
+        Section 3 perturbation of the dual.
+    n_total : int
+        Number of rows of the whole data set (exact in a float64 below ``2**53``, so the
+        kernels' ``1 / n`` is the same number as with an integer).
+
+    Returns
+    -------
+    scalars : ndarray of shape (N_SCALARS,)
+        Indexed by the ``SCALAR_*`` constants.
+    """
+    scalars = np.empty(N_SCALARS)
+    scalars[SCALAR_TAU] = tau
+    scalars[SCALAR_SIGMA] = sigma
+    scalars[SCALAR_THETA] = theta
+    scalars[SCALAR_L1] = l1
+    scalars[SCALAR_L2] = l2
+    scalars[SCALAR_DELTA] = delta
+    scalars[SCALAR_N] = n_total
+    return scalars
+
+
+class BlockRows(NamedTuple):
+    """A CSR row block as :func:`spdc_rows` (and DSPDC's ``dspdc_rows``) read it.
+
+    Attributes
+    ----------
+    indptr : ndarray of shape (n_block_rows + 1,), int64
+    indices : ndarray of shape (nnz,), int64
+    data : ndarray of shape (nnz,) or (0,), float64
+        Stored values; ignored (may be empty) when ``binary``.
+    binary : bool
+        Whether all stored values are 1.
+    labels : ndarray of shape (n_block_rows,)
+        Labels (``b``) of the block.
+    weights : ndarray of shape (n_block_rows,) or (0,)
+        Row weights ``c_k`` of the loss (empty: all 1).
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    binary: bool
+    labels: np.ndarray
+    weights: np.ndarray
+
+
+class RowSample(NamedTuple):
+    """The rows :func:`spdc_rows` visits and their inclusion probabilities.
+
+    Attributes
+    ----------
+    order : ndarray of int64
+        Local row ids, ``batch_size`` per iteration (length a multiple of ``batch_size``).
+    batch_size : int
+        ``m`` of the paper.
+    inv_npi : ndarray of shape (n_block_rows,)
+        ``1 / (n pi_k)`` with ``pi_k`` the inclusion probability of row ``k`` per
+        iteration: ``1 / m`` for uniform sampling, ``1 / (n p_k)`` for weighted.
+        The dual step of row ``k`` is ``sigma m inv_npi[k]``.
+    """
+
+    order: np.ndarray
+    batch_size: int
+    inv_npi: np.ndarray
+
+
+class LazyPrimal(NamedTuple):
+    """The lazy primal state of :func:`spdc_rows` and its scratch (module docstring).
+
+    Attributes
+    ----------
+    w, w_prev : ndarray of shape (n_features,)
+        ``w[j]`` at time ``stamp[j]`` and ``w_prev[j]`` at time ``stamp[j] - 1``.
+    stamp : ndarray of shape (n_features,), int64
+        Last update time of each coordinate.
+    u : ndarray of shape (n_features,)
+        ``A^T y / n``, always current.
+    mark : ndarray of shape (n_features,), int64
+        Scratch: the last iteration that touched each coordinate; must hold values below
+        the kernel's ``t_start``.
+    acc : ndarray of shape (n_features,)
+        Scratch: the primal correction of the iteration.
+    """
+
+    w: np.ndarray
+    w_prev: np.ndarray
+    stamp: np.ndarray
+    u: np.ndarray
+    mark: np.ndarray
+    acc: np.ndarray
 
 
 @njit
@@ -230,35 +348,8 @@ def flush(t, w, w_prev, stamp, u, tau, l1, l2):
 
 
 @njit
-def spdc_rows(
-    indptr,
-    indices,
-    data,
-    binary,
-    labels,
-    z,
-    order,
-    batch_size,
-    inv_npi,
-    w,
-    w_prev,
-    stamp,
-    u,
-    mark,
-    acc,
-    t_start,
-    code,
-    params,
-    tau,
-    sigma,
-    theta,
-    l1,
-    l2,
-    delta,
-    n_total,
-    weights,
-):
-    """Run SPDC iterations on the rows ``order`` of one CSR block, with lazy updates.
+def spdc_rows(block, z, sample, primal, t_start, code, params, scalars):
+    """Run SPDC iterations on the rows ``sample.order`` of one CSR block, with lazy updates.
 
     Iteration ``t`` takes the next ``batch_size`` entries of ``order`` as the sample ``K``
     and performs, in the paper's order: catch-up of the coordinates in the union ``J`` of
@@ -269,47 +360,40 @@ def spdc_rows(
 
     Parameters
     ----------
-    indptr, indices, data : ndarray
-        Local CSR arrays of the block (``data`` is ignored when ``binary``).
-    binary : bool
-        Whether all stored values are 1.
-    labels : ndarray of shape (n_block_rows,)
-        Labels (``b``) of the block.
+    block : BlockRows
+        The block's CSR arrays, labels and row weights.
     z : ndarray of shape (n_block_rows,)
         Dual block (``y``), updated in place.
-    order : ndarray of int64
-        Local row ids, ``batch_size`` per iteration (length a multiple of ``batch_size``).
-    batch_size : int
-        ``m`` of the paper.
-    inv_npi : ndarray of shape (n_block_rows,)
-        ``1 / (n pi_k)`` with ``pi_k`` the inclusion probability of row ``k`` per
-        iteration: ``1 / m`` for uniform sampling, ``1 / (n p_k)`` for weighted.
-        The dual step of row ``k`` is ``sigma m inv_npi[k]``.
-    w, w_prev, stamp, u : ndarray of shape (n_features,)
-        Lazy primal state (``x``, ``x^(t-1)``, last update time) and ``u = A^T y / n``,
-        updated in place.
-    mark, acc : ndarray of shape (n_features,)
-        Scratch (int64 marks, float64 accumulator); ``mark`` must hold values < ``t_start``.
+    sample : RowSample
+        Visit order, batch size and ``1 / (n pi_k)``.
+    primal : LazyPrimal
+        Lazy primal state (``x``, ``x^(t-1)``, last update time, ``u = A^T y / n``),
+        updated in place, and the scratch ``mark`` and ``acc``.
     t_start : int
         Global iteration counter at entry.
     code, params : int, ndarray
         Loss.
-    tau, sigma, theta : float
-        Step sizes and extrapolation.
-    l1, l2 : float
-        Regularizer ``l1 ||w||_1 + (l2 / 2) ||w||^2`` (already multiplied by ``alpha``).
-    delta : float
-        Section 3 perturbation of the dual (0 for smooth losses).
-    n_total : int
-        Number of rows ``n`` of the whole data set.
-    weights : ndarray of shape (n_block_rows,) or (0,)
-        Row weights ``c_k`` of the loss (empty: all 1).
+    scalars : ndarray of shape (N_SCALARS,)
+        ``tau``, ``sigma``, ``theta``, ``l1``, ``l2``, ``delta`` and ``n`` (the rows of the
+        whole data set), indexed by the ``SCALAR_*`` constants (:func:`step_scalars`).
 
     Returns
     -------
     int
         Global iteration counter at exit.
     """
+    # plain arrays and numbers from here on: the per-row helpers below are called with
+    # arrays, not records (a record passed to a call LLVM does not inline is copied per call)
+    indptr, indices, data, binary, labels, weights = block
+    order, batch_size, inv_npi = sample
+    w, w_prev, stamp, u, mark, acc = primal
+    tau = scalars[SCALAR_TAU]
+    sigma = scalars[SCALAR_SIGMA]
+    theta = scalars[SCALAR_THETA]
+    l1 = scalars[SCALAR_L1]
+    l2 = scalars[SCALAR_L2]
+    delta = scalars[SCALAR_DELTA]
+    n_total = scalars[SCALAR_N]
     n_iter = order.shape[0] // batch_size
     touched = np.empty(w.shape[0], dtype=np.int64)
     dz = np.empty(batch_size, dtype=np.float64)

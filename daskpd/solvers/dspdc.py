@@ -49,6 +49,7 @@ import numpy as np
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import dspdc as dspdc_kernels
 from daskpd.kernels import scalar
+from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._capabilities import BUILTIN_LOSSES, Capabilities
 from daskpd.solvers._driver import epoch_seed, register_solver
 from daskpd.solvers.spdc import (
@@ -62,6 +63,7 @@ from daskpd.solvers.spdc import (
     block_weights,
     draw_rows,
     initial_dual,
+    kernel_scalars,
     problem_spec,
     run_chain,
 )
@@ -209,12 +211,16 @@ def _dspdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, op
     w_prev = carry.w_prev.copy()
     u = carry.u.copy()
     z = np.array(z_block, dtype=np.float64, copy=True)
+    weights = block_weights(data, block, opts["class_pair"], labels)
     done = dspdc_kernels.dspdc_rows(
-        indptr, indices, values, binary, labels, z, rows, m, cols, q, w, w_prev, u,
-        np.zeros(d), spec.loss_code, spec.loss_params, steps.tau, steps.sigma, steps.theta,
-        spec.l1, spec.l2, spec.dual_delta, int(data.shape[0]),
-        block_weights(data, block, opts["class_pair"], labels),
-    )  # fmt: skip
+        spdc_kernels.BlockRows(indptr, indices, values, binary, labels, weights),
+        z,
+        dspdc_kernels.CoordinateSample(rows, m, cols, q),
+        dspdc_kernels.PrimalState(w, w_prev, u, np.zeros(d)),
+        spec.loss_code,
+        spec.loss_params,
+        kernel_scalars(spec, steps, int(data.shape[0])),
+    )
     return Carry(w, w_prev, u, carry.t + int(done)), z
 
 
@@ -463,6 +469,8 @@ def solve_factorized(
     u = np.zeros(rank)
     v = np.zeros(rank)
     vbar = np.zeros(rank)
+    products = dspdc_kernels.FactorProducts(u, v, vbar)
+    scalars = kernel_scalars(spec, steps, n)
     perm = np.arange(p, dtype=np.int64)
     n_iter = max(1, int(round(n / batch_size)))
     history = []
@@ -478,9 +486,8 @@ def solve_factorized(
             else dspdc_kernels.draw_subsets(rng.random(n_iter * q), p, q, perm)
         )
         dspdc_kernels.dspdc_factorized(
-            U, V, y, z, w, u, v, vbar, rows, batch_size, cols, q, spec.loss_code,
-            spec.loss_params, steps.tau, steps.sigma, steps.theta, spec.l1, spec.l2,
-            spec.dual_delta,
+            U, V, y, z, w, products, dspdc_kernels.CoordinateSample(rows, batch_size, cols, q),
+            spec.loss_code, spec.loss_params, scalars,
         )  # fmt: skip
         elapsed += time.perf_counter() - start
         if epoch % eval_every == 0 or epoch == max_epochs:
@@ -584,6 +591,8 @@ def solve_matrix_risk(
     Xs_prev = np.zeros((n_blocks, k, k))
     S = np.zeros((n_blocks, k, k))
     z = np.zeros(n)
+    # the kernel reads spec.l2 as lambda (the problem has no L1 term)
+    scalars = kernel_scalars(spec, steps, n)
     perm = np.arange(n_blocks, dtype=np.int64)
     n_iter = max(1, int(round(n / batch_size)))
     history = []
@@ -595,8 +604,9 @@ def solve_matrix_risk(
         rows = draw_rows(rng, n, n_iter, batch_size)
         cols = dspdc_kernels.draw_subsets(rng.random(n_iter * n_coords), n_blocks, n_coords, perm)
         dspdc_kernels.dspdc_matrix(
-            D, y, z, Xs, Xs_prev, S, rows, batch_size, cols, n_coords, spec.loss_code,
-            spec.loss_params, steps.tau, steps.sigma, steps.theta, spec.l2, spec.dual_delta,
+            D, y, z, Xs, Xs_prev, S,
+            dspdc_kernels.CoordinateSample(rows, batch_size, cols, n_coords),
+            spec.loss_code, spec.loss_params, scalars,
         )  # fmt: skip
         elapsed += time.perf_counter() - start
         if epoch % eval_every == 0 or epoch == max_epochs:

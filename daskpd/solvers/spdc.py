@@ -356,11 +356,15 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     acc = np.zeros(d)
     weights = block_weights(data, block, opts["class_pair"], labels)
     t = spdc_kernels.spdc_rows(
-        indptr, indices, values, binary, labels, z, order, batch, inv_npi,
-        w, w_prev, stamp, u, mark, acc, carry.t,
-        spec.loss_code, spec.loss_params, steps.tau, steps.sigma, steps.theta,
-        spec.l1, spec.l2, spec.dual_delta, n_total, weights,
-    )  # fmt: skip
+        spdc_kernels.BlockRows(indptr, indices, values, binary, labels, weights),
+        z,
+        spdc_kernels.RowSample(order, batch, inv_npi),
+        spdc_kernels.LazyPrimal(w, w_prev, stamp, u, mark, acc),
+        carry.t,
+        spec.loss_code,
+        spec.loss_params,
+        kernel_scalars(spec, steps, n_total),
+    )
     spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
     return Carry(w, w_prev, u, int(t)), z
 
@@ -497,6 +501,25 @@ def block_weights(data, block, pair, labels):
     if weights is None:
         return np.empty(0)
     return np.ascontiguousarray(weights, dtype=np.float64)
+
+
+def kernel_scalars(spec, steps, n_total):
+    """The kernels' scalar array (:func:`daskpd.kernels.spdc.step_scalars`) of a problem.
+
+    Parameters
+    ----------
+    spec : ProblemSpec
+    steps : StepSizes
+    n_total : int
+        Rows of the whole data set.
+
+    Returns
+    -------
+    ndarray of shape (daskpd.kernels.spdc.N_SCALARS,)
+    """
+    return spdc_kernels.step_scalars(
+        steps.tau, steps.sigma, steps.theta, spec.l1, spec.l2, spec.dual_delta, n_total
+    )
 
 
 def _check_common(problem, data, options):

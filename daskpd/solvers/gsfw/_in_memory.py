@@ -73,8 +73,9 @@ def gsfw_dual_mirror_descent(X, y, loss, radius, batches, z=None):
     w_bar = np.zeros(n_features)
     m = n / batches.shape[1]
     kernels.dual_mirror_descent_iterations(
-        indptr, indices, values, True, y, int(loss.code), np.asarray(loss.params, float),
-        batches, kernels.LMO_L1_BALL, np.array([float(radius)]), m, 0, z, lo, hi, w_bar,
+        kernels.BlockRows(indptr, indices, values, True, y), int(loss.code),
+        np.asarray(loss.params, float), batches, kernels.LMO_L1_BALL, np.array([float(radius)]),
+        m, 0, z, lo, hi, w_bar,
     )  # fmt: skip
     return z, w_bar
 

@@ -69,38 +69,36 @@ def _draw_batches(seed, n_rows, batch_size, n_iterations):
 
 def _gsfw_block_task(carry, block_state, data, block, seed, n_iterations, spec, lmo_fn):
     """Run the iterations of one block on copies of the carry and the block state."""
-    indptr, indices, values, has_values, y = block_csr(data, block)
-    d = carry["d"].copy()
-    w_acc = carry["w_acc"].copy()
-    w_bar = carry["w_bar"].copy()
+    rows = kernels.BlockRows(*block_csr(data, block))
+    primal = kernels.PrimalCarry(carry["d"].copy(), carry["w_acc"].copy(), carry["w_bar"].copy())
     it = int(carry["it"])
-    s = block_state["s"].copy()
-    z_acc = block_state["z_acc"].copy()
-    t_last = block_state["t_last"].copy()
-    n_rows = s.shape[0]
+    state = kernels.RowState(
+        block_state["s"].copy(), block_state["z_acc"].copy(), block_state["t_last"].copy()
+    )
+    n_rows = state.s.shape[0]
     b = min(spec.batch_size, n_rows)
     batches = _draw_batches(seed, n_rows, b, n_iterations)
     if spec.lmo_code == kernels.LMO_DENSE:
         for k in range(n_iterations):
-            direction = np.ascontiguousarray(lmo_fn(d), dtype=np.float64).ravel()
+            direction = np.ascontiguousarray(lmo_fn(primal.d), dtype=np.float64).ravel()
             kernels.gsfw_apply_direction(
-                indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params,
-                batches[k], direction, spec.n, spec.m, it + k, s, d, w_bar, z_acc, t_last,
+                rows, spec.loss_code, spec.loss_params, batches[k], direction, spec.n, spec.m,
+                it + k, state, primal.d, primal.w_bar,
             )  # fmt: skip
     else:
+        schedule = kernels.Schedule(spec.n, spec.m, it, spec.strong, spec.sigma)
         kernels.gsfw_iterations(
-            indptr, indices, values, has_values, y, spec.loss_code, spec.loss_params, batches,
-            spec.lmo_code, spec.lmo_params, spec.n, spec.m, it, spec.strong, spec.sigma,
-            s, d, w_acc, w_bar, z_acc, t_last,
+            rows, spec.loss_code, spec.loss_params, batches, spec.lmo_code, spec.lmo_params,
+            schedule, primal, state,
         )  # fmt: skip
     new_carry = {
-        "d": d,
-        "w_acc": w_acc,
-        "w_bar": w_bar,
+        "d": primal.d,
+        "w_acc": primal.w_acc,
+        "w_bar": primal.w_bar,
         "it": it + n_iterations,
         "grads": int(carry["grads"]) + b * n_iterations,
     }
-    return new_carry, {"s": s, "z_acc": z_acc, "t_last": t_last}
+    return new_carry, state._asdict()
 
 
 def _refresh_task(data, block, block_state, spec):

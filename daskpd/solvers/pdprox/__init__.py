@@ -10,7 +10,7 @@ Translation between the paper and this code (once for the module):
 ========================  ====================================================================
 paper (Pdprox)            code
 ========================  ====================================================================
-``alpha_t``               ``dual`` (shape (n, 2)); contract dual ``z = coef(dual)``
+``alpha_t``               ``dual`` (shape (n, DUAL_WIDTH)); contract dual ``z = coef(dual)``
 ``beta_t``                ``aux`` of Algorithm 1 (the second dual copy)
 ``u_t``                   ``w_aux`` of Algorithm 2 (the second primal copy)
 ``lambda``                ``alpha``

@@ -16,6 +16,7 @@ import dask
 import numpy as np
 
 from daskpd._graphs import TaskGraph
+from daskpd.kernels import pdprox as kernels
 from daskpd.solvers.pdprox._options import _Spec
 from daskpd.solvers.pdprox._tasks import (
     _as_extra,
@@ -90,16 +91,22 @@ class _State:
 
 
 def _initial_blocks(data, dual=None):
-    """Block states at ``t = 0``: both dual copies at ``dual`` (default 0), shape (n, 2)."""
+    """Block states at ``t = 0``: both dual copies at ``dual`` (default 0).
+
+    ``dual`` has shape (n, DUAL_WIDTH) (:mod:`daskpd.kernels.pdprox`'s dual records).
+    """
     bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
     out = []
     for q in range(len(bounds) - 1):
         rows = int(bounds[q + 1] - bounds[q])
-        start = np.zeros((rows, 2)) if dual is None else dual[bounds[q] : bounds[q + 1]]
+        if dual is None:
+            start = np.zeros((rows, kernels.DUAL_WIDTH))
+        else:
+            start = dual[bounds[q] : bounds[q + 1]]
         out.append(
             {
                 "dual": np.array(start, dtype=np.float64),
-                "dual_sum": np.zeros((rows, 2)),
+                "dual_sum": np.zeros((rows, kernels.DUAL_WIDTH)),
                 "aux": np.array(start, dtype=np.float64),
                 "pred": np.zeros(rows),
             }

@@ -24,8 +24,9 @@ class PdproxResult:
     ----------
     w, w_avg : ndarray of shape (n_features,)
         Last and averaged primal iterates.
-    dual, dual_avg : ndarray of shape (n_samples, 2)
-        Last and averaged Pdprox duals (second column unused for one-component losses).
+    dual, dual_avg : ndarray of shape (n_samples, DUAL_WIDTH)
+        Last and averaged Pdprox duals, fields ``DUAL_A1`` and ``DUAL_A2`` of
+        :mod:`daskpd.kernels.pdprox` (``DUAL_A2`` unused for one-component losses).
     z, z_avg : ndarray of shape (n_samples,)
         The same duals as contract duals ``z = coef(dual)``.
     n_iterations : int

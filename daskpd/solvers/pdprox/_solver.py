@@ -33,7 +33,7 @@ _VECTORS = ("w", "w_prev", "w_aux", "gw", "w_sum")
 
 
 def _dual_from_contract(spec, y, z, tol=1e-9):
-    """The Pdprox dual (shape (n, 2)) whose ``coef`` is the contract dual ``z``, or None.
+    """The Pdprox dual (shape (n, DUAL_WIDTH)) whose ``coef`` is the contract ``z``, or None.
 
     None when some ``z_i`` lies outside its loss's domain (beyond ``tol``: e.g. the dual of
     another loss) or the duals break the budget. Hinge: ``a = -y z``; absolute: ``a = z``;
@@ -41,21 +41,22 @@ def _dual_from_contract(spec, y, z, tol=1e-9):
     point when ``epsilon > 0``).
     """
     z = np.asarray(z, dtype=np.float64)
-    dual = np.zeros((z.shape[0], 2))
+    dual = np.zeros((z.shape[0], kernels.DUAL_WIDTH))
+    a1, a2 = kernels.DUAL_A1, kernels.DUAL_A2
     if spec.loss_code == kernels.PD_HINGE:
         if not np.all(np.abs(y) == 1.0):
             return None
-        dual[:, 0], lo = -y * z, 0.0
+        dual[:, a1], lo = -y * z, 0.0
     elif spec.loss_code == kernels.PD_ABSOLUTE:
-        dual[:, 0], lo = z, -1.0
+        dual[:, a1], lo = z, -1.0
     elif spec.loss_code == kernels.PD_EPSILON_INSENSITIVE:
-        dual[:, 0], dual[:, 1], lo = np.maximum(z, 0.0), np.maximum(-z, 0.0), 0.0
+        dual[:, a1], dual[:, a2], lo = np.maximum(z, 0.0), np.maximum(-z, 0.0), 0.0
     else:
         return None
     if not (np.all(dual >= lo - tol) and np.all(dual <= 1.0 + tol)):
         return None
     np.clip(dual, lo, 1.0, out=dual)
-    if spec.budget and dual[:, 0].sum() > spec.budget * (1.0 + tol):
+    if spec.budget and dual[:, a1].sum() > spec.budget * (1.0 + tol):
         return None
     return dual
 

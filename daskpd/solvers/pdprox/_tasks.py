@@ -50,7 +50,7 @@ def _partial(data, block, spec, dual):
 
 
 def _threshold(budget, *hats):
-    return kernels.budget_threshold(np.concatenate([h[:, 0] for h in hats]), budget)
+    return kernels.budget_threshold(np.concatenate([h[:, kernels.DUAL_A1] for h in hats]), budget)
 
 
 def _clip(hat, eta):
