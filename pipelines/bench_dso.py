@@ -79,13 +79,19 @@ def bench_kernel(data, problem, grid, repeats, options):
     seed = np.random.SeedSequence(0)
     state = solver.init(problem, data, seed=seed, client=None, options=options)
     settings = state.settings
-    tiles = {(q, r): dso._load_tile(data, settings, q, r) for q in range(grid) for r in range(grid)}
+    tiles = {
+        (q, r): dso._load_tile(state.tile_sources[q][r], settings, q, r)
+        for q in range(grid)
+        for r in range(grid)
+    }
     orders = {key: dso._visit_order(tile, settings, seed, 1, *key) for key, tile in tiles.items()}
     nnz = sum(tile[0].shape[0] for tile in tiles.values())
+    empty = np.zeros(0)
+    update = settings.tile_update(*settings.steps(1), False)
     kernel_runs, bare_runs = [], []
     for _ in range(repeats + 1):  # the first round compiles
         z_blocks = [zs[0].copy() for zs in state.zstates]
-        w_blocks = [ws[0].copy() for ws in state.wstates]
+        w_blocks = [np.asarray(ws[0]).copy() for ws in state.wstates]
         z_acc = [np.zeros_like(b) for b in z_blocks]
         w_acc = [np.zeros_like(b) for b in w_blocks]
         kernel_seconds = bare_seconds = 0.0
@@ -94,17 +100,20 @@ def bench_kernel(data, problem, grid, repeats, options):
                 r = (q + rnd) % grid
                 rows, cols, vals = tiles[q, r][:3]
                 segment_ptr = dso._kernel_segments(tiles[q, r], settings)
-                rowc, empty = state.row_consts[q], np.zeros(0)
+                rowc = state.row_consts[q]
                 columns = kernels.pack_columns(w_blocks[r], w_acc[r], state.col_consts[r])
                 tick = time.perf_counter()
                 kernels.dso_tile(
-                    rows, cols, vals, settings.binary, segment_ptr, orders[q, r],
-                    settings.interleave, z_blocks[q], z_acc[q], rowc["z_lo"], rowc["z_hi"],
-                    rowc["y"], rowc["inv_weight"], rowc["inv_row_nnz"], empty, empty,
-                    columns, settings.w_bound,
-                    settings.loss_code, settings.loss_params, settings.reg_code,
-                    settings.reg_params, settings.alpha, 1.0 / settings.n_samples,
-                    *settings.steps(1), settings.adagrad, settings.eps, False, settings.reg_step,
+                    kernels.TileData(
+                        rows, cols, vals, settings.binary, segment_ptr, orders[q, r],
+                        settings.interleave,
+                    ),
+                    kernels.DualBlock(
+                        z_blocks[q], z_acc[q], rowc["z_lo"], rowc["z_hi"], rowc["y"],
+                        rowc["inv_weight"], rowc["inv_row_nnz"], empty, empty,
+                    ),
+                    columns,
+                    update,
                 )  # fmt: skip
                 kernel_seconds += time.perf_counter() - tick
                 tick = time.perf_counter()
@@ -113,7 +122,8 @@ def bench_kernel(data, problem, grid, repeats, options):
                     w_blocks[r], z_blocks[q],
                 )  # fmt: skip
                 bare_seconds += time.perf_counter() - tick
-                w_blocks[r], w_acc[r] = columns[:, 0].copy(), columns[:, 1].copy()
+                w_blocks[r] = columns[:, kernels.COL_W].copy()
+                w_acc[r] = columns[:, kernels.COL_W_ACC].copy()
         kernel_runs.append(kernel_seconds)
         bare_runs.append(bare_seconds)
     kernel_runs, bare_runs = kernel_runs[1:], bare_runs[1:]
