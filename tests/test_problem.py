@@ -419,6 +419,35 @@ def test_futures_on_a_local_cluster(tmp_path, local_cluster):
     assert result.dual == pytest.approx(expected[1], rel=1e-12)
 
 
+def test_on_a_cluster_each_worker_thread_sums_its_blocks_in_one_chain(tmp_path):
+    from daskpd.problem import _block_partial_into
+
+    X, y = make_data(14, n=100)
+    dataset = write_dataset(X, y, tmp_path / "data", rows_per_block=10)
+    problem = Problem("logistic", "l2", 0.1)
+    w = np.linspace(-0.5, 0.5, D)
+    z = -y * 0.5
+    threads = {"tcp://b:2": 2, "tcp://a:1": 1}
+    graph, root = problem._graph(w, dataset, z, None, threads=threads)
+    tasks = graph._tasks.values()
+    chained = [task for task in tasks if getattr(task, "func", None) is _block_partial_into]
+    assert len(chained) == 10
+    # block i on worker sorted(threads)[i * 2 // 10]; worker b's 5 blocks in 2 chains
+    workers = {key: graph._annotations[key]["workers"][0] for key in graph._annotations}
+    assert sorted(workers.values()).count("tcp://a:1") == 5
+    assert sorted(workers.values()).count("tcp://b:2") == 5
+    heads = [task for task in chained if task.args[0] is None]
+    assert len(heads) == 3  # one chain per worker thread: 1 + 2
+    # the same numbers as the tree of one partial per block, in this process
+    ((loss_sum, conj_sum, g),) = graph.compute([root])
+    tree_graph, tree_root = problem._graph(w, dataset, z, None)
+    ((loss_tree, conj_tree, g_tree),) = tree_graph.compute([tree_root])
+    assert loss_sum == pytest.approx(loss_tree, rel=1e-13)
+    assert conj_sum == pytest.approx(conj_tree, rel=1e-13)
+    np.testing.assert_allclose(g, g_tree, rtol=1e-13, atol=1e-15)
+    assert loss_sum == pytest.approx(-np.sum(np.log(1 / (1 + np.exp(-y * (X @ w))))), rel=1e-12)
+
+
 # ---- bad input -------------------------------------------------------------------------------
 
 
