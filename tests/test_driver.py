@@ -407,6 +407,12 @@ def test_should_evaluate_rule():
     assert _should_evaluate("auto", 5, 100.0, 9.0, 1.0, False)  # 10 <= 0.1 * 101
     assert not _should_evaluate("auto", 5, 100.0, 9.5, 1.0, False)  # 10.5 > 10.1
     assert not _should_evaluate("auto", 5, 100.0, 0.0, 12.0, False)  # 12 > 11.2
+    # A solver that certifies its own epochs: before the first evaluation, its cost is
+    # estimated by the epoch's (the estimate is ignored once a cost was measured).
+    assert not _should_evaluate("auto", 1, 3.0, 0.0, None, False, 1.0)  # 1 > 0.4
+    assert _should_evaluate("auto", 9, 9.0, 0.0, None, False, 1.0)  # 1 <= 1.0
+    assert _should_evaluate("auto", 9, 9.0, 0.0, None, True, 5.0)  # the last epoch
+    assert not _should_evaluate("auto", 9, 100.0, 9.5, 1.0, False, 0.1)
 
 
 @pytest.mark.parametrize("epoch_cost, eval_cost", [(1.0, 0.01), (1.0, 0.5), (1.0, 4.0)])

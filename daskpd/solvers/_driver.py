@@ -121,10 +121,13 @@ def solve(
     eval_every : int or "auto", default="auto"
         When to evaluate the gap (and test metrics): an evaluation is a pass over the
         training data (and the test data) that can cost more than an epoch. An int
-        evaluates every this many epochs. ``"auto"`` evaluates the first epoch of the call,
-        then after an epoch only if the evaluation time, this evaluation included (costed
-        as the last one), stays at most 10% of the wall time the run would then have: every
-        epoch when evaluation is cheap, rarely when it is not. Either way the last epoch
+        evaluates every this many epochs. ``"auto"`` evaluates after an epoch only if the
+        evaluation time, this evaluation included (costed as the last one), stays at most
+        10% of the wall time the run would then have: every epoch when evaluation is cheap,
+        rarely when it is not. Before the first evaluation its cost is unknown: a solver
+        that certifies every epoch from the epoch's own pass (``"cocoa"``) costs it as an
+        epoch; the others evaluate the call's first epoch (a run that converged at once
+        then stops at once). Either way the last epoch
         (``max_epochs`` or ``time_limit``) is evaluated, and so is the epoch where a
         callback stops the run. As ``tol`` is checked at evaluations only, with ``"auto"``
         the epoch where a run stops by ``tol`` depends on timing; pass an int for a

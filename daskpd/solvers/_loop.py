@@ -154,6 +154,7 @@ def _loop(
                 evaluate = _should_evaluate(
                     eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
                     progress.last_eval_cost, last_epoch,
+                    elapsed if certify is not None else None,
                 )  # fmt: skip
                 if not evaluate and certify is not None:
                     row = _certified_row(certify, state, progress, divergence_factor, store)
@@ -335,7 +336,9 @@ class _Progress:
 _AUTO_EVAL_SHARE = 0.1
 
 
-def _should_evaluate(eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch):
+def _should_evaluate(
+    eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch, estimate=None
+):
     """Whether to evaluate after ``epoch`` (see ``eval_every`` in :func:`solve`).
 
     Parameters
@@ -349,6 +352,12 @@ def _should_evaluate(eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost
         Seconds of the last evaluation measured in this call; None before the first.
     last_epoch : bool
         Whether the run ends after this epoch (``max_epochs`` or ``time_limit``).
+    estimate : float, optional
+        What an evaluation is expected to cost before one was measured (the epoch's own
+        seconds: both read every row once). Given for solvers that certify every epoch
+        themselves, which need no early evaluation to stop by ``tol``; without it the first
+        epoch is evaluated (to learn the cost, and so that a run that converges at once
+        stops at once).
 
     Returns
     -------
@@ -359,7 +368,9 @@ def _should_evaluate(eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost
     if eval_every != "auto":
         return epoch % eval_every == 0
     if last_eval_cost is None:
-        return True
+        if estimate is None:
+            return True
+        last_eval_cost = estimate
     return eval_so_far + last_eval_cost <= _AUTO_EVAL_SHARE * (wall_so_far + last_eval_cost)
 
 
