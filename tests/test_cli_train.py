@@ -223,6 +223,7 @@ def test_demo_trains_dso_on_the_cluster(local_cluster, capsys, tmp_path):
     )  # fmt: skip
     assert code == 0, err
     assert "Dask dashboard:" in err
+    assert "for the dual solver's threaded pass" in err
     lines = out.strip().splitlines()
     # DSO from the dual solver's start: certified within the demo's tol (1e-4) before the
     # epoch budget, a gap under 1% of the primal

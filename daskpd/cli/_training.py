@@ -440,8 +440,9 @@ def _run_demo(args) -> int:
         _print_demo_times(args, result, data_seconds, cluster_seconds, client is not None)
         if warm_seconds is not None:
             print(
-                f"  (after training: {warm_seconds:.1f} s compiling the dual solver's "
-                "threaded pass into numba's cache)"
+                f"after training: {warm_seconds:.1f} s for the dual solver's threaded pass "
+                "(compiled into numba's cache, for the next runs)",
+                file=sys.stderr,
             )
     finally:
         if not args.dir:
