@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from daskpd.data.format import NO_VALUES
 from daskpd.data.resident import resident_rows_arrays
 from daskpd.kernels.objective import BlockRows, csr_block_partial, dense_block_partial
 from daskpd.losses import Loss, get_loss
@@ -167,7 +168,7 @@ def _rows_partial(data, start, stop, w, code, params, class_weight, pieces, offs
         return dense_block_partial(X, y, weight, weighted, w, code, params, z, has_z, g)
     indptr, indices, values, y = resident_rows_arrays(data, start, stop)
     binary = values is None
-    values = np.empty(0) if binary else np.ascontiguousarray(values)
+    values = NO_VALUES if binary else np.ascontiguousarray(values)
     if values.dtype not in (np.float32, np.float64):
         values = values.astype(np.float64)
     weight = _row_weights(data, start, stop, y, class_weight)
@@ -401,13 +402,14 @@ class Problem:
         ndarray or a future.
 
         Without ``threads``, the blocks' partials are tree-reduced. With ``threads`` (worker
-        address -> threads, from a client), block ``i`` goes to the worker that keeps its
-        rows between evaluations (the rule of :func:`~daskpd.solvers._data.score_rows`),
-        and each worker's blocks form one chain per thread whose tasks add into the
-        ``X^T z`` vector of the task before: a dense vector of ``n_features`` floats per
-        chain instead of one per block, so that the reduction moves a few vectors between
-        workers, not one per block (at 4.66M features and 100 blocks, 3.7 GB). The sums'
-        order then depends on the cluster's shape (the values in their last bits only).
+        address -> threads, from a client), block ``i`` runs on the worker that keeps its
+        rows between evaluations (as :func:`~daskpd.solvers._data.score_rows` places them),
+        and the blocks form chains of ``_FAN_IN`` consecutive blocks whose tasks add into
+        the ``X^T z`` vector of the task before: a dense vector of ``n_features`` floats
+        per chain instead of one per block, to allocate, move between workers and sum (at
+        4.66M features and 100 blocks, 3.7 GB before). The chains depend on the blocks
+        only, not on the cluster: a run whose worker was replaced, or that sees one worker
+        fewer for a moment, gets the same sums bit for bit.
         """
         from dask.task_spec import TaskRef
 
@@ -460,14 +462,13 @@ class Problem:
             if not workers:
                 keys.append(graph.task(f"block-{i}", _block_partial, *args))
                 continue
-            worker = workers[i * len(workers) // n_blocks]
-            chain = (worker, i % max(1, int(threads[worker])))
+            chain = i // _FAN_IN
             chains[chain] = graph.task(
                 f"block-{i}", _block_partial_into, chains.get(chain), *args,
-                worker=worker, allow_other_workers=True,
+                worker=workers[i * len(workers) // n_blocks], allow_other_workers=True,
             )  # fmt: skip
         if workers:
-            keys = list(chains.values())
+            keys = [chains[c] for c in sorted(chains)]
         return graph, graph.tree("sum", _sum_partials, keys, fan_in=_FAN_IN, lone_task=True)
 
     def evaluate(self, w, data, z=None, z_bounds=None, *, client=None) -> Evaluation:

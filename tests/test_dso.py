@@ -486,7 +486,9 @@ def test_epochs_after_the_dcd_start_keep_improving_it(tmp_path):
     options = DSOOptions(grid=2, init="dcd", dcd_passes=3)
     state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
     start = problem.evaluate(solver.iterate(state).w, data)
-    common = dict(max_epochs=3, tol=0.0, client=False, grid=2, init="dcd", dcd_passes=3)
+    common = dict(
+        max_epochs=3, tol=0.0, client=False, eval_every=1, grid=2, init="dcd", dcd_passes=3
+    )
     kept = solve(data, "hinge", "l2", 1e-4, "dso", **common)
     assert all(row["primal"] <= start.primal for row in kept.history)
     assert kept.history[-1]["gap"] < start.gap / 10

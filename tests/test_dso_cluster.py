@@ -416,6 +416,7 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
         # default tile cache: it keeps tiles only while a worker is under half its limit
         result = solve(
             data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0, client=client, grid=4,
+            eval_every=1,
         )  # fmt: skip
         # no worker was restarted (a restarted worker comes back under a new address)
         assert set(worker_addresses(client)) == workers_before

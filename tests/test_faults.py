@@ -278,7 +278,7 @@ def test_client_policy(local_cluster, counting_scheduler):
     X = rng.standard_normal((60, 4))
     data = MemoryDataset(X, np.where(X[:, 0] > 0, 1.0, -1.0))
     kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch", "tol": 0.0,
-              "max_epochs": 2, "power_iterations": 1}  # fmt: skip
+              "max_epochs": 2, "power_iterations": 1, "eval_every": 1}  # fmt: skip
     # A scheduler set in dask.config wins over the active distributed client...
     local = solve(data, **kwargs)
     assert counting_scheduler.calls == 1 + 1 + 2 + 2

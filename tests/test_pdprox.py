@@ -356,7 +356,7 @@ def test_warm_start_from_a_solution_starts_near_it(rng, algorithm):
     # "far below" is a factor 2-3 here).
     X, y = _classification(rng, n=80, d=30)
     common = dict(regularizer="l1", alpha=LAM, solver="pdprox", tol=0.0, client=False,
-                  iterations_per_epoch=10, algorithm=algorithm)  # fmt: skip
+                  iterations_per_epoch=10, algorithm=algorithm, eval_every=1)  # fmt: skip
     hinge = MemoryDataset(X, y, rows_per_block=30)
     solution = solve(hinge, loss="hinge", max_epochs=60, **common)
     cold = solve(hinge, loss="hinge", max_epochs=5, **common)

@@ -419,10 +419,10 @@ def test_futures_on_a_local_cluster(tmp_path, local_cluster):
     assert result.dual == pytest.approx(expected[1], rel=1e-12)
 
 
-def test_on_a_cluster_each_worker_thread_sums_its_blocks_in_one_chain(tmp_path):
-    from daskpd.problem import _block_partial_into
+def test_on_a_cluster_blocks_are_summed_in_chains_placed_where_their_rows_stay(tmp_path):
+    from daskpd.problem import _FAN_IN, _block_partial_into
 
-    X, y = make_data(14, n=100)
+    X, y = make_data(14, n=200)
     dataset = write_dataset(X, y, tmp_path / "data", rows_per_block=10)
     problem = Problem("logistic", "l2", 0.1)
     w = np.linspace(-0.5, 0.5, D)
@@ -431,13 +431,16 @@ def test_on_a_cluster_each_worker_thread_sums_its_blocks_in_one_chain(tmp_path):
     graph, root = problem._graph(w, dataset, z, None, threads=threads)
     tasks = graph._tasks.values()
     chained = [task for task in tasks if getattr(task, "func", None) is _block_partial_into]
-    assert len(chained) == 10
-    # block i on worker sorted(threads)[i * 2 // 10]; worker b's 5 blocks in 2 chains
-    workers = {key: graph._annotations[key]["workers"][0] for key in graph._annotations}
-    assert sorted(workers.values()).count("tcp://a:1") == 5
-    assert sorted(workers.values()).count("tcp://b:2") == 5
-    heads = [task for task in chained if task.args[0] is None]
-    assert len(heads) == 3  # one chain per worker thread: 1 + 2
+    assert len(chained) == 20
+    # block i on worker sorted(threads)[i * 2 // 20], as score_rows keeps its rows
+    workers = [graph._annotations[key]["workers"][0] for key in sorted(graph._annotations)]
+    assert sorted(workers) == ["tcp://a:1"] * 10 + ["tcp://b:2"] * 10
+    heads = sorted(task.args[2] for task in chained if task.args[0] is None)
+    assert heads == list(range(0, 200, 10 * _FAN_IN))  # chains of _FAN_IN blocks
+    # the same chains on another cluster (a replaced worker, or one worker fewer)
+    other, _ = problem._graph(w, dataset, z, None, threads={"tcp://c:3": 1})
+    other = [t for t in other._tasks.values() if getattr(t, "func", 0) is _block_partial_into]
+    assert sorted(task.args[2] for task in other if task.args[0] is None) == heads
     # the same numbers as the tree of one partial per block, in this process
     ((loss_sum, conj_sum, g),) = graph.compute([root])
     tree_graph, tree_root = problem._graph(w, dataset, z, None)

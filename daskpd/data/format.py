@@ -120,6 +120,12 @@ from daskpd.data.store import is_url, remote_files
 #: Version written in the ``format_version`` attribute; readers refuse other versions.
 FORMAT_VERSION = 1
 
+# The empty values array that stands for binary features in the kernels' arguments. float32,
+# the dtype the generators write: binary data and valued data then share one compiled kernel
+# (numba compiles one per argument type), so a run on either finds it in the on-disk cache.
+# (Not made read-only: numba types a read-only array apart, which would be a third kernel.)
+NO_VALUES = np.zeros(0, dtype=np.float32)
+
 #: Uncompressed bytes per chunk: a few MB, so that one chunk decodes fast and a terascale
 #: array still has a manageable number of chunk files.
 CHUNK_BYTES = 4 * 2**20

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import zarr
 
-from daskpd.data.format import DatasetIntegrityError
+from daskpd.data.format import NO_VALUES, DatasetIntegrityError
 from daskpd.data.grid import TILE_ARRAYS
 from daskpd.kernels import dso as kernels
 
@@ -137,7 +137,7 @@ def tile_arrays(rows, cols, vals, binary):
     rows = np.ascontiguousarray(rows, dtype=np.int32)
     cols = np.ascontiguousarray(cols, dtype=np.int32)
     if binary or vals is None:
-        vals = np.zeros(0, dtype=np.float64)
+        vals = NO_VALUES
     else:
         vals = np.ascontiguousarray(vals)
     return rows, cols, vals

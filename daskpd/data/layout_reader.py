@@ -17,7 +17,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from daskpd.data.format import FORMAT_VERSION, DatasetIntegrityError, check_group_files
+from daskpd.data.format import (
+    FORMAT_VERSION,
+    NO_VALUES,
+    DatasetIntegrityError,
+    check_group_files,
+)
 from daskpd.data.layout import LAYOUT_ARRAYS, crc32
 from daskpd.data.store import group_stamp, open_group_readonly
 
@@ -88,7 +93,7 @@ class StoredLayoutsMixin:
         tuple or None
             ``(rows, cols, vals, chunk_ptr, block_ptr)`` as
             :func:`daskpd.data.layout.build_tile_layout` builds them from :meth:`tile` (``vals``
-            empty float64 when binary), or None (see :meth:`stored_layout`).
+            ``NO_VALUES`` when binary), or None (see :meth:`stored_layout`).
 
         Raises
         ------
@@ -109,7 +114,7 @@ class StoredLayoutsMixin:
         parts = []
         for column, name in enumerate(LAYOUT_ARRAYS):
             if name == "vals" and self.binary:
-                parts.append(np.zeros(0, dtype=np.float64))
+                parts.append(NO_VALUES)
                 continue
             lo, hi = bounds.get(name, info.tile_ptr[q, r : r + 2])
             try:

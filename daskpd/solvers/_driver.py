@@ -121,13 +121,18 @@ def solve(
     eval_every : int or "auto", default="auto"
         When to evaluate the gap (and test metrics): an evaluation is a pass over the
         training data (and the test data) that can cost more than an epoch. An int
-        evaluates every this many epochs. ``"auto"`` evaluates after an epoch only if the
-        evaluation time, this evaluation included (costed as the last one), stays at most
-        10% of the wall time the run would then have: every epoch when evaluation is cheap,
-        rarely when it is not. Before the first evaluation its cost is unknown: a solver
-        that certifies every epoch from the epoch's own pass (``"cocoa"``) costs it as an
-        epoch; the others evaluate the call's first epoch (a run that converged at once
-        then stops at once). Either way the last epoch
+        evaluates every this many epochs. ``"auto"`` keeps evaluation within 10% of the
+        run's wall time: it evaluates after an epoch only if the evaluation time, this
+        evaluation and the one at the run's end included (each costed as the last one
+        measured, or as an epoch before the first), stays at most 10% of the wall time the
+        run would then have: every epoch when evaluation is cheap, rarely when it is not.
+        The call's first evaluation is weighed against the whole budget's time
+        (``max_epochs``, ``time_limit``): a long run evaluates its first epoch, one of a
+        few epochs at its end only.
+        A solver that certifies every epoch from the epoch's own pass (``"cocoa"``) stops
+        by ``tol`` at the first epoch its own gap allows, evaluated or not; with the other
+        solvers ``tol`` is checked at evaluations, so a run that converges in a few epochs
+        may run until an evaluation is due. Either way the last epoch
         (``max_epochs`` or ``time_limit``) is evaluated, and so is the epoch where a
         callback stops the run. As ``tol`` is checked at evaluations only, with ``"auto"``
         the epoch where a run stops by ``tol`` depends on timing; pass an int for a

@@ -153,8 +153,8 @@ def _loop(
                 row = iterate = None
                 evaluate = _should_evaluate(
                     eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
-                    progress.last_eval_cost, last_epoch,
-                    elapsed if certify is not None else None,
+                    progress.last_eval_cost, last_epoch, elapsed,
+                    _wall_to_come(elapsed, max_epochs - epoch, time_limit, progress.seconds),
                 )  # fmt: skip
                 if not evaluate and certify is not None:
                     row = _certified_row(certify, state, progress, divergence_factor, store)
@@ -332,13 +332,22 @@ class _Progress:
         self.history = [row for row in self.history if row["epoch"] <= epoch]
 
 
+def _wall_to_come(epoch_seconds, epochs_left, time_limit, seconds_so_far):
+    """Training seconds the rest of the budget allows, at ``epoch_seconds`` an epoch."""
+    to_come = epoch_seconds * epochs_left
+    if time_limit is not None:
+        to_come = min(to_come, max(0.0, time_limit - seconds_so_far))
+    return to_come
+
+
 # With eval_every="auto", the share of the wall time that evaluation may take.
 _AUTO_EVAL_SHARE = 0.1
 
 
 def _should_evaluate(
-    eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch, estimate=None
-):
+    eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch, epoch_cost,
+    wall_to_come=0.0,
+):  # fmt: skip
     """Whether to evaluate after ``epoch`` (see ``eval_every`` in :func:`solve`).
 
     Parameters
@@ -352,26 +361,38 @@ def _should_evaluate(
         Seconds of the last evaluation measured in this call; None before the first.
     last_epoch : bool
         Whether the run ends after this epoch (``max_epochs`` or ``time_limit``).
-    estimate : float, optional
-        What an evaluation is expected to cost before one was measured (the epoch's own
-        seconds: both read every row once). Given for solvers that certify every epoch
-        themselves, which need no early evaluation to stop by ``tol``; without it the first
-        epoch is evaluated (to learn the cost, and so that a run that converges at once
-        stops at once).
+    epoch_cost : float
+        Seconds of the epoch just run: what an evaluation is taken to cost before one was
+        measured (both read every row once).
+    wall_to_come : float, default=0.0
+        Training seconds the rest of the run's budget allows (``max_epochs``,
+        ``time_limit``), at this epoch's pace.
 
     Returns
     -------
     bool
+
+    Notes
+    -----
+    With ``"auto"``, an evaluation is taken when it and one more of the same cost (the
+    evaluation at the run's end, which is always taken) fit in 10% of the wall time the
+    run then has. After the last such evaluation at wall time ``W`` the run's evaluations
+    sum to at most ``0.1 (W + 2 c) - c``; the run ends after at least ``W + 2 c`` (an
+    epoch and the final evaluation), so the whole run stays within 10% while evaluations
+    cost about the same. The first evaluation of a call is measured against the wall time
+    of the whole budget instead: a long run evaluates its first epoch (and stops there if
+    it converged at once, a warm start from an optimum), a run whose budget is a few
+    epochs evaluates at its end only.
     """
     if last_epoch:
         return True
     if eval_every != "auto":
         return epoch % eval_every == 0
     if last_eval_cost is None:
-        if estimate is None:
-            return True
-        last_eval_cost = estimate
-    return eval_so_far + last_eval_cost <= _AUTO_EVAL_SHARE * (wall_so_far + last_eval_cost)
+        cost, wall = epoch_cost, wall_so_far + wall_to_come
+    else:
+        cost, wall = last_eval_cost, wall_so_far
+    return eval_so_far + 2.0 * cost <= _AUTO_EVAL_SHARE * (wall + 2.0 * cost)
 
 
 def _checked_row(

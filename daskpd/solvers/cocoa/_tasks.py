@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from daskpd.data.format import NO_VALUES
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import dso as dso_kernels
 from daskpd.kernels import scalar
@@ -52,7 +53,7 @@ def _load_group(source, start, stop, class_pair, renumber):
         columns = np.arange(int(source.n_features), dtype=np.int32)
     binary = vals is None
     if binary:
-        vals = np.zeros(0)
+        vals = NO_VALUES
     else:
         # as stored: float32 stays float32 (no 8-byte copy of every value)
         vals = np.ascontiguousarray(vals)
