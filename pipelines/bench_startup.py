@@ -33,8 +33,26 @@ import statistics
 import time
 
 
-def one_run(data, test, args, solver):
-    """One fresh cluster and one ``solve`` call; returns a dict of the measured seconds."""
+def _solver_and_options(spec):
+    """``"cocoa:shrinking=False,grid=2"`` -> ``("cocoa", {"shrinking": False, "grid": 2})``."""
+    import ast
+
+    name, _, rest = spec.partition(":")
+    options = {}
+    for item in filter(None, rest.split(";")):
+        key, _, value = item.partition("=")
+        options[key.strip()] = ast.literal_eval(value.strip())
+    return name, options
+
+
+def one_run(data, test, args, spec):
+    """One fresh cluster and one ``solve`` call; returns a dict of the measured seconds.
+
+    ``spec``: a solver name, optionally with options after a colon, separated by ``;``
+    (``cocoa:shrinking=False``: every round one full pass, so that its first round and its
+    later ones do the same work).
+    """
+    solver, solver_options = _solver_and_options(spec)
     from daskpd._cluster import ClusterOptions, cluster_client
     from daskpd.solvers import solve
 
@@ -58,6 +76,7 @@ def one_run(data, test, args, solver):
             tol=0.0,
             max_epochs=args.epochs,
             callbacks=[note],
+            **solver_options,
         )
         wall = time.perf_counter() - tick
     init = result.timings["init"]
@@ -82,7 +101,11 @@ def main(argv=None):
     parser.add_argument("--test", help="test set (a daskpd zarr dataset)")
     parser.add_argument("--loss", default="hinge")
     parser.add_argument("--alpha", type=float, default=1e-5)
-    parser.add_argument("--solvers", default="auto,dso", help="solvers, in turn")
+    parser.add_argument(
+        "--solvers",
+        default="auto,dso",
+        help="solvers, in turn; options after a colon: cocoa:shrinking=False",
+    )
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)

@@ -156,11 +156,13 @@ def test_killed_training_process_resumes_to_the_same_model(local_cluster, disk_d
 
 
 def test_unreachable_scheduler_is_a_clear_error(disk_data, capsys):
-    code = main(_train_args(disk_data, "--scheduler", "tcp://127.0.0.1:9"))
+    address = ("--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1.5")
+    code = main(_train_args(disk_data, *address))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1
     assert "no Dask scheduler answered at 'tcp://127.0.0.1:9'" in err[0]
+    assert "1.5 s" in err[0]  # the timeout asked for, not the default
 
 
 # --------------------------------------------------------------------------------------------

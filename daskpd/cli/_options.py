@@ -43,6 +43,13 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="threads of each LocalCluster worker process (default: 1)",
     )
+    group.add_argument(
+        "--connect-timeout",
+        type=_positive_float("--connect-timeout"),
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the --scheduler to answer (default: 10)",
+    )
     # the names of `dask scheduler` / `dask worker`'s own TLS flags
     group.add_argument(
         "--tls-ca-file",
@@ -83,6 +90,7 @@ def _cluster_options(args):
         tls_ca_file=args.tls_ca_file,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        timeout=args.connect_timeout,
     )
 
 
