@@ -131,6 +131,8 @@ def test_bad_config_is_refused():
         BenchConfig(alpha_grid=(1e-5, 0.0))
     with pytest.raises(ValueError, match="dataset 'ridge' is regression"):
         BenchConfig(dataset="ridge")
+    with pytest.raises(ValueError, match="hash_bits must be 0 or 8..30, got 4"):
+        BenchConfig(hash_bits=4)
 
 
 def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys):
@@ -165,7 +167,7 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     config = BenchConfig(
         scales=(4 * 10**5,), workdir=str(work), repeats=2, loss="logistic", alpha=1e-3,
         alpha_grid=(), solvers=("batch",), max_epochs=1, budget=8, memory_limit="2GiB",
-        peers=("liblinear", "snapml", "sgd"),
+        peers=("liblinear", "snapml", "sgd"), hash_bits=16,
     )  # fmt: skip
     results = run_benchmarks(config)
     saved = json.loads((work / "results.json").read_text())
@@ -176,7 +178,8 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
         "daskpd batch", "daskpd batch, 1 worker", "liblinear", "snapml", "sgd"
     }  # fmt: skip
     # P* is the primal of an independent tight liblinear solve of the same objective
-    X, y = in_memory(open_dataset(str(work / "splice-4e05-train.zarr")))
+    X, y = in_memory(open_dataset(str(work / "splice-4e05-h16-train.zarr")))
+    assert X.shape[1] == 2**16
     tight = peers.fit_liblinear(X, y, 1e-3, loss="logistic", tol=1e-6).coef
     p_ref = float(Problem("logistic", "l2", 1e-3).evaluate(tight, (X, y)).primal)
     assert table["p_star"] == pytest.approx(p_ref, rel=1e-12)

@@ -127,6 +127,9 @@ class BenchConfig:
     dask_ml_memory_limit : str or None
         Memory limit of each of dask-ml's own workers (``None``: ``memory_limit``).
     dataset : {"splice", "text", "dna", "ridge"}
+    hash_bits : int
+        Splice sets: hash the weighted-degree features into ``2**hash_bits`` columns
+        (0: the explicit 4.66M features).
     """
 
     scales: tuple = (10**7,)
@@ -148,8 +151,11 @@ class BenchConfig:
     dask_ml_iters: tuple = (5, 20, 50)
     dask_ml_memory_limit: str | None = None
     dataset: str = "splice"
+    hash_bits: int = 0
 
     def __post_init__(self):
+        if isinstance(self.hash_bits, bool) or self.hash_bits not in (0, *range(8, 31)):
+            raise ValueError(f"hash_bits must be 0 or 8..30, got {self.hash_bits!r}")
         if not self.scales or any(int(s) < 1000 for s in self.scales):
             raise ValueError(f"scales must be target nonzero counts >= 1000, got {self.scales!r}")
         if int(self.repeats) < 1:

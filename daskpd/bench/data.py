@@ -64,7 +64,8 @@ def _dataset(config, nnz, kind):
         per_row = nnz_per_row()
     n_train = max(1000, int(nnz / per_row))
     n_rows = n_train if kind == "train" else max(1000, n_train // 4)
-    name = f"{config.dataset}-{int(nnz):.0e}-{kind}.zarr".replace("+", "")
+    hashed = f"-h{config.hash_bits}" if config.dataset == "splice" and config.hash_bits else ""
+    name = f"{config.dataset}-{int(nnz):.0e}{hashed}-{kind}.zarr".replace("+", "")
     path = os.path.join(config.workdir, name)
     if os.path.exists(path):
         return open_dataset(path)
@@ -80,8 +81,9 @@ def _dataset(config, nnz, kind):
             random_state=seed, model_state=config.seed,
         )  # fmt: skip
     return make_splice_like(
-        path, n_rows, positive_rate=config.positive_rate, random_state=seed, binary=True
-    )
+        path, n_rows, positive_rate=config.positive_rate, random_state=seed, binary=True,
+        hash_bits=config.hash_bits,
+    )  # fmt: skip
 
 
 def _dna_sets(config):

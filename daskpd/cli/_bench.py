@@ -21,6 +21,12 @@ def _add_bench(parser):
         "the SPDC paper's ridge data (needs --loss squared; test R^2 instead of AUPRC)",
     )
     parser.add_argument(
+        "--hash-bits",
+        type=int,
+        default=0,
+        help="splice: hash the features into 2**BITS columns (default 0: the explicit 4.66M)",
+    )
+    parser.add_argument(
         "--scales",
         default="1e7",
         help="comma-separated target nonzero counts of the training sets (default: 1e7)",
@@ -183,6 +189,7 @@ def _run_bench(args) -> int:
         dask_ml_iters=numbers("--dask-ml-iters", args.dask_ml_iters, int),
         dask_ml_memory_limit=args.dask_ml_memory_limit,
         dataset=args.dataset,
+        hash_bits=args.hash_bits,
     )
     section = args.section or f"peers-{args.loss}"
     title = args.title or f"Against peers: {args.dataset}, {args.loss}"
