@@ -342,9 +342,7 @@ def test_warm_start_from_a_solution_starts_near_it(rng):
     # length; the strongly convex l2 variant (linear rate) shows the split run far ahead.
     X, y = _problem(rng, n=200, p=20)
     data = MemoryDataset(X, y, rows_per_block=70)
-    common = dict(
-        loss="logistic", solver="gsfw", tol=0.0, batch_size=4, client=False, eval_every=1
-    )
+    common = dict(loss="logistic", solver="gsfw", tol=0.0, batch_size=4, client=False, eval_every=1)
     ball = dict(regularizer=L1Ball(radius=RADIUS), alpha=1.0, **common)
     solution = solve(data, max_epochs=60, random_state=0, **ball)
     cold = solve(data, max_epochs=5, random_state=1, **ball)
