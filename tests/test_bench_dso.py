@@ -19,7 +19,8 @@ def test_bench_dso_runs_every_part(tmp_path):
     command = [
         sys.executable, SCRIPT, "--data", str(tmp_path / "train.zarr"),
         "--test", str(tmp_path / "test.zarr"), "--n-train", "2000", "--n-test", "500",
-        "--hash-bits", "16", "--grid", "2", "--repeats", "1", "--epochs", "2", "--rounds", "2", "--warmup", "1",
+        "--hash-bits", "16", "--grid", "2", "--repeats", "1", "--epochs", "2", "--rounds", "2",
+        "--warmup", "1",
         "--parts", "kernel,epochs,race",
         "--race-epochs", "1", "--race-dcd-passes", "1", "--out", str(out),
     ]  # fmt: skip
