@@ -315,6 +315,42 @@ def test_one_compute_per_epoch(counting_scheduler, rng):
     assert state.carry.t == 90 * 3
 
 
+def test_an_epoch_keeps_one_lazy_carry_and_brings_it_up_to_date_once(rng, monkeypatch):
+    from daskpd.solvers import spdc
+
+    # O(nnz) an epoch: the carry is copied by the epoch's first block, updated in place by
+    # the others (no coordinate caught up that their rows do not touch), flushed once at the
+    # end; and the order visits runs of consecutive blocks (one worker each) whole.
+    X = rng.normal(size=(200, 6)) * (rng.random((200, 6)) < 0.3)
+    data = as_dataset(X, X[:, 0], rows_per_block=10)
+    solver = SPDCSolver()
+    problem = Problem("squared", "l2", 0.1)
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(0), client=None, options=solver.Options()
+    )
+    lazy = spdc._lazy(state.carry)
+    assert lazy.w is not state.carry.w and np.array_equal(lazy.w, state.carry.w)
+    assert spdc._lazy(lazy) is lazy
+    flushes = []
+    real_flush = spdc.spdc_kernels.flush
+    monkeypatch.setattr(
+        spdc.spdc_kernels, "flush", lambda *args: (flushes.append(args[0]), real_flush(*args))
+    )
+    for epoch in (1, 2):
+        state = solver.run_epoch(state, epoch)
+    assert flushes == [200, 400]  # once an epoch, at its last iteration
+    order = list(spdc.block_order(state.seed, 3, 20))
+    assert sorted(order) == list(range(20))
+    segments = {frozenset(s.tolist()) for s in np.array_split(np.arange(20), spdc._SEGMENTS)}
+    visited = []
+    while order:  # each segment's blocks come together, in some order
+        segment = next(s for s in segments if order[0] in s)
+        assert set(order[: len(segment)]) == segment
+        visited.append(segment)
+        order = order[len(segment) :]
+    assert set(visited) == segments and len(visited) == len(segments)
+
+
 def test_resume_is_exact(rng):
     X = rng.normal(size=(60, 8))
     y = rng.normal(size=60)

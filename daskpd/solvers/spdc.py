@@ -21,10 +21,19 @@ regularizer of the form ``l1 |w| + (l2 / 2) w^2`` (L2, L1, elastic net, zero), a
 variable follows the paper's ``y`` convention (``z_i = loss'(x_i.w*, y_i)`` at the optimum).
 
 Graph shape (DESIGN.md, "chained pass"): one epoch is one pass over the data, ``n``
-iterations of ``batch_size`` rows. The row blocks are visited in a shuffled order; the
-primal carry ``(w, w_prev, u, t)`` flows from block to block, each task runs the numba
+iterations of ``batch_size`` rows. The row blocks are visited in a shuffled order
+(:func:`block_order`: segments of consecutive blocks in a random order, the blocks of a
+segment shuffled); the primal carry flows from block to block, each task runs the numba
 kernel :func:`daskpd.kernels.spdc.spdc_rows` on its block and returns the carry and the new
 dual block. Dual blocks stay where they were computed (futures on a distributed client).
+
+The carry stays lazy through the epoch (:class:`LazyCarry`: the coordinates a block's rows
+do not touch are not brought up to date, Section 6 of the paper), and the first task of an
+epoch copies it, the later ones update it in place (each is its only reader), so an epoch
+costs O(nnz) plus O(n_features) once, at its end (:func:`_flush_task`), not once per
+block. Block ``b`` runs on the worker that keeps its rows between epochs (the placement of
+:func:`daskpd.solvers._data.score_rows`), and a segment's blocks sit on one worker, so the
+carry moves between workers about once per segment, not once per block.
 Sampling is stratified by block: block ``b`` receives ``n_b / batch_size`` iterations
 (``n P_b`` for weighted sampling, ``P_b`` the block's probability mass), and its rows are
 drawn inside the task from a seed spawned per (epoch, block). With a single row block this
@@ -286,7 +295,47 @@ class Carry(NamedTuple):
     t: int
 
 
+class LazyCarry(NamedTuple):
+    """The carry inside an epoch: :class:`Carry` plus the lazy state of
+    :class:`daskpd.kernels.spdc.LazyPrimal` (last update times and the kernel's scratch)."""
+
+    w: np.ndarray
+    w_prev: np.ndarray
+    stamp: np.ndarray
+    u: np.ndarray
+    mark: np.ndarray
+    acc: np.ndarray
+    t: int
+
+
+def _lazy(carry):
+    """The carry a block task updates: a copy of an epoch's start, or the lazy carry itself."""
+    if isinstance(carry, LazyCarry):
+        return carry
+    d = carry.w.shape[0]
+    return LazyCarry(
+        carry.w.copy(), carry.w_prev.copy(), np.full(d, carry.t, dtype=np.int64),
+        carry.u.copy(), np.full(d, -1, dtype=np.int64), np.zeros(d), int(carry.t),
+    )  # fmt: skip
+
+
+def _flush_task(carry, steps, spec):
+    """Task at an epoch's end: every coordinate brought to the last time; a plain carry."""
+    lazy = _lazy(carry)
+    spdc_kernels.flush(lazy.t, lazy.w, lazy.w_prev, lazy.stamp, lazy.u, steps.tau, spec.l1,
+                       spec.l2)  # fmt: skip
+    return Carry(lazy.w, lazy.w_prev, lazy.u, int(lazy.t))
+
+
 def _block_csr(data, block):
+    """Block ``block`` in the types of the SPDC kernels, kept in the worker after a first read
+    (:mod:`daskpd.data.resident`)."""
+    from daskpd.data.resident import resident
+
+    return resident(data, "spdc-csr", (block,), lambda: _read_block_csr(data, block))
+
+
+def _read_block_csr(data, block):
     indptr, indices, values, labels = data.block_arrays(block)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int64)
@@ -346,27 +395,21 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
         probs = None
         inv_npi = np.full(n_rows, 1.0 / batch)
     order = draw_rows(rng, n_rows, n_iter, batch, probs)
-    w = carry.w.copy()
-    w_prev = carry.w_prev.copy()
-    u = carry.u.copy()
     z = np.array(z_block, dtype=np.float64, copy=True)
-    d = w.shape[0]
-    stamp = np.full(d, carry.t, dtype=np.int64)
-    mark = np.full(d, -1, dtype=np.int64)
-    acc = np.zeros(d)
     weights = block_weights(data, block, opts["class_pair"], labels)
+    # nothing after this line raises: the lazy carry is updated in place
+    lazy = _lazy(carry)
     t = spdc_kernels.spdc_rows(
         spdc_kernels.BlockRows(indptr, indices, values, binary, labels, weights),
         z,
         spdc_kernels.RowSample(order, batch, inv_npi),
-        spdc_kernels.LazyPrimal(w, w_prev, stamp, u, mark, acc),
-        carry.t,
+        spdc_kernels.LazyPrimal(lazy.w, lazy.w_prev, lazy.stamp, lazy.u, lazy.mark, lazy.acc),
+        lazy.t,
         spec.loss_code,
         spec.loss_params,
         kernel_scalars(spec, steps, n_total),
     )
-    spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
-    return Carry(w, w_prev, u, int(t)), z
+    return lazy._replace(t=int(t)), z
 
 
 def _transpose_task(data, block, z_block):
@@ -404,40 +447,75 @@ def block_seed(seed, epoch, block, n_blocks):
     return block_seeds(epoch_seed(seed, epoch), n_blocks)[block]
 
 
+# Segments of consecutive row blocks that an epoch visits whole (module docstring).
+_SEGMENTS = 8
+
+
 def block_order(seed, epoch, n_blocks):
-    """Shuffled visiting order of the row blocks in ``epoch`` (child ``n_blocks``)."""
+    """Shuffled visiting order of the row blocks in ``epoch`` (child ``n_blocks``).
+
+    The blocks are cut into :data:`_SEGMENTS` runs of consecutive blocks; the runs come in a
+    random order, the blocks of each in a random order. Consecutive blocks live on one
+    worker, so the carry changes worker about once per segment; the order depends on the
+    seed and the blocks only, so a run gives the same bits on any cluster and in-process.
+    """
     rng = np.random.default_rng(block_seeds(epoch_seed(seed, epoch), n_blocks + 1)[n_blocks])
-    return rng.permutation(n_blocks)
+    segments = np.array_split(np.arange(n_blocks), min(_SEGMENTS, max(1, n_blocks)))
+    return np.concatenate(
+        [rng.permutation(segments[k]) for k in rng.permutation(len(segments))]
+    ).astype(np.int64)
 
 
-def run_chain(state, epoch, task):
+def run_chain(state, epoch, task, finish=None):
     """Run one epoch of a chained pass as ONE Dask compute (or one wave of futures).
 
-    ``task(carry, z_block, data, block, seed, n_iter, spec, steps, opts) -> (carry, z)``.
+    ``task(carry, z_block, data, block, seed, n_iter, spec, steps, opts) -> (carry, z)``;
+    ``finish(carry, steps, spec) -> Carry``, when given, is the epoch's last task. On a
+    client, block ``b`` runs on the worker :func:`~daskpd.solvers._data.score_rows` gives it
+    (which keeps its rows from one epoch to the next).
     """
+    from daskpd._cluster import worker_addresses
+
     n_blocks = len(state.z_blocks)
     order = block_order(state.seed, epoch, n_blocks)
     graph = TaskGraph(f"spdc-e{epoch}")
-    carry = graph.data("carry", state.carry)
+    # a future (the last epoch's carry, on its worker) is a reference the scheduler resolves
+    carry = state.carry if hasattr(state.carry, "key") else graph.data("carry", state.carry)
     new_z = list(state.z_blocks)
     # One graph node for the data handle: an in-memory dataset is shipped once per epoch.
     data = graph.data("data", state.data)
+    workers = worker_addresses(state.client) if state.client is not None else ()
     for b in order:
         b = int(b)
         out = graph.task(
             f"block-{b}", task, carry, state.z_blocks[b], data, b,
             block_seed(state.seed, epoch, b, n_blocks), state.block_iters[b], state.spec,
             state.steps, state.opts,
+            worker=workers[b * len(workers) // n_blocks] if workers else None,
+            allow_other_workers=True,
         )  # fmt: skip
         carry, new_z[b] = graph.parts(out, 2, f"block-{b}")
+    if finish is not None:
+        carry = graph.task("finish", finish, carry, state.steps, state.spec)
     if state.client is not None:
+        from distributed import wait
+
         futures = graph.submit(state.client, [carry, *new_z])
-        carry_value = futures[0].result()
+        # the carry (n_features floats a few times) stays on its worker: the next epoch's
+        # first task reads it there, the client fetches it only for an iterate or checkpoint
+        wait(futures[0])
+        carry_value = futures[0]
         z_blocks = tuple(futures[1:])
     else:
         carry_value, *z_values = graph.compute([carry, *new_z])
         z_blocks = tuple(z_values)
     return dataclasses.replace(state, carry=carry_value, z_blocks=z_blocks, epoch=epoch)
+
+
+def carry_of(state):
+    """The state's :class:`Carry` as NumPy arrays (fetched when it is a future)."""
+    carry = state.carry
+    return carry.result() if hasattr(carry, "result") else carry
 
 
 def gather_dual(state):
@@ -651,22 +729,27 @@ class SPDCSolver:
 
     def run_epoch(self, state, epoch):
         """One pass over the data as one Dask compute."""
-        return run_chain(state, epoch, _spdc_block_task)
+        return run_chain(state, epoch, _spdc_block_task, finish=_flush_task)
 
     def iterate(self, state):
         """The current ``(w, z)``; ``z`` stays per row block (``z_bounds``)."""
         bounds = np.asarray(state.data.row_block_bounds, dtype=np.int64)
         return Iterate(
-            w=state.carry.w.copy(), z=list(state.z_blocks), z_bounds=bounds, w_avg=None, z_avg=None
+            w=carry_of(state).w.copy(),
+            z=list(state.z_blocks),
+            z_bounds=bounds,
+            w_avg=None,
+            z_avg=None,
         )
 
     def state_arrays(self, state):
         """Arrays that resume the run exactly."""
+        carry = carry_of(state)
         return {
-            "w": state.carry.w,
-            "w_prev": state.carry.w_prev,
-            "u": state.carry.u,
-            "t": np.array(state.carry.t, dtype=np.int64),
+            "w": carry.w,
+            "w_prev": carry.w_prev,
+            "u": carry.u,
+            "t": np.array(carry.t, dtype=np.int64),
             "z": np.concatenate(gather_dual(state)),
             "epoch": np.array(state.epoch, dtype=np.int64),
         }
