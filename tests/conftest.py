@@ -67,3 +67,23 @@ def builtin_solvers():
 def rng():
     """A seeded NumPy generator, so failures reproduce."""
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kernels_compiled_in_the_background():
+    """DSO's tile loops compiled on the other core while the first tests run (see
+    tests/_warm_kernels.py); waited for (or stopped) at the end of the session."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "_warm_kernels.py")
+    process = subprocess.Popen(
+        [sys.executable, script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    yield
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
