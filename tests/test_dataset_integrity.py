@@ -264,6 +264,7 @@ print(dataset.nnz, decoded / 2**20, write_peak, partition_peak)
 """
 
 
+@pytest.mark.slow  # a scale run: 14 s of a fresh clone's suite
 def test_write_and_partition_run_in_bounded_memory(tmp_path):
     """Peak RSS growth of a child process that streams ~107 MiB of decoded CSR to disk and
     partitions it 4 x 4 stays under a 32 MiB cap (a third of the data)."""

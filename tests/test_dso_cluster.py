@@ -386,6 +386,7 @@ def _worker_peak_mib():
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
+@pytest.mark.slow  # a scale run (58M nonzeros on 400 MiB workers): 27 s of a fresh clone's suite
 def test_out_of_core_training_under_worker_memory_limit(tmp_path):
     """Train on a dataset larger than each worker's memory limit: tiles stream from zarr."""
     from distributed import Client, LocalCluster
