@@ -49,7 +49,7 @@ class ClusterOptions:
         Whether the workers of a local cluster run Dask's statistical profiler (the
         dashboard's profile page). Off by default: it samples every thread's stack 100
         times a second, and on a machine whose cores all run kernels that time comes out
-        of the kernels (2-process DSO epochs 3-7% slower here, BENCHMARKS.md).
+        of the kernels (DSO's epochs measurably slower, BENCHMARKS.md).
     tls_ca_file : str or None
         PEM file of the certificate authority that signed the scheduler's certificate (the
         ``--tls-ca-file`` of ``dask scheduler``). With ``tls_cert``, the run connects to a

@@ -39,13 +39,12 @@ whose full passes (where it "unshrinks") here also certify the round's start.
 
 Convergence. The dual rises every round for ``sigma >= grid``; what the groups gain is
 bought with the safe ``sigma = grid``, which halves (for two groups) every step in the
-directions a group has to itself. Rounds therefore grow faster than ``grid``: on a sparse
-random set with rare shared features, two groups need about 3x the rounds of one, four
-about 6.5x; on data whose rows share many features (splice-like windows, a bias column)
-with the hinge loss, far more (splice-like, 20,000 rows, alpha 1e-5: one group reaches a
-relative gap of 1e-3 in 19 rounds, two groups not in 200). The smooth logistic loss fares
-better (5 and 13 rounds on the same data). ``sigma`` below ``grid`` is faster only where
-the groups are nearly orthogonal, and can diverge elsewhere.
+directions a group has to itself. Rounds therefore grow faster than ``grid``, slowly on
+sparse data whose groups share few features, and far faster on data whose rows share many
+features (splice-like windows, a bias column) with the hinge loss; the smooth logistic
+loss fares better. Hence the default of one group, its passes in the machine's threads.
+``sigma`` below ``grid`` is faster only where the groups are nearly orthogonal, and can
+diverge elsewhere.
 
 The code lives in private modules by job: ``_options`` (:class:`CocoaOptions` and the run's
 constants), ``_tasks`` (the pure per-group tasks: reading a group, its start, its round,

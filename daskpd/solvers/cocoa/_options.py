@@ -22,11 +22,9 @@ class CocoaOptions:
     grid : int or None, default=None
         ``K``, the number of row groups (the row groups of the dataset's ``grid x grid``
         layout). ``None``: one group, serial dual coordinate ascent on the worker that
-        holds the rows. Measured on the splice-like sets (BENCHMARKS.md), whose rows share
-        many features, ``K = 2`` with the safe ``sigma = K`` needed far more rounds than
-        ``K = 1`` (hinge, 1e7 nonzeros, alpha 1e-3: not within 1e-2 of P* in 300 rounds,
-        against 25 rounds to 1e-4 for one group; logistic, alpha 1e-5: 175 against 11), so
-        more rounds cost more than the second worker gains. Set ``grid`` for data-parallel
+        holds the rows. On data whose rows share many features (the splice-like sets of
+        BENCHMARKS.md), ``K = 2`` with the safe ``sigma = K`` needs far more rounds than
+        ``K = 1``, which cost more than the second worker gains. Set ``grid`` for data-parallel
         rounds (rows that do not fit one worker, or nearly orthogonal groups). The result
         depends on the grid and the seed, never on the number of workers.
     sigma : float or None, default=None
@@ -44,10 +42,9 @@ class CocoaOptions:
         passes skip them, so a round does many cheap passes for one full one.
     shrink_ratio : float, default=0.01
         The shrunk passes of a round stop once the spread of their projected gradients is
-        at most this fraction of the full pass's. On the splice-like sets (1e7 and 1e8
-        nonzeros, hinge, alpha 1e-2 to 1e-5) 0.01 and 0.001 reached ``(1 + 1e-3) P*`` in
-        3-4 rounds, against 10-20 rounds without shrinking; 0.1 and 0.3 took a round or two
-        more.
+        at most this fraction of the full pass's. Smaller values do more cheap passes a
+        round and need fewer rounds; larger ones the reverse (the default was chosen on the
+        splice-like sets of BENCHMARKS.md).
     max_shrunk_passes : int, default=100
         At most this many shrunk passes a round.
     threads : int or None, default=None
@@ -61,9 +58,9 @@ class CocoaOptions:
         round's bits. ``None``: on a cluster, the worker threads of the owner's machine
         shared among the groups it holds (one group on a machine of two 1-thread workers
         gets 2: the other worker's core would idle); in-process 1. 1: the serial passes,
-        the same bits run to run. Measured on the splice-like 1e8 set (hinge, 2 cores,
-        BENCHMARKS.md): 2 threads made a round about 1.5x faster and reached ``(1 + 1e-3)
-        P*`` about 1.25x sooner (a round more at small alpha).
+        the same bits run to run. Threads write to the same columns of ``v`` where rows
+        share features, so a round gains less than the thread count (measured in
+        BENCHMARKS.md).
     """
 
     grid: int | None = None

@@ -62,8 +62,8 @@ class DSOOptions:
         layout is read as stored with the grid when it was stored for the run's
         ``block_bytes``, ``chunk_nnz`` and SVRG setting (``partition_dataset`` stores those
         of the defaults), else built in the first epoch (:mod:`daskpd._layout`). The
-        kernel then runs a straight loop: 2.1x the updates a second of ``"rows"`` and 2.4x
-        those of ``"blocked"`` on splice-like tiles (BENCHMARKS.md, DSO section).
+        kernel then runs a straight loop, the fastest of these orders on splice-like tiles
+        (measured in BENCHMARKS.md, DSO section).
         ``"blocked"``: the same sub-blocks, inside each the rows in a random permutation,
         each row's nonzeros of the sub-block in storage order. ``"rows"``: a random
         permutation of the tile's rows, each row's nonzeros in storage order.
@@ -105,9 +105,9 @@ class DSOOptions:
     svrg_every : int or None, default=None
         Take an SVRG snapshot at the start of every ``svrg_every``-th epoch and use
         variance-reduced coupling terms (0: off). ``None``: every epoch (1) from a start
-        (``init="dcd"`` or a warm start), off from zero. From the DCD start on splice-like
-        data the plain updates leave a gap 23-32x larger after 10 epochs (1e7 and 1e8
-        nonzeros) at a higher cost per epoch (BENCHMARKS.md, DSO section). From zero it
+        (``init="dcd"`` or a warm start), off from zero. From a start on splice-like data
+        the plain updates leave a far larger gap after the same epochs, and the snapshot
+        costs a pass over the tiles (BENCHMARKS.md, DSO section). From zero it
         stays off by default: not measured at those scales (``pipelines/splice_site.py``
         turns it on from zero, where its small real data set needs it).
     regularizer_step : {"auto", "gradient", "prox"}, default="auto"
