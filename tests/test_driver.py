@@ -414,6 +414,11 @@ def test_should_evaluate_rule():
     assert not _should_evaluate("auto", 1, 3.0, 0.0, None, False, 1.0, 7.0)  # 2 > 1.2
     assert _should_evaluate("auto", 1, 3.0, 0.0, None, False, 1.0, 15.0)  # 2 <= 2.0
     assert _should_evaluate("auto", 18, 18.0, 0.0, None, False, 1.0)  # 2 <= 2.0
+    # an evaluation that can end the run (tol > 0, a solver without its own certificate):
+    # the first one alone has to fit in a tenth of the budget
+    assert _should_evaluate("auto", 1, 3.4, 0.0, None, False, 0.4, 3.6, True)  # 0.4 <= 0.74
+    assert not _should_evaluate("auto", 1, 3.4, 0.0, None, False, 0.4, 3.6)  # 0.8 > 0.78
+    assert not _should_evaluate("auto", 1, 3.0, 0.0, None, False, 1.0, 3.0, True)  # 1 > 0.7
     # ...but once measured, against the wall time so far
     assert not _should_evaluate("auto", 2, 4.0, 1.0, 1.0, False, 1.0, 100.0)
 

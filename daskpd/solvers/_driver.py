@@ -128,7 +128,8 @@ def solve(
         run would then have: every epoch when evaluation is cheap, rarely when it is not.
         The call's first evaluation is weighed against the whole budget's time
         (``max_epochs``, ``time_limit``): a long run evaluates its first epoch, one of a
-        few epochs at its end only.
+        few epochs at its end only (with ``tol > 0`` and a solver that needs evaluations to
+        stop, its first epoch too when that one evaluation fits in a tenth of the budget).
         A solver that certifies every epoch from the epoch's own pass (``"cocoa"``) stops
         by ``tol`` at the first epoch its own gap allows, evaluated or not; with the other
         solvers ``tol`` is checked at evaluations, so a run that converges in a few epochs

@@ -155,6 +155,7 @@ def _loop(
                     eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
                     progress.last_eval_cost, last_epoch, elapsed,
                     _wall_to_come(elapsed, max_epochs - epoch, time_limit, progress.seconds),
+                    stops_at_evaluations=tol > 0 and certify is None,
                 )  # fmt: skip
                 if not evaluate and certify is not None:
                     row = _certified_row(certify, state, progress, divergence_factor, store)
@@ -346,7 +347,7 @@ _AUTO_EVAL_SHARE = 0.1
 
 def _should_evaluate(
     eval_every, epoch, wall_so_far, eval_so_far, last_eval_cost, last_epoch, epoch_cost,
-    wall_to_come=0.0,
+    wall_to_come=0.0, stops_at_evaluations=False,
 ):  # fmt: skip
     """Whether to evaluate after ``epoch`` (see ``eval_every`` in :func:`solve`).
 
@@ -367,6 +368,11 @@ def _should_evaluate(
     wall_to_come : float, default=0.0
         Training seconds the rest of the run's budget allows (``max_epochs``,
         ``time_limit``), at this epoch's pace.
+    stops_at_evaluations : bool, default=False
+        Whether an evaluation can end the run (``tol > 0`` and a solver that does not
+        certify its own epochs): the call's first evaluation then needs to fit in a tenth of
+        the budget's time alone, without the final one reserved, for a run that converged
+        at once to stop at once.
 
     Returns
     -------
@@ -382,7 +388,8 @@ def _should_evaluate(
     cost about the same. The first evaluation of a call is measured against the wall time
     of the whole budget instead: a long run evaluates its first epoch (and stops there if
     it converged at once, a warm start from an optimum), a run whose budget is a few
-    epochs evaluates at its end only.
+    epochs evaluates at its end only (and with ``stops_at_evaluations``, its first epoch
+    too if that evaluation alone fits in a tenth of the budget's time).
     """
     if last_epoch:
         return True
@@ -390,6 +397,8 @@ def _should_evaluate(
         return epoch % eval_every == 0
     if last_eval_cost is None:
         cost, wall = epoch_cost, wall_so_far + wall_to_come
+        if stops_at_evaluations:
+            return cost <= _AUTO_EVAL_SHARE * (wall + cost)
     else:
         cost, wall = last_eval_cost, wall_so_far
     return eval_so_far + 2.0 * cost <= _AUTO_EVAL_SHARE * (wall + 2.0 * cost)
