@@ -1,0 +1,183 @@
+"""The chained pass of SPDC and DSPDC (DESIGN.md's "chained pass" graph shape).
+
+One epoch is one Dask graph: the row blocks are visited in :func:`block_order`, a task per
+block takes the primal carry from the task before and returns it with its new dual block
+(:func:`run_chain`); the dual blocks stay where they were computed. Also the state between
+epochs (:class:`ChainState`), the blocks in the kernels' types, kept in the workers
+(:func:`_block_csr`), and the starting dual (:func:`initial_dual`). The solvers' own block
+tasks are in :mod:`daskpd.solvers.spdc` and :mod:`daskpd.solvers.dspdc`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from daskpd._graphs import TaskGraph
+from daskpd.kernels import spdc as spdc_kernels
+from daskpd.solvers._driver import block_seeds, epoch_seed
+
+
+class Carry(NamedTuple):
+    """Primal state flowing through the row blocks: all coordinates at time ``t``."""
+
+    w: np.ndarray
+    w_prev: np.ndarray
+    u: np.ndarray
+    t: int
+
+
+def _block_csr(data, block):
+    """Block ``block`` in the types of the SPDC kernels, kept in the worker after a first read
+    (:mod:`daskpd.data.resident`)."""
+    from daskpd.data.resident import resident
+
+    return resident(data, "spdc-csr", (block,), lambda: _read_block_csr(data, block))
+
+
+def _read_block_csr(data, block):
+    indptr, indices, values, labels = data.block_arrays(block)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    binary = values is None
+    values = (
+        np.empty(0, dtype=np.float64) if binary else np.ascontiguousarray(values, dtype=np.float64)
+    )
+    return indptr, indices, values, binary, np.ascontiguousarray(labels, dtype=np.float64)
+
+
+def _transpose_task(data, block, z_block):
+    indptr, indices, values, binary, _ = _block_csr(data, block)
+    return spdc_kernels.transpose_dot(
+        indptr, indices, values, binary, np.asarray(z_block, dtype=np.float64), data.shape[1]
+    )
+
+
+def _sum_arrays(*arrays):
+    return np.sum(arrays, axis=0)
+
+
+# --------------------------------------------------------------------------------------------
+# chain machinery shared with DSPDC
+# --------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ChainState:
+    """State of a chained-pass solver between epochs."""
+
+    spec: Any  # daskpd.solvers.spdc.ProblemSpec
+    steps: Any  # daskpd.solvers.spdc.StepSizes (or DSPDC's)
+    carry: Carry
+    z_blocks: tuple  # per row block: ndarray or Future
+    block_iters: tuple  # iterations per row block per epoch
+    seed: np.random.SeedSequence
+    epoch: int
+    opts: dict
+    data: Any
+    client: Any
+
+
+def block_seed(seed, epoch, block, n_blocks):
+    """Seed of a block task: child ``block`` of the driver's ``epoch_seed(seed, epoch)``."""
+    return block_seeds(epoch_seed(seed, epoch), n_blocks)[block]
+
+
+# Segments of consecutive row blocks that an epoch visits whole (module docstring).
+_SEGMENTS = 8
+
+
+def block_order(seed, epoch, n_blocks):
+    """Shuffled visiting order of the row blocks in ``epoch`` (child ``n_blocks``).
+
+    The blocks are cut into :data:`_SEGMENTS` runs of consecutive blocks; the runs come in a
+    random order, the blocks of each in a random order. Consecutive blocks live on one
+    worker, so the carry changes worker about once per segment; the order depends on the
+    seed and the blocks only, so a run gives the same bits on any cluster and in-process.
+    """
+    rng = np.random.default_rng(block_seeds(epoch_seed(seed, epoch), n_blocks + 1)[n_blocks])
+    segments = np.array_split(np.arange(n_blocks), min(_SEGMENTS, max(1, n_blocks)))
+    return np.concatenate(
+        [rng.permutation(segments[k]) for k in rng.permutation(len(segments))]
+    ).astype(np.int64)
+
+
+def run_chain(state, epoch, task, finish=None):
+    """Run one epoch of a chained pass as ONE Dask compute (or one wave of futures).
+
+    ``task(carry, z_block, data, block, seed, n_iter, spec, steps, opts) -> (carry, z)``;
+    ``finish(carry, steps, spec) -> Carry``, when given, is the epoch's last task. On a
+    client, block ``b`` runs on the worker :func:`~daskpd.solvers._data.score_rows` gives it
+    (which keeps its rows from one epoch to the next).
+    """
+    from daskpd._cluster import worker_addresses
+
+    n_blocks = len(state.z_blocks)
+    order = block_order(state.seed, epoch, n_blocks)
+    graph = TaskGraph(f"spdc-e{epoch}")
+    # a future (the last epoch's carry, on its worker) is a reference the scheduler resolves
+    carry = state.carry if hasattr(state.carry, "key") else graph.data("carry", state.carry)
+    new_z = list(state.z_blocks)
+    # One graph node for the data handle: an in-memory dataset is shipped once per epoch.
+    data = graph.data("data", state.data)
+    workers = worker_addresses(state.client) if state.client is not None else ()
+    for b in order:
+        b = int(b)
+        out = graph.task(
+            f"block-{b}", task, carry, state.z_blocks[b], data, b,
+            block_seed(state.seed, epoch, b, n_blocks), state.block_iters[b], state.spec,
+            state.steps, state.opts,
+            worker=workers[b * len(workers) // n_blocks] if workers else None,
+            allow_other_workers=True,
+        )  # fmt: skip
+        carry, new_z[b] = graph.parts(out, 2, f"block-{b}")
+    if finish is not None:
+        carry = graph.task("finish", finish, carry, state.steps, state.spec)
+    if state.client is not None:
+        from distributed import wait
+
+        futures = graph.submit(state.client, [carry, *new_z])
+        # the carry (n_features floats a few times) stays on its worker: the next epoch's
+        # first task reads it there, the client fetches it only for an iterate or checkpoint
+        wait(futures[0])
+        carry_value = futures[0]
+        z_blocks = tuple(futures[1:])
+    else:
+        carry_value, *z_values = graph.compute([carry, *new_z])
+        z_blocks = tuple(z_values)
+    return dataclasses.replace(state, carry=carry_value, z_blocks=z_blocks, epoch=epoch)
+
+
+def carry_of(state):
+    """The state's :class:`Carry` as NumPy arrays (fetched when it is a future)."""
+    carry = state.carry
+    return carry.result() if hasattr(carry, "result") else carry
+
+
+def gather_dual(state):
+    """The dual blocks as NumPy arrays (fetched from workers when they are futures)."""
+    if state.client is not None and any(hasattr(z, "key") for z in state.z_blocks):
+        return [np.asarray(z) for z in state.client.gather(list(state.z_blocks))]
+    return [np.asarray(z) for z in state.z_blocks]
+
+
+def initial_dual(data, client, z=None):
+    """Per-block dual arrays (zeros, or slices of ``z``) and ``u = X^T z / n`` (one compute)."""
+    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+    n, d = data.shape
+    if z is None:
+        blocks = [np.zeros(int(bounds[b + 1] - bounds[b])) for b in range(len(bounds) - 1)]
+        u = np.zeros(d)
+    else:
+        z = np.asarray(z, dtype=np.float64)
+        if z.shape != (n,):
+            raise ValueError(f"warm-start z must have shape ({n},), got {z.shape}")
+        blocks = [z[bounds[b] : bounds[b + 1]].copy() for b in range(len(bounds) - 1)]
+        graph = TaskGraph("spdc-start")
+        data_ref = graph.data("data", data)
+        parts = [graph.task(b, _transpose_task, data_ref, b, blocks[b]) for b in range(len(blocks))]
+        (total,) = graph.compute([graph.task("sum", _sum_arrays, *parts)])
+        u = total / n
+    if client is not None:
+        blocks = client.scatter(blocks)
+    return blocks, u
