@@ -268,6 +268,16 @@ def worker_addresses(client):
     return tuple(sorted(client.nthreads()))
 
 
+def block_worker(workers, block, n_blocks):
+    """The worker of ``workers`` (sorted addresses) that row block ``block`` goes to.
+
+    Consecutive blocks on one worker, the same one in every graph of a run: evaluations,
+    scoring and SPDC's epochs pin a block there, so the rows a worker keeps
+    (:mod:`daskpd.data.resident`) are the ones it is given again.
+    """
+    return workers[block * len(workers) // n_blocks]
+
+
 def worker_memory_limit():
     """The memory limit of the Dask worker running this code, in bytes (0: none, or no worker)."""
     try:

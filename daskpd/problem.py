@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from daskpd._cluster import block_worker, worker_addresses
 from daskpd.data.format import NO_VALUES
 from daskpd.data.resident import resident_rows_arrays
 from daskpd.kernels.objective import BlockRows, csr_block_partial, dense_block_partial
@@ -394,16 +395,16 @@ class Problem:
 
     # ---- evaluation
 
-    def _graph(self, w, data, z, z_bounds, threads=None):
+    def _graph(self, w, data, z, z_bounds, workers=()):
         """``(graph, root)``: tasks of ``(loss_sum, conj_sum, X^T z)`` over all row blocks.
 
         One task per row block (a :class:`~daskpd._graphs.TaskGraph`, whose tasks cost
         microseconds each to add: datasets of thousands of blocks stay cheap). ``w`` is an
         ndarray or a future.
 
-        Without ``threads``, the blocks' partials are tree-reduced. With ``threads`` (worker
-        address -> threads, from a client), block ``i`` runs on the worker that keeps its
-        rows between evaluations (as :func:`~daskpd.solvers._data.score_rows` places them),
+        Without ``workers``, the blocks' partials are tree-reduced. With ``workers`` (the
+        client's worker addresses, sorted), block ``i`` runs on the worker that keeps its
+        rows between evaluations (:func:`daskpd._cluster.block_worker`),
         and the blocks form chains of ``_FAN_IN`` consecutive blocks whose tasks add into
         the ``X^T z`` vector of the task before: a dense vector of ``n_features`` floats
         per chain instead of one per block, to allocate, move between workers and sum (at
@@ -443,7 +444,7 @@ class Problem:
                         refs.append(piece)
         bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
         n_blocks = bounds.size - 1
-        workers = sorted(threads) if threads else []
+        workers = tuple(sorted(workers))
         chains = {}
         keys = []
         for i in range(n_blocks):
@@ -465,7 +466,7 @@ class Problem:
             chain = i // _FAN_IN
             chains[chain] = graph.task(
                 f"block-{i}", _block_partial_into, chains.get(chain), *args,
-                worker=workers[i * len(workers) // n_blocks], allow_other_workers=True,
+                worker=block_worker(workers, i, n_blocks), allow_other_workers=True,
             )  # fmt: skip
         if workers:
             keys = [chains[c] for c in sorted(chains)]
@@ -500,7 +501,7 @@ class Problem:
             # w to every worker once, not through the scheduler inside the graph (nor
             # fetched by every worker from one, which the scheduler would then prefer)
             w_future = client.scatter(w, broadcast=True, hash=False)
-            graph, root = self._graph(w_future, data, z, z_bounds, threads=client.nthreads())
+            graph, root = self._graph(w_future, data, z, z_bounds, workers=worker_addresses(client))
             loss_sum, conj_sum, g = graph.submit(client, [root])[0].result()
             # held until here: a graph sent by client.get does not hold the futures it reads,
             # and one released before the scheduler has the graph is lost to its tasks

@@ -427,18 +427,18 @@ def test_on_a_cluster_blocks_are_summed_in_chains_placed_where_their_rows_stay(t
     problem = Problem("logistic", "l2", 0.1)
     w = np.linspace(-0.5, 0.5, D)
     z = -y * 0.5
-    threads = {"tcp://b:2": 2, "tcp://a:1": 1}
-    graph, root = problem._graph(w, dataset, z, None, threads=threads)
+    workers = ("tcp://b:2", "tcp://a:1")
+    graph, root = problem._graph(w, dataset, z, None, workers=workers)
     tasks = graph._tasks.values()
     chained = [task for task in tasks if getattr(task, "func", None) is _block_partial_into]
     assert len(chained) == 20
-    # block i on worker sorted(threads)[i * 2 // 20], as score_rows keeps its rows
+    # block i on block_worker(sorted workers, i, 20), the worker that keeps its rows
     workers = [graph._annotations[key]["workers"][0] for key in sorted(graph._annotations)]
     assert sorted(workers) == ["tcp://a:1"] * 10 + ["tcp://b:2"] * 10
     heads = sorted(task.args[2] for task in chained if task.args[0] is None)
     assert heads == list(range(0, 200, 10 * _FAN_IN))  # chains of _FAN_IN blocks
     # the same chains on another cluster (a replaced worker, or one worker fewer)
-    other, _ = problem._graph(w, dataset, z, None, threads={"tcp://c:3": 1})
+    other, _ = problem._graph(w, dataset, z, None, workers=("tcp://c:3",))
     other = [t for t in other._tasks.values() if getattr(t, "func", 0) is _block_partial_into]
     assert sorted(task.args[2] for task in other if task.args[0] is None) == heads
     # the same numbers as the tree of one partial per block, in this process

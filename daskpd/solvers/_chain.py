@@ -107,10 +107,10 @@ def run_chain(state, epoch, task, finish=None):
 
     ``task(carry, z_block, data, block, seed, n_iter, spec, steps, opts) -> (carry, z)``;
     ``finish(carry, steps, spec) -> Carry``, when given, is the epoch's last task. On a
-    client, block ``b`` runs on the worker :func:`~daskpd.solvers._data.score_rows` gives it
-    (which keeps its rows from one epoch to the next).
+    client, block ``b`` runs on :func:`daskpd._cluster.block_worker`'s worker (which keeps its
+    rows from one epoch to the next).
     """
-    from daskpd._cluster import worker_addresses
+    from daskpd._cluster import block_worker, worker_addresses
 
     n_blocks = len(state.z_blocks)
     order = block_order(state.seed, epoch, n_blocks)
@@ -127,7 +127,7 @@ def run_chain(state, epoch, task, finish=None):
             f"block-{b}", task, carry, state.z_blocks[b], data, b,
             block_seed(state.seed, epoch, b, n_blocks), state.block_iters[b], state.spec,
             state.steps, state.opts,
-            worker=workers[b * len(workers) // n_blocks] if workers else None,
+            worker=block_worker(workers, b, n_blocks) if workers else None,
             allow_other_workers=True,
         )  # fmt: skip
         carry, new_z[b] = graph.parts(out, 2, f"block-{b}")

@@ -68,7 +68,7 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
         return np.zeros(0)
     graph = TaskGraph("daskpd-scores")
     if client is not None:
-        from daskpd._cluster import worker_addresses
+        from daskpd._cluster import block_worker, worker_addresses
 
         # w to every worker once, not through the scheduler inside the graph; block i is
         # scored by the same worker in every evaluation of a run, which keeps it after its
@@ -83,7 +83,7 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
                 i,
                 w_future,
                 allow_other_workers=True,
-                worker=workers[i * len(workers) // n_blocks] if workers else None,
+                worker=block_worker(workers, i, n_blocks) if workers else None,
             )  # fmt: skip
             for i in range(n_blocks)
         ]
