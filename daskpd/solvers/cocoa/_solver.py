@@ -435,6 +435,7 @@ class Cocoa:
                         stop,
                         class_pair,
                         grid > 1,
+                        settings,
                         worker=owners[k],
                     )  # fmt: skip
                     for k, (start, stop) in enumerate(ranges)
