@@ -708,3 +708,71 @@ def test_survives_a_worker_killed_mid_round(local_cluster, disk_data, tmp_path):
     assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
     assert survived.recoveries <= 1
     _wait_for_two_workers(client)
+
+
+_REHEARSAL_CHECK = """
+import sys
+import numpy as np
+from daskpd.data import open_dataset
+from daskpd.kernels import cocoa, dso, scalar
+from daskpd.problem import Problem
+from daskpd.solvers.cocoa import CocoaOptions, _tasks
+from daskpd.solvers.cocoa._graph import _row_bounds
+from daskpd.solvers.cocoa._options import _settings
+
+path, loss, threads, grid, rehearse = sys.argv[1:]
+threads, grid = int(threads), int(grid)
+data = open_dataset(path)
+settings = _settings(Problem(loss=loss, alpha=0.01), data, CocoaOptions(grid=grid), grid, threads)
+dispatchers = [
+    f for m in (cocoa, dso, scalar) for f in vars(m).values()
+    if hasattr(f, "signatures") and hasattr(f, "py_func")
+]
+stop = int(_row_bounds(data, grid)[1])
+group = _tasks._load_group(data, 0, stop, None, grid > 1, settings if rehearse == "1" else None)
+before = {id(f): set(f.signatures) for f in dispatchers}
+z, step, _ = _tasks._round_task(
+    group, np.zeros(stop), None, np.zeros(data.n_features), 7, settings, True
+)
+_tasks._sum_task(np.zeros(data.n_features), settings.direct, None, step, group.columns)
+assert np.any(z != 0.0)  # the round ran on the real rows
+print(sorted(f.__name__ for f in dispatchers if set(f.signatures) - before[id(f)]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("loss", "binary", "dtype", "threads", "grid"),
+    [
+        ("hinge", True, np.float32, 2, 1),
+        ("logistic", False, np.float32, 1, 3),
+        ("squared", False, np.float64, 2, 3),
+    ],
+)
+def test_the_rehearsal_loads_every_kernel_a_round_calls(
+    tmp_path, loss, binary, dtype, threads, grid
+):
+    """The rehearsal beside the read must call the kernels with the real rows' types: in a
+    fresh process, a real round after it loads no new specialization (which it would do
+    inside the timed first round otherwise); without the rehearsal it does (the check can
+    fail)."""
+    import subprocess
+    import sys
+
+    X, y = _data(n=300, d=30, seed=5)
+    if binary:
+        X = (X != 0).astype(np.float64)
+    if loss == "squared":
+        y = np.linspace(-1.0, 1.0, y.shape[0])
+    data = write_dataset(X.astype(dtype), y, tmp_path / "train.zarr", rows_per_block=100)
+    assert data.binary == binary
+
+    def new_specializations(rehearse):
+        args = [str(data.path), loss, str(threads), str(grid), rehearse]
+        run = subprocess.run(
+            [sys.executable, "-c", _REHEARSAL_CHECK, *args], capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    assert new_specializations("1") == "[]"
+    assert "cocoa_pass" in new_specializations("0")
