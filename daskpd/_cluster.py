@@ -268,6 +268,15 @@ def worker_addresses(client):
     return tuple(sorted(client.nthreads()))
 
 
+def worker_memory_limits(client):
+    """Each worker's memory limit in bytes (0: none), by address, as the scheduler knows it."""
+
+    def limits(dask_scheduler):
+        return {a: int(ws.memory_limit or 0) for a, ws in dask_scheduler.workers.items()}
+
+    return client.run_on_scheduler(limits)
+
+
 def block_worker(workers, block, n_blocks):
     """The worker of ``workers`` (sorted addresses) that row block ``block`` goes to.
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd.data import open_dataset, write_dataset
+from daskpd.data import MemoryDataset, open_dataset, write_dataset
 from daskpd.problem import Problem
 from daskpd.solvers._data import score_rows
 
@@ -70,3 +70,32 @@ def test_evaluation_from_kept_rows_equals_a_direct_one(local_cluster, tmp_path):
     ranges = sorted({key for keys in kept.values() for key in keys})
     bounds = [int(b) for b in data.row_block_bounds]
     assert ranges == list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def test_test_rows_are_prefetched_where_scoring_asks_for_them(local_cluster, tmp_path, monkeypatch):
+    from daskpd._cluster import block_worker, worker_addresses
+    from daskpd.data import resident
+    from daskpd.solvers._data import prefetch_rows
+
+    path = tmp_path / "test.zarr"
+    X, y = _rows(6)
+    write_dataset(X, y, path, rows_per_block=30)
+    data = open_dataset(path)
+    reads = prefetch_rows(data, local_cluster)
+    assert len(reads) == data.n_row_blocks
+    local_cluster.gather(reads)
+    kept = local_cluster.run(_kept_keys, "block", data.path)
+    workers = worker_addresses(local_cluster)
+    n = data.n_row_blocks
+    # each block kept by the worker that score_rows pins it to, and by no other
+    assert {a: sorted(i for (i,) in keys) for a, keys in kept.items()} == {
+        a: [i for i in range(n) if block_worker(workers, i, n) == a] for a in workers
+    }
+    w = np.random.default_rng(7).normal(size=X.shape[1])
+    assert np.allclose(score_rows(w, data, client=local_cluster), X @ w, rtol=1e-6)
+
+    # nothing for in-memory data, without a client, or when the workers would not keep it
+    assert prefetch_rows(data, None) == []
+    assert prefetch_rows(MemoryDataset(X, y, rows_per_block=30), local_cluster) == []
+    monkeypatch.setattr(resident, "RESIDENT_SHARE", 1e-12)
+    assert prefetch_rows(data, local_cluster) == []

@@ -20,6 +20,7 @@ from daskpd.solvers._data import (
     _data_identity,
     _objective_description,
     metrics_for,
+    prefetch_rows,
     score_rows,
 )
 from daskpd.solvers._types import DivergenceError, EpochInfo, SolveResult, TrainingFailed
@@ -96,6 +97,8 @@ def _loop(
             )
         spent["init"] += time.perf_counter() - tick
     eval_seconds_before = progress.eval_seconds
+    # the test rows read by idle workers meanwhile, for the evaluations (held to the end)
+    prefetched = prefetch_rows(test_data, client)
     if state is None:
         tick = time.perf_counter()
         state = method.init(
@@ -252,6 +255,7 @@ def _loop(
         converged = progress.history[-1]["gap"] <= tol
     finally:
         _close(method, state)
+        prefetched.clear()
         for callback in callback_list:
             callback.on_train_end()
 
