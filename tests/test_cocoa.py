@@ -776,3 +776,86 @@ def test_the_rehearsal_loads_every_kernel_a_round_calls(
 
     assert new_specializations("1") == "[]"
     assert "cocoa_pass" in new_specializations("0")
+
+
+# --------------------------------------------------------------------------------------------
+# streamed rows (rows="stream"): read again by every round, a chunk of row blocks at a time
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared"])
+def test_streamed_rounds_equal_the_reference_in_chunk_order(loss):
+    """One group, serial: a streamed round is dual coordinate ascent over the rows in the
+    chunk order (row blocks in a random order, two per chunk, each chunk's rows in one
+    random order), drawn from the round's seed as the reference draws it."""
+    X, y = _loss_data(loss, n=240, d=30, seed=21)
+    data = MemoryDataset(X, y, rows_per_block=40)
+    bounds = np.asarray(data.row_block_bounds)
+    assert bounds.shape[0] - 1 == 6
+    alpha, n_rounds = 0.01, 3
+    problem = Problem(loss, "l2", alpha)
+    chunk = 2 * (int(data.nnz) // 6)
+    _, state = _run(data, problem, grid=1, n_rounds=n_rounds, rows="stream", stream_nnz=chunk)
+    assert state.settings.stream_nnz == chunk
+    n, d = X.shape
+    w, z, c = np.zeros(d), np.zeros(n), np.ones(n)
+    for t in range(1, n_rounds + 1):
+        rng = np.random.default_rng(block_seeds(epoch_seed(np.random.SeedSequence(0), t), 1)[0])
+        blocks = rng.permutation(6)
+        order = []
+        for k in range(0, 6, 2):
+            rows = np.concatenate([np.arange(bounds[b], bounds[b + 1]) for b in blocks[k : k + 2]])
+            order.extend(rows[rng.permutation(rows.shape[0])])
+            rng.integers(2**63, dtype=np.uint64)  # the chunk's shrinking seed
+        z, w, _, _ = _reference_pass(X, y, c, z, w, order, loss, 1.0, 1.0, n, alpha)
+    assert np.allclose(state.w[0], w, rtol=1e-9, atol=1e-12)
+    assert np.allclose(np.concatenate(state.z), z, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+def test_streamed_rows_reach_liblinear_optimum_with_exact_certificates(loss):
+    X, y = _data(n=300, d=30, seed=6)
+    alpha = 0.01
+    data = MemoryDataset(X, y, rows_per_block=25)
+    per_block = int(data.nnz) // 12
+    result = solve(
+        data, loss=loss, alpha=alpha, solver="cocoa", grid=2, tol=1e-6, max_epochs=3000,
+        client=False, rows="stream", stream_nnz=3 * per_block, eval_every=1,
+    )  # fmt: skip
+    assert result.converged and result.gap <= 1e-6
+    problem = Problem(loss, "l2", alpha)
+    reference = _liblinear(loss, X, y, alpha, np.ones(X.shape[0]))
+    p_ref = problem.evaluate(reference, data).primal
+    assert result.dual <= p_ref + 1e-12 and result.primal <= p_ref + 1e-6
+    # every reported primal is the objective of the point reported with it
+    assert result.history[-1]["primal"] == pytest.approx(
+        problem.evaluate(result.w, data).primal, rel=1e-12
+    )
+
+
+@pytest.mark.cluster
+def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk_data, monkeypatch):
+    from daskpd.solvers.cocoa import _options, _solver
+    from daskpd.solvers.cocoa._tasks import _StreamedGroup
+
+    common = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "grid": 2, "tol": 0.0,
+              "eval_every": 1, "threads": 1, "stream_nnz": 4000}  # fmt: skip
+    streamed = [
+        solve(disk_data, max_epochs=4, client=client, rows="stream", **common)
+        for client in (False, local_cluster)
+    ]
+    assert np.array_equal(streamed[0].w, streamed[1].w)
+    assert [r["gap"] for r in streamed[0].history] == [r["gap"] for r in streamed[1].history]
+    gaps = [r["gap"] for r in streamed[1].history]
+    assert gaps[-1] < 0.1 * gaps[0]
+    # "auto" streams the groups whose kept rows would not fit the owner's share
+    problem = Problem("hinge", "l2", 1e-3)
+    _, state = _run(disk_data, problem, grid=2, n_rounds=1, client=local_cluster)
+    assert not isinstance(local_cluster.gather(state.groups[0]), _StreamedGroup)
+    monkeypatch.setattr(_solver, "STREAM_SHARE", 1e-9)
+    _, state = _run(disk_data, problem, grid=2, n_rounds=1, client=local_cluster)
+    assert isinstance(local_cluster.gather(state.groups[0]), _StreamedGroup)
+    # a chunk is a tenth of the owner's memory limit by default
+    limit = min(local_cluster.run_on_scheduler(
+        lambda dask_scheduler: [ws.memory_limit for ws in dask_scheduler.workers.values()]
+    ))  # fmt: skip
+    assert state.settings.stream_nnz == int(_options.STREAM_CHUNK_SHARE * limit) // 8

@@ -61,6 +61,21 @@ class CocoaOptions:
         the same bits run to run. Threads write to the same columns of ``v`` where rows
         share features, so a round gains less than the thread count (measured in
         BENCHMARKS.md).
+    rows : {"auto", "memory", "stream"}, default="auto"
+        Where a group's rows are between rounds. ``"memory"``: read once by the owner and
+        kept there. ``"stream"``: read again by every round, in chunks of row blocks (the
+        next chunk read in a thread while the kernels work on one), for rows larger than
+        the owner's memory; each chunk's passes, full then shrunk, run before the next
+        chunk's (the same local problem, its shrunk passes within a chunk) and the
+        certificate comes from the same sums. ``"auto"``: streamed when the rows of a
+        group, as the kernels keep them, would take more than :data:`STREAM_SHARE` of the
+        owner's memory limit (on a cluster, data on disk), else kept.
+    stream_nnz : int or None, default=None
+        Streamed rows: the nonzeros read and visited together (row blocks in a random
+        order, their rows in one random order). Passes over many blocks at once converge
+        faster than block after block. ``None``: :data:`STREAM_CHUNK_SHARE` of the owner's
+        memory limit (two chunks are in memory: one visited, the next being read), or
+        :data:`STREAM_CHUNK_NNZ` without a limit.
     """
 
     grid: int | None = None
@@ -70,8 +85,20 @@ class CocoaOptions:
     shrink_ratio: float = 0.01
     max_shrunk_passes: int = 100
     threads: int | None = None
+    rows: str = "auto"
+    stream_nnz: int | None = None
 
     def __post_init__(self):
+        if self.stream_nnz is not None and (
+            isinstance(self.stream_nnz, bool)
+            or not isinstance(self.stream_nnz, int | np.integer)
+            or self.stream_nnz < 1
+        ):
+            raise ValueError(
+                f"stream_nnz must be a positive integer or None, got {self.stream_nnz!r}"
+            )
+        if self.rows not in ("auto", "memory", "stream"):
+            raise ValueError(f"rows must be 'auto', 'memory' or 'stream', got {self.rows!r}")
         if self.grid is not None and (
             isinstance(self.grid, bool)
             or not isinstance(self.grid, int | np.integer)
@@ -115,6 +142,40 @@ class CocoaOptions:
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
 
 
+#: ``rows="auto"`` streams a group whose kept rows would take more than this share of its
+#: owner's memory limit: the rest is for ``w``, the round's buffers and Dask (spilling
+#: starts at 60%, pausing at 80%).
+STREAM_SHARE = 0.4
+
+#: Share of the owner's memory limit one chunk of streamed rows may take.
+STREAM_CHUNK_SHARE = 0.1
+
+#: Nonzeros of a chunk of streamed rows when the owner has no memory limit.
+STREAM_CHUNK_NNZ = 1 << 25
+
+
+def kept_bytes(data, start, stop):
+    """Bytes of rows ``start:stop`` as a kept group holds them (ids, values, per-row arrays)."""
+    n = int(data.n_samples)
+    nnz = int(data.nnz) * (stop - start) // max(n, 1)
+    return nnz * _bytes_per_nnz(data) + (stop - start) * (8 + 3 * 8)
+
+
+def _bytes_per_nnz(data):
+    values = 0 if getattr(data, "binary", False) else np.dtype(data.dtype).itemsize
+    return 4 + values
+
+
+def stream_nnz(options, data, limit):
+    """Nonzeros of a chunk of streamed rows (``CocoaOptions.stream_nnz``) for an owner of
+    memory limit ``limit`` bytes (0: none)."""
+    if options.stream_nnz is not None:
+        return int(options.stream_nnz)
+    if not limit:
+        return STREAM_CHUNK_NNZ
+    return max(1, int(STREAM_CHUNK_SHARE * limit) // _bytes_per_nnz(data))
+
+
 @dataclass(frozen=True)
 class _Settings:
     """Constants of a run that every task needs (small; shipped with each task)."""
@@ -134,6 +195,8 @@ class _Settings:
     direct: bool
     #: threads of a group's passes (1: serial)
     threads: int = 1
+    #: nonzeros of a chunk of streamed rows (``CocoaOptions.stream_nnz``; 0: kept rows)
+    stream_nnz: int = 0
 
     @property
     def inv_alpha_n(self):

@@ -11,6 +11,7 @@ import uuid
 
 import numpy as np
 
+from daskpd._cluster import worker_memory_limits
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
@@ -32,10 +33,17 @@ from daskpd.solvers.cocoa._graph import (
     _spread_columns,
     _State,
 )
-from daskpd.solvers.cocoa._options import CocoaOptions, _settings
+from daskpd.solvers.cocoa._options import (
+    STREAM_SHARE,
+    CocoaOptions,
+    _settings,
+    kept_bytes,
+    stream_nnz,
+)
 from daskpd.solvers.cocoa._tasks import (
     _certificate,
     _load_group,
+    _open_streamed,
     _round_task,
     _start_task,
     _stats_task,
@@ -421,6 +429,10 @@ class Cocoa:
         token = uuid.uuid4().hex[:12]
         class_pair = class_weight_pair(problem, data)
         ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(grid)]
+        if _streamed(options, data, client, owners, ranges):
+            return self._streamed_state(
+                problem, data, seed, client, options, settings, owners, ranges
+            )
         if client is not None and is_on_disk(data):
             # read by the owner straight from the store; the future stays for the run
             graph = TaskGraph("cocoa", token)
@@ -490,6 +502,41 @@ class Cocoa:
             whole=whole,
         )
 
+    def _streamed_state(self, problem, data, seed, client, options, settings, owners, ranges):
+        """The state without a point for groups read by every round (``rows="stream"``)."""
+        homes = tuple(dict.fromkeys(owners))
+        token = uuid.uuid4().hex[:12]
+        class_pair = class_weight_pair(problem, data)
+        limits = {} if client is None else worker_memory_limits(client)
+        chunk = min(stream_nnz(options, data, limits.get(owner, 0)) for owner in owners)
+        settings = dataclasses.replace(settings, stream_nnz=chunk)
+        calls = [
+            (_open_streamed, data, start, stop, class_pair, settings if client else None)
+            for start, stop in ranges
+        ]
+        if client is None:
+            groups = [fn(*args) for fn, *args in calls]
+            columns = (tuple(group.columns for group in groups),)
+        else:
+            graph = TaskGraph("cocoa", token)
+            groups = graph.submit(
+                client,
+                [
+                    graph.task(f"rows-{k}", fn, *args, worker=owners[k])
+                    for k, (fn, *args) in enumerate(calls)
+                ],
+            )
+            columns, _ = _spread_columns(client, groups, owners, homes, token)
+        bounds = np.array([ranges[0][0], *(stop for _, stop in ranges)], dtype=np.int64)
+        return _State(
+            problem=problem, source=data, settings=settings, seed=seed, client=client,
+            token=token, row_bounds=bounds, owners=owners, homes=homes,
+            groups=tuple(groups), columns=columns, z=(), z_pick=None, z_blocks=(), w=(),
+            epoch=0,
+            # a streamed group's z block is about a tenth of its rows' bytes: apart
+            whole=False,
+        )  # fmt: skip
+
     def _placed(self, state, z, w, *, epoch):
         """``state`` at point ``(w, z)``: on a client, each block scattered where it lives.
 
@@ -505,3 +552,17 @@ class Cocoa:
             w = [_scatter_to(client, w, home) for home in state.homes]
         w = (w,) if client is None else tuple(w)
         return dataclasses.replace(state, z=z, z_pick=None, z_blocks=z, w=w, epoch=epoch)
+
+
+def _streamed(options, data, client, owners, ranges):
+    """Whether the groups' rows are read by every round (``CocoaOptions.rows``)."""
+    if options.rows != "auto":
+        return options.rows == "stream"
+    if client is None or not is_on_disk(data):
+        return False
+    limits = worker_memory_limits(client)
+    for owner, (start, stop) in zip(owners, ranges, strict=True):
+        limit = limits.get(owner, 0)
+        if limit and kept_bytes(data, start, stop) > STREAM_SHARE * limit:
+            return True
+    return False

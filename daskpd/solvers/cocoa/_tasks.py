@@ -33,6 +33,20 @@ class _Group(NamedTuple):
     norm_sq: np.ndarray
 
 
+class _StreamedGroup(NamedTuple):
+    """A group whose rows are read again, a row block at a time, by every round (rows that
+    do not fit the owner's memory: ``CocoaOptions(rows="stream")``)."""
+
+    source: object
+    start: int
+    stop: int
+    class_pair: object
+    #: every column (global ids, int32): the group's ``w`` is the whole of it
+    columns: np.ndarray
+    #: the dataset's row-block bounds inside ``start:stop`` (absolute row numbers)
+    bounds: np.ndarray
+
+
 # --------------------------------------------------------------------------------------------
 # tasks (pure: they copy what they mutate)
 
@@ -53,22 +67,99 @@ def _load_group(source, start, stop, class_pair, renumber, rehearse=None):
         pool = ThreadPoolExecutor(1)
         rehearsal = pool.submit(_rehearse, rehearse, bool(source.binary), source.dtype)
         pool.shutdown(wait=False)
+    group = _read_rows(source, start, stop, class_pair, None)
+    if renumber:
+        columns, indices = kernels.local_columns(group.indices, int(source.n_features))
+        group = group._replace(columns=columns, indices=indices)
+    else:
+        group = group._replace(columns=np.arange(int(source.n_features), dtype=np.int32))
+    if rehearsal is not None:
+        rehearsal.result()
+    return group
+
+
+def _read_rows(source, start, stop, class_pair, columns):
+    """Rows ``start:stop`` as a :class:`_Group` on global column ids (``columns`` as given)."""
     indptr, indices, vals, y = source.read_rows_arrays(start, stop)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int32)
-    if renumber:
-        columns, indices = kernels.local_columns(indices, int(source.n_features))
-    else:
-        columns = np.arange(int(source.n_features), dtype=np.int32)
     binary = vals is None
     vals = _kernel_values(vals)
     y = np.ascontiguousarray(y, dtype=np.float64)
     weight = row_weights(source, y, start, stop, class_pair)
     norm_sq = np.empty(y.shape[0])
     kernels.row_norms(indptr, vals, binary, norm_sq)
-    if rehearsal is not None:
-        rehearsal.result()
     return _Group(indptr, indices, columns, vals, binary, y, weight, norm_sq)
+
+
+def _open_streamed(source, start, stop, class_pair, rehearse=None):
+    """Task: a :class:`_StreamedGroup` of rows ``start:stop`` (nothing read), after the
+    rehearsal of :func:`_rehearse` (``rehearse``: the run's settings)."""
+    if rehearse is not None:
+        _rehearse(rehearse, bool(source.binary), source.dtype)
+    edges = np.asarray(source.row_block_bounds, dtype=np.int64)
+    inner = edges[(edges > start) & (edges < stop)]
+    bounds = np.concatenate([[start], inner, [stop]]).astype(np.int64)
+    columns = np.arange(int(source.n_features), dtype=np.int32)
+    return _StreamedGroup(source, int(start), int(stop), class_pair, columns, bounds)
+
+
+def _streamed_chunks(group, chunks):
+    """The rows of a streamed group, a chunk at a time: ``(rows, index)`` for each list of
+    row blocks in ``chunks``, the blocks' rows as one :class:`_Group` and their row numbers
+    in the group. The next chunk is read in a thread while the caller works on this one
+    (the kernels release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(blocks):
+        parts, index = [], []
+        for b in blocks:
+            lo, hi = int(group.bounds[b]), int(group.bounds[b + 1])
+            parts.append(_read_rows(group.source, lo, hi, group.class_pair, group.columns))
+            index.append(np.arange(lo - group.start, hi - group.start, dtype=np.int64))
+        return _concatenated(parts, group.columns), np.concatenate(index)
+
+    if len(chunks) == 0:
+        return
+    with ThreadPoolExecutor(1) as reader:
+        pending = reader.submit(read, chunks[0])
+        for j in range(len(chunks)):
+            rows, index = pending.result()
+            if j + 1 < len(chunks):
+                pending = reader.submit(read, chunks[j + 1])
+            yield rows, index
+
+
+def _concatenated(parts, columns):
+    """One :class:`_Group` of the rows of ``parts``, in order."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    offsets = np.cumsum([0] + [int(part.indptr[-1]) for part in parts])
+    indptr = np.concatenate(
+        [first.indptr[:1]] + [part.indptr[1:] + offsets[k] for k, part in enumerate(parts)]
+    )
+    vals = first.vals if first.binary else np.concatenate([part.vals for part in parts])
+
+    def joined(name):
+        return np.concatenate([getattr(part, name) for part in parts])
+
+    return _Group(
+        indptr, joined("indices"), columns, vals, first.binary, joined("y"), joined("weight"),
+        joined("norm_sq"),
+    )  # fmt: skip
+
+
+def _chunks(order, group, stream_nnz):
+    """``order``'s row blocks in consecutive lists of about ``stream_nnz`` nonzeros (by the
+    group's mean per block): rows read together are shuffled together, since passes that
+    visit one small block's rows after another's converge markedly slower than passes in
+    one random order over many blocks (measured on the tests' data)."""
+    n_blocks = len(group.bounds) - 1
+    per_block = max(1, int(group.source.nnz) * (group.stop - group.start)
+                    // max(1, int(group.source.n_samples)) // max(1, n_blocks))  # fmt: skip
+    size = max(1, int(stream_nnz) // per_block)
+    return [order[k : k + size] for k in range(0, n_blocks, size)]
 
 
 def _kernel_values(vals):
@@ -122,13 +213,18 @@ def _start_task(group, settings, z_start, w_start):
     From ``z_start`` (projected on the dual box) or, without one, from the primal start:
     ``z_i = c_i loss'(x_i . w_start, y_i)``, the dual point that matches ``w_start``.
     """
+    if isinstance(group, _StreamedGroup):
+        return _streamed_start(group, settings, z_start, w_start)
     lo, hi = _dual_box(settings, group)
     if z_start is not None:
         z = np.asarray(z_start, dtype=np.float64)
     else:
+        # every column (a streamed group's blocks): w itself, not a copy through the ids
+        full = group.columns.shape[0] == w_start.shape[0]
         scores = spdc_kernels.row_dots(
-            group.indptr, group.indices, group.vals, group.binary, w_start[group.columns]
-        )
+            group.indptr, group.indices, group.vals, group.binary,
+            w_start if full else w_start[group.columns],
+        )  # fmt: skip
         slopes = np.empty_like(scores)
         scalar.loss_derivative_array(
             settings.loss_code, settings.loss_params, scores, group.y, slopes
@@ -141,6 +237,19 @@ def _start_task(group, settings, z_start, w_start):
     return z, group.columns, xt_z
 
 
+def _streamed_start(group, settings, z_start, w_start):
+    """:func:`_start_task` of a streamed group, a row block at a time."""
+    z = np.empty(group.stop - group.start)
+    xt_z = np.zeros(group.columns.shape[0])
+    chunks = _chunks(np.arange(len(group.bounds) - 1), group, settings.stream_nnz)
+    for rows, index in _streamed_chunks(group, chunks):
+        z[index], _, part = _start_task(
+            rows, settings, None if z_start is None else z_start[index], w_start
+        )
+        xt_z += part
+    return z, group.columns, xt_z
+
+
 def _picked(source, pick):
     return source if pick is None else source[pick]
 
@@ -150,40 +259,60 @@ def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
 
     ``z_k`` is ``zsrc``, or ``zsrc[zpick]`` (the tuple of the group's previous round).
     Returns ``(z_k new, step_k, stats_k)``: ``step_k`` is ``dw_k`` on the group's columns
-    (or, ``direct``, the next ``w`` there) and ``stats_k = (loss sum at w, conjugate sum
+    (or, ``direct``, the next ``w`` there) and ``stats_k = (loss sum at w, conj sum
     at z_k, ||w||^2 if with_norm else 0, shrunk passes, nonzeros they read)``.
+
+    A streamed group (:class:`_StreamedGroup`) is read in chunks of row blocks (blocks in
+    a random order, about ``settings.stream_nnz`` nonzeros a chunk), each chunk's passes
+    (full, then shrunk, in one random order over its rows) run before the next chunk's:
+    one local solver over the group's rows, as in the resident case, whose shrunk passes
+    stay within a chunk; the certificate sums are the same sums over the same rows.
     """
-    z = _picked(zsrc, zpick)
-    m = z.shape[0]
+    z = np.array(_picked(zsrc, zpick), dtype=np.float64, copy=True)
     rng = np.random.default_rng(seed)
-    orders = np.empty((settings.local_passes, m), dtype=np.int64)
-    for p in range(settings.local_passes):
-        orders[p] = rng.permutation(m)
-    shrink_seed = rng.integers(2**63, dtype=np.uint64)
-    z = np.array(z, dtype=np.float64, copy=True)
     n_columns = group.columns.shape[0]
     width = kernels.PACK_WIDTH
     pack = dso_kernels.thread_scratch("cocoa_pack", width * n_columns)
     pack = pack[: width * n_columns].reshape(n_columns, width)
     kernels.start_pack(w, group.columns, pack)
-    if settings.threads > 1 and m > 1:
-        return _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
-    rows, steps = _group_rows(group), _pass_steps(settings)
-    pg_range = np.zeros(2)
-    loss_sum, conj_sum = kernels.cocoa_pass(
-        rows, z, pack, orders, settings.loss_code, settings.loss_params, steps, pg_range
-    )
-    shrunk, visited = 0, 0
-    if settings.max_shrunk_passes > 0:
-        shrunk, visited = kernels.shrunk_passes(
-            rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range,
-            settings.shrink_ratio, settings.max_shrunk_passes, shrink_seed,
-            np.arange(m, dtype=np.int64),
-        )  # fmt: skip
-    step = np.empty(n_columns)
-    kernels.finish_pack(pack, settings.sigma, settings.direct, step)
+    threaded = settings.threads > 1 and z.shape[0] > 1
+    n_threads = min(int(settings.threads), z.shape[0]) if threaded else 1
+    # (loss sum, conjugate sum, shrunk passes, nonzeros they read), per thread
+    sums = np.zeros((n_threads, 4))
+    partial = np.zeros((n_threads, n_columns)) if threaded else None
+    if isinstance(group, _StreamedGroup):
+        order = rng.permutation(len(group.bounds) - 1)
+        chunks = _streamed_chunks(group, _chunks(order, group, settings.stream_nnz))
+    else:
+        chunks = ((group, None),)
+    for rows, index in chunks:
+        # a chunk's dual block: a copy, written back after its passes
+        part = z if index is None else z[index]
+        m = part.shape[0]
+        orders = np.empty((settings.local_passes, m), dtype=np.int64)
+        for p in range(settings.local_passes):
+            orders[p] = rng.permutation(m)
+        shrink_seed = rng.integers(2**63, dtype=np.uint64)
+        if threaded and m > 1:
+            _threaded_passes(rows, part, orders, shrink_seed, pack, settings, partial, sums)
+        else:
+            _serial_passes(rows, part, orders, shrink_seed, pack, settings, partial, sums)
+        if index is not None:
+            z[index] = part
+    if threaded:
+        # the exact -X^T dz / (alpha n) of the threads' rows, summed in thread order
+        dw = partial.sum(axis=0) * -settings.inv_alpha_n
+        step = w[group.columns] + dw if settings.direct else dw
+    else:
+        step = np.empty(n_columns)
+        kernels.finish_pack(pack, settings.sigma, settings.direct, step)
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
-    return z, step, np.array([loss_sum, conj_sum, w_norm_sq, shrunk, visited])
+    loss_sum = conj_sum = 0.0
+    for t in range(n_threads):
+        loss_sum += sums[t, 0]
+        conj_sum += sums[t, 1]
+    stats = [loss_sum, conj_sum, w_norm_sq, sums[:, 2].sum(), sums[:, 3].sum()]
+    return z, step, np.array(stats)
 
 
 def _group_rows(group):
@@ -198,44 +327,73 @@ def _pass_steps(settings):
     return kernels.PassSteps(settings.sigma, settings.inv_alpha_n)
 
 
-def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm):
-    """The passes of :func:`_round_task` in ``settings.threads`` threads (PASSCoDe-wild).
+def _serial_passes(group, z, orders, shrink_seed, pack, settings, partial, sums):
+    """The full and shrunk passes over ``group``'s rows, in place on ``z`` (its rows' block)
+    and ``v``; their sums added to ``sums[0]``. ``partial`` (a threaded round's block of
+    one row) gets ``X^T dz`` of these rows added, else ``v`` carries the round's step."""
+    rows, steps = _group_rows(group), _pass_steps(settings)
+    z_start = z.copy() if partial is not None else None
+    pg_range = np.zeros(2)
+    loss_sum, conj_sum = kernels.cocoa_pass(
+        rows, z, pack, orders, settings.loss_code, settings.loss_params, steps, pg_range
+    )
+    sums[0, 0] += loss_sum
+    sums[0, 1] += conj_sum
+    if settings.max_shrunk_passes > 0:
+        shrunk, visited = kernels.shrunk_passes(
+            rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range,
+            settings.shrink_ratio, settings.max_shrunk_passes, shrink_seed,
+            np.arange(z.shape[0], dtype=np.int64),
+        )  # fmt: skip
+        sums[0, 2] += shrunk
+        sums[0, 3] += visited
+    if partial is not None:
+        kernels.add_transpose_dot(
+            group.indptr, group.indices, group.vals, group.binary, z - z_start,
+            0, z.shape[0], partial[0],
+        )  # fmt: skip
+
+
+def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sums):
+    """The passes of :func:`_serial_passes` in ``partial.shape[0]`` threads (PASSCoDe-wild).
 
     Thread ``t`` takes the ``t``-th share of every pass's order, then its shrunk passes
     over those rows (its own visiting seed); all add to the one ``v`` without locks (the
     kernels release the GIL). The round's step is then ``-X^T dz / (alpha n)`` computed
-    exactly (each thread a contiguous range of rows into its own buffer, summed in thread
-    order), not the raced ``v``: the next ``w`` is ``w(z)`` to rounding, so the next
-    round's certificate is exact. The certificate sums are per thread, added in order.
+    exactly (each thread a contiguous range of rows into its own row of ``partial``, summed
+    in thread order by the caller), not the raced ``v``: the next ``w`` is ``w(z)`` to
+    rounding, so the next round's certificate is exact. The sums are per thread (row
+    ``t`` of ``sums``), added in order by the caller.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     m = z.shape[0]
-    n_threads = min(int(settings.threads), m)
+    n_threads = min(partial.shape[0], m)
     cuts = [t * m // n_threads for t in range(n_threads + 1)]
     z_start = z.copy()
     pg = np.zeros((n_threads, 2))
-    sums = np.zeros((n_threads, 4))
-    n_columns = group.columns.shape[0]
-    partial = np.zeros((n_threads, n_columns))
     # One stream of visiting orders per thread; thread 0's is the serial run's.
     golden = np.uint64(0x9E3779B97F4A7C15)
     rows, steps = _group_rows(group), _pass_steps(settings)
 
     def passes(t):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
-        sums[t, 0], sums[t, 1] = kernels.cocoa_pass(
+        loss_sum, conj_sum = kernels.cocoa_pass(
             rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t]
         )
+        sums[t, 0] += loss_sum
+        sums[t, 1] += conj_sum
 
     def shrunk(t, pg_range):
         share = np.ascontiguousarray(orders[0, cuts[t] : cuts[t + 1]])
         with np.errstate(over="ignore"):
             seed = np.uint64(shrink_seed) + np.uint64(t) * golden
-        sums[t, 2], sums[t, 3] = kernels.shrunk_passes(
+        passes_run, visited = kernels.shrunk_passes(
             rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range.copy(),
             settings.shrink_ratio, settings.max_shrunk_passes, seed, share,
         )  # fmt: skip
+        sums[t, 2] += passes_run
+        sums[t, 3] += visited
 
     def exact_step(t):
         kernels.add_transpose_dot(
@@ -249,18 +407,9 @@ def _threaded_round(group, z, w, orders, shrink_seed, pack, settings, with_norm)
             # the full pass's spread over all threads' rows, as the serial pass has it
             pg_range = np.array([pg[:, kernels.PG_MAX].max(), pg[:, kernels.PG_MIN].min()])
             list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
-        # the round's change of the dual, once for all threads
+        # the change of the dual, once for all threads
         dz = z - z_start
         list(pool.map(exact_step, range(n_threads)))
-    dw = partial.sum(axis=0) * -settings.inv_alpha_n
-    step = w[group.columns] + dw if settings.direct else dw
-    w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
-    loss_sum = conj_sum = 0.0
-    for t in range(n_threads):
-        loss_sum += sums[t, 0]
-        conj_sum += sums[t, 1]
-    stats = [loss_sum, conj_sum, w_norm_sq, sums[:, 2].sum(), sums[:, 3].sum()]
-    return z, step, np.array(stats)
 
 
 def _sum_task(w, direct, pick, *parts):
