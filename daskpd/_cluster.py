@@ -295,3 +295,20 @@ def worker_memory_limit():
         return int(get_worker().memory_manager.memory_limit or 0)
     except (ImportError, ValueError, AttributeError):
         return 0
+
+
+def peak_rss_mib():
+    """This process's peak resident memory in MiB (``VmHWM``; run on workers by
+    ``client.run``), NaN where ``/proc`` has none.
+
+    Not ``getrusage``'s ``ru_maxrss``: that also counts the parent's peak, which survives
+    the exec that starts a worker process.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")

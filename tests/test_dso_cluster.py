@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd._cluster import worker_addresses
+from daskpd._cluster import peak_rss_mib, worker_addresses
 from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
 from daskpd.solvers._driver import solve
@@ -376,16 +376,6 @@ def _live_handles(path):
     return sum(1 for obj in gc.get_objects() if isinstance(obj, Dataset) and obj.path == path)
 
 
-def _worker_peak_mib():
-    # VmHWM is this address space's high-water mark; getrusage's ru_maxrss would also count
-    # the parent's peak, which survives the exec that starts a worker process.
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 @pytest.mark.slow  # a scale run (58M nonzeros on 400 MiB workers): 27 s of a fresh clone's suite
 def test_out_of_core_training_under_worker_memory_limit(tmp_path):
     """Train on a dataset larger than each worker's memory limit: tiles stream from zarr."""
@@ -421,7 +411,7 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
         )  # fmt: skip
         # no worker was restarted (a restarted worker comes back under a new address)
         assert set(worker_addresses(client)) == workers_before
-        peaks = client.run(_worker_peak_mib)
+        peaks = client.run(peak_rss_mib)
     assert max(peaks.values()) < limit_mib, peaks
     assert result.n_epochs == 2
     gaps = [row["gap"] for row in result.history]
