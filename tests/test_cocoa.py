@@ -861,8 +861,12 @@ def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk
     monkeypatch.setattr(_solver, "STREAM_SHARE", 1e-9)
     _, state = _run(disk_data, problem, grid=2, n_rounds=1, client=local_cluster)
     assert isinstance(local_cluster.gather(state.groups[0]), _StreamedGroup)
-    # a chunk is a tenth of the owner's memory limit by default
+    # a chunk gets what the owner's memory limit leaves after the round's other arrays
     limit = min(local_cluster.run_on_scheduler(
         lambda dask_scheduler: [ws.memory_limit for ws in dask_scheduler.workers.values()]
     ))  # fmt: skip
-    assert state.settings.stream_nnz == int(_options.STREAM_CHUNK_SHARE * limit) // 8
+    rows = int(state.row_bounds[1] - state.row_bounds[0])
+    fixed = _options.WORKER_BASE_BYTES + 24 * rows + 7 * 8 * disk_data.n_features
+    expected = int(_options.STREAM_MEMORY_SHARE * limit - fixed) // (4 * (8 + 1))
+    assert state.settings.stream_nnz == max(_options.MIN_STREAM_NNZ, expected)
+    assert state.settings.stream_nnz > _options.MIN_STREAM_NNZ  # this machine has room

@@ -72,9 +72,9 @@ class CocoaOptions:
         owner's memory limit (on a cluster, data on disk), else kept.
     stream_nnz : int or None, default=None
         Streamed rows: the nonzeros read and visited together (row blocks in a random
-        order, their rows in one random order). Passes over many blocks at once converge
-        faster than block after block. ``None``: :data:`STREAM_CHUNK_SHARE` of the owner's
-        memory limit (two chunks are in memory: one visited, the next being read), or
+        order, their rows in one random order); with shrinking, also the size of the
+        cache of active rows (:data:`CACHE_CHUNKS` chunks). ``None``: what the owner's
+        memory limit leaves after the round's other arrays (:func:`stream_nnz`), or
         :data:`STREAM_CHUNK_NNZ` without a limit.
     """
 
@@ -147,11 +147,22 @@ class CocoaOptions:
 #: starts at 60%, pausing at 80%).
 STREAM_SHARE = 0.4
 
-#: Share of the owner's memory limit one chunk of streamed rows may take.
-STREAM_CHUNK_SHARE = 0.1
+#: Share of the owner's memory limit a streamed round may fill in all: below Dask's pause
+#: threshold (0.8), which a first version crossed at 5e9 nonzeros (BENCHMARKS.md).
+STREAM_MEMORY_SHARE = 0.6
 
-#: Nonzeros of a chunk of streamed rows when the owner has no memory limit.
+#: What a worker process holds before any data: Python, NumPy, Dask and the loaded kernels
+#: (380-420 MiB measured for an idle worker of the 5e9 runs).
+WORKER_BASE_BYTES = 400 << 20
+
+#: The active rows kept for a streamed round's shrunk passes: at most this many chunks'
+#: nonzeros (two more chunks are in memory: the one visited and the one being read).
+CACHE_CHUNKS = 2
+
+#: Nonzeros of a chunk of streamed rows when the owner has no memory limit, and the least
+#: a chunk gets when the limit leaves no room (the run may then exceed the limit).
 STREAM_CHUNK_NNZ = 1 << 25
+MIN_STREAM_NNZ = 1 << 20
 
 
 def kept_bytes(data, start, stop):
@@ -166,14 +177,26 @@ def _bytes_per_nnz(data):
     return 4 + values
 
 
-def stream_nnz(options, data, limit):
+def stream_nnz(options, data, limit, rows, threads):
     """Nonzeros of a chunk of streamed rows (``CocoaOptions.stream_nnz``) for an owner of
-    memory limit ``limit`` bytes (0: none)."""
+    memory limit ``limit`` bytes (0: none) whose group has ``rows`` rows.
+
+    What the round holds besides the rows comes first: the worker itself, three copies of
+    the group's dual block (the round's input, its output, the certified one) and, of
+    ``n_features`` each, the pack ``(v, w)``, each thread's ``X^T dz``, ``w``, the certified
+    ``w``, the step and the sum. Two chunks and the cache of active rows
+    (:data:`CACHE_CHUNKS` chunks) share what is left of :data:`STREAM_MEMORY_SHARE` of the
+    limit.
+    """
     if options.stream_nnz is not None:
         return int(options.stream_nnz)
     if not limit:
         return STREAM_CHUNK_NNZ
-    return max(1, int(STREAM_CHUNK_SHARE * limit) // _bytes_per_nnz(data))
+    fixed = WORKER_BASE_BYTES + 3 * 8 * int(rows) + (6 + int(threads)) * 8 * int(data.n_features)
+    room = STREAM_MEMORY_SHARE * limit - fixed
+    # a row's own arrays (offset, label, weight, norm) spread over its nonzeros: about 1 byte
+    per_nnz = (2 + CACHE_CHUNKS) * (_bytes_per_nnz(data) + 1)
+    return max(MIN_STREAM_NNZ, int(room) // per_nnz)
 
 
 @dataclass(frozen=True)

@@ -508,7 +508,10 @@ class Cocoa:
         token = uuid.uuid4().hex[:12]
         class_pair = class_weight_pair(problem, data)
         limits = {} if client is None else worker_memory_limits(client)
-        chunk = min(stream_nnz(options, data, limits.get(owner, 0)) for owner in owners)
+        chunk = min(
+            stream_nnz(options, data, limits.get(owner, 0), stop - start, settings.threads)
+            for owner, (start, stop) in zip(owners, ranges, strict=True)
+        )
         settings = dataclasses.replace(settings, stream_nnz=chunk)
         calls = [
             (_open_streamed, data, start, stop, class_pair, settings if client else None)

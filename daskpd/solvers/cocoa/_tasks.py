@@ -17,6 +17,7 @@ from daskpd.kernels import dso as dso_kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._groups import row_weights
+from daskpd.solvers.cocoa._options import CACHE_CHUNKS
 
 
 class _Group(NamedTuple):
@@ -306,11 +307,6 @@ def _orders(rng, settings, m):
     for p in range(settings.local_passes):
         orders[p] = rng.permutation(m)
     return orders
-
-
-#: The active rows kept for a streamed round's shrunk passes: at most this many chunks'
-#: nonzeros (a chunk is ``stream_nnz``; two more are in memory, visited and being read).
-CACHE_CHUNKS = 2
 
 
 def _streamed_round(group, z, rng, pack, settings, partial, sums, passes):
