@@ -24,7 +24,9 @@ certificate sums. Then every worker that owns a group adds the ``dw_k`` (in grou
 every copy is the same bits) to its own copy of ``w``: the next round's tasks read their
 worker's copy, and ``w`` never passes through the client inside a round. The group's rows
 are read once, by its owner, and stay there (a future) for the whole run; dual blocks never
-leave their worker.
+leave their worker. Rows larger than the owner's memory are streamed instead
+(``CocoaOptions.rows``): every round reads them again in chunks, and for the hinge losses
+keeps the rows still active for its shrunk passes (``_tasks._streamed_round``).
 
 The certificate comes out of the pass: while it computes ``x_i . v`` for the step, the
 kernel also computes ``x_i . w_t`` (``w_t`` the round's start, read only) and sums
