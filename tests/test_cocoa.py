@@ -870,3 +870,39 @@ def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk
     expected = int(_options.STREAM_MEMORY_SHARE * limit - fixed) // (4 * (8 + 1))
     assert state.settings.stream_nnz == max(_options.MIN_STREAM_NNZ, expected)
     assert state.settings.stream_nnz > _options.MIN_STREAM_NNZ  # this machine has room
+
+
+@pytest.mark.slow  # a scale run (58M nonzeros on 500 MiB workers): about a minute
+def test_streamed_rows_train_under_worker_memory_limits(tmp_path):
+    """Rows larger than the owner's memory: "auto" streams them, the run certifies its
+    model, no worker is restarted and none goes past its limit."""
+    from distributed import Client, LocalCluster
+
+    from daskpd._cluster import peak_rss_mib, worker_addresses
+    from daskpd.generators import make_splice_like
+    from daskpd.solvers.cocoa._options import STREAM_SHARE, kept_bytes
+
+    path = tmp_path / "splice.zarr"
+    data = make_splice_like(path, 130_000, degree=8, hash_bits=18, binary=True, random_state=3)
+    limit_mib = 500
+    assert kept_bytes(data, 0, data.n_samples) > STREAM_SHARE * limit_mib * 2**20
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True,
+            memory_limit=f"{limit_mib}MiB", dashboard_address=":0",
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):  # fmt: skip
+        before = set(worker_addresses(client))
+        problem = Problem("logistic", "l2", 1e-4)
+        _, state = _run(data, problem, grid=1, n_rounds=0, client=client)
+        assert state.settings.stream_nnz >= 1 << 20
+        result = solve(
+            data, "logistic", "l2", 1e-4, "cocoa", max_epochs=12, tol=0.0, client=client,
+            eval_every=1,
+        )  # fmt: skip
+        assert set(worker_addresses(client)) == before
+        peaks = client.run(peak_rss_mib)
+    assert max(peaks.values()) < limit_mib, peaks
+    final = result.history[-1]
+    assert final["gap"] <= 1e-2 * final["primal"], [r["gap"] for r in result.history]
