@@ -872,7 +872,7 @@ def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk
     assert state.settings.stream_nnz > _options.MIN_STREAM_NNZ  # this machine has room
 
 
-@pytest.mark.slow  # a scale run (58M nonzeros on 500 MiB workers): about a minute
+@pytest.mark.slow  # a scale run (58M nonzeros on 500 MiB workers): about 20 s
 def test_streamed_rows_train_under_worker_memory_limits(tmp_path):
     """Rows larger than the owner's memory: "auto" streams them, the run certifies its
     model, no worker is restarted and none goes past its limit."""
