@@ -24,6 +24,28 @@ def local_cluster():
     cluster.close()
 
 
+@pytest.fixture
+def capped_cluster():
+    """``with capped_cluster(limit_mib) as client``: a fresh LocalCluster of two one-thread
+    worker processes of ``limit_mib`` MiB each (the scale runs' workers), and its client."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def start(limit_mib):
+        from distributed import Client, LocalCluster
+
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True,
+                memory_limit=f"{limit_mib}MiB", dashboard_address=":0",
+            ) as cluster,
+            Client(cluster, set_as_default=False) as client,
+        ):  # fmt: skip
+            yield client
+
+    return start
+
+
 class CountingScheduler:
     """A synchronous scheduler that counts how many times ``compute`` reached it.
 

@@ -873,10 +873,9 @@ def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk
 
 
 @pytest.mark.slow  # a scale run (58M nonzeros on 500 MiB workers): about 20 s
-def test_streamed_rows_train_under_worker_memory_limits(tmp_path):
+def test_streamed_rows_train_under_worker_memory_limits(tmp_path, capped_cluster):
     """Rows larger than the owner's memory: "auto" streams them, the run certifies its
     model, no worker is restarted and none goes past its limit."""
-    from distributed import Client, LocalCluster
 
     from daskpd._cluster import peak_rss_mib, worker_addresses
     from daskpd.generators import make_splice_like
@@ -886,13 +885,7 @@ def test_streamed_rows_train_under_worker_memory_limits(tmp_path):
     data = make_splice_like(path, 130_000, degree=8, hash_bits=18, binary=True, random_state=3)
     limit_mib = 500
     assert kept_bytes(data, 0, data.n_samples) > STREAM_SHARE * limit_mib * 2**20
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True,
-            memory_limit=f"{limit_mib}MiB", dashboard_address=":0",
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):  # fmt: skip
+    with capped_cluster(limit_mib) as client:
         before = set(worker_addresses(client))
         problem = Problem("logistic", "l2", 1e-4)
         _, state = _run(data, problem, grid=1, n_rounds=0, client=client)

@@ -377,9 +377,8 @@ def _live_handles(path):
 
 
 @pytest.mark.slow  # a scale run (58M nonzeros on 400 MiB workers): 27 s of a fresh clone's suite
-def test_out_of_core_training_under_worker_memory_limit(tmp_path):
+def test_out_of_core_training_under_worker_memory_limit(tmp_path, capped_cluster):
     """Train on a dataset larger than each worker's memory limit: tiles stream from zarr."""
-    from distributed import Client, LocalCluster
 
     from daskpd.generators import make_splice_like
 
@@ -391,13 +390,7 @@ def test_out_of_core_training_under_worker_memory_limit(tmp_path):
     # row-blocked copy, is larger than the memory a worker may use.
     tiled_mib = data.nnz * 8 / 2**20
     assert tiled_mib > 1.1 * limit_mib
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True,
-            memory_limit=f"{limit_mib}MiB", dashboard_address=":0",
-        ) as cluster,
-        Client(cluster, set_as_default=False) as client,
-    ):  # fmt: skip
+    with capped_cluster(limit_mib) as client:
         workers_before = set(worker_addresses(client))
         # the dual solver's start would keep every row in one worker: "auto" starts from
         # zero here (with this machine's memory in-process, the same data gets that start)
