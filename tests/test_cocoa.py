@@ -899,29 +899,3 @@ def test_streamed_rows_train_under_worker_memory_limits(tmp_path, capped_cluster
     assert max(peaks.values()) < limit_mib, peaks
     final = result.history[-1]
     assert final["gap"] <= 1e-2 * final["primal"], [r["gap"] for r in result.history]
-
-
-def test_first_round_from_zero_runs_at_most_first_shrunk_passes():
-    X, y = _data(n=300, d=30, seed=8)
-    data = MemoryDataset(X, y)
-    problem = Problem("hinge", "l2", 0.01)
-    shrunk = 3  # column of a group's stats row: its shrunk passes
-    for first in (1, 0, None):
-        _, state = _run(data, problem, grid=1, n_rounds=2, first_shrunk_passes=first)
-        assert state.settings.max_shrunk_passes == 100  # later rounds are not capped
-        assert state.stats[0][shrunk] > 1
-    _, one = _run(data, problem, grid=1, n_rounds=1, first_shrunk_passes=1)
-    _, free = _run(data, problem, grid=1, n_rounds=1, first_shrunk_passes=None)
-    assert one.stats[0][shrunk] == 1 and free.stats[0][shrunk] > 1
-    _, none = _run(data, problem, grid=1, n_rounds=1, first_shrunk_passes=0)
-    assert none.stats[0][shrunk] == 0
-    # a warm start is not a run from zero: its first round is not capped
-    solver = Cocoa()
-    options = CocoaOptions(grid=1, first_shrunk_passes=1)
-    warm = solver.init(
-        problem, data, seed=np.random.SeedSequence(0), client=None, options=options,
-        warm_start=Iterate(w=free.certified_w),
-    )  # fmt: skip
-    assert solver.run_epoch(warm, 1).stats[0][shrunk] > 1
-    with pytest.raises(ValueError, match="first_shrunk_passes"):
-        CocoaOptions(first_shrunk_passes=-1)

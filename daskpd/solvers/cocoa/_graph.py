@@ -100,8 +100,6 @@ class _State:
     stats: Any = None
     #: whether a round task's whole tuple may travel to the sums (its z block is small)
     whole: bool = True
-    #: whether the run started from z = 0 (no warm start, not restored from a checkpoint)
-    from_zero: bool = False
 
     def home_of(self, k):
         return self.homes.index(self.owners[k])

@@ -47,13 +47,6 @@ class CocoaOptions:
         splice-like sets of BENCHMARKS.md).
     max_shrunk_passes : int, default=100
         At most this many shrunk passes a round.
-    first_shrunk_passes : int or None, default=1
-        At most this many shrunk passes in the first round of a run from zero (no warm
-        start); ``None``: as in later rounds. From ``z = 0`` no row has settled, so the
-        shrunk passes of round 1 are full passes in all but name, and its certificate (of
-        ``w = 0``) is known anyway: one of them, and the rounds after it, reached a
-        certified ``(1 + 1e-3) P*`` as soon or sooner on the splice-like 1e8 set (BENCHMARKS.md),
-        and the first round then costs what a later one does.
     threads : int or None, default=None
         Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
         ICML 2015, "wild": each thread steps its share of the rows and adds to the shared
@@ -91,7 +84,6 @@ class CocoaOptions:
     shrinking: bool | None = None
     shrink_ratio: float = 0.01
     max_shrunk_passes: int = 100
-    first_shrunk_passes: int | None = 1
     threads: int | None = None
     rows: str = "auto"
     stream_nnz: int | None = None
@@ -141,15 +133,6 @@ class CocoaOptions:
         ):
             raise ValueError(
                 f"max_shrunk_passes must be a positive integer, got {self.max_shrunk_passes!r}"
-            )
-        if self.first_shrunk_passes is not None and (
-            isinstance(self.first_shrunk_passes, bool)
-            or not isinstance(self.first_shrunk_passes, int | np.integer)
-            or self.first_shrunk_passes < 0
-        ):
-            raise ValueError(
-                "first_shrunk_passes must be an integer >= 0 or None, got "
-                f"{self.first_shrunk_passes!r}"
             )
         if self.threads is not None and (
             isinstance(self.threads, bool)
@@ -237,8 +220,6 @@ class _Settings:
     threads: int = 1
     #: nonzeros of a chunk of streamed rows (``CocoaOptions.stream_nnz``; 0: kept rows)
     stream_nnz: int = 0
-    #: at most this many shrunk passes in round 1 of a run from zero (-1: no cap)
-    first_shrunk_passes: int = -1
 
     @property
     def inv_alpha_n(self):
@@ -260,9 +241,6 @@ def _settings(problem, data, options, grid, threads=1):
         local_passes=int(options.local_passes),
         max_shrunk_passes=int(options.max_shrunk_passes) if shrinking else 0,
         shrink_ratio=float(options.shrink_ratio),
-        first_shrunk_passes=(
-            -1 if options.first_shrunk_passes is None else int(options.first_shrunk_passes)
-        ),
         direct=int(grid) == 1 and sigma == 1.0,
         threads=int(threads),
     )

@@ -136,7 +136,6 @@ class Cocoa:
         if warm_start is None:
             z = [np.zeros(int(m)) for m in sizes]
             w = np.zeros(d)
-            state = dataclasses.replace(state, from_zero=True)
         else:
             warm_z = warm_start.z
             if not (isinstance(warm_z, np.ndarray) and warm_z.shape == (n,)):
@@ -183,12 +182,6 @@ class Cocoa:
         """
         settings, grid = state.settings, state.settings.grid
         seeds = block_seeds(epoch_seed(state.seed, epoch), grid)
-        kept = settings
-        if epoch == 1 and state.from_zero and settings.first_shrunk_passes >= 0:
-            # round 1 from z = 0: its shrunk passes capped (CocoaOptions.first_shrunk_passes)
-            capped = min(settings.max_shrunk_passes, settings.first_shrunk_passes)
-            settings = dataclasses.replace(settings, max_shrunk_passes=capped)
-            state = dataclasses.replace(state, settings=settings)
         if state.client is None:
             graph = TaskGraph("cocoa-round")
             parts = [
@@ -219,7 +212,6 @@ class Cocoa:
             new = self._client_round(state, epoch, seeds)
         return dataclasses.replace(
             state,
-            settings=kept,
             epoch=epoch,
             certified_w=state.w[0],
             certified_z=state.z_blocks,
