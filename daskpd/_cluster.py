@@ -306,9 +306,7 @@ def peak_rss_mib():
     """
     try:
         with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+            lines = [line for line in status if line.startswith("VmHWM:")]
+    except OSError:  # no /proc (not Linux)
+        return float("nan")
+    return int(lines[0].split()[1]) / 1024 if lines else float("nan")
