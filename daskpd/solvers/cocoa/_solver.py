@@ -429,10 +429,18 @@ class Cocoa:
         token = uuid.uuid4().hex[:12]
         class_pair = class_weight_pair(problem, data)
         ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(grid)]
-        if _streamed(options, data, client, owners, ranges):
-            return self._streamed_state(
-                problem, data, seed, client, options, settings, owners, ranges
+        limits = {}
+        if client is not None and options.rows != "memory":
+            limits = worker_memory_limits(client)
+        if _streamed(options, data, client, owners, ranges, limits):
+            chunk = min(
+                stream_nnz(options, data, limits.get(owner, 0), stop - start, settings.threads)
+                for owner, (start, stop) in zip(owners, ranges, strict=True)
             )
+            return self._streamed_state(
+                problem, data, seed, client, dataclasses.replace(settings, stream_nnz=chunk),
+                owners, homes, token, class_pair, ranges,
+            )  # fmt: skip
         if client is not None and is_on_disk(data):
             # read by the owner straight from the store; the future stays for the run
             graph = TaskGraph("cocoa", token)
@@ -502,17 +510,10 @@ class Cocoa:
             whole=whole,
         )
 
-    def _streamed_state(self, problem, data, seed, client, options, settings, owners, ranges):
+    def _streamed_state(
+        self, problem, data, seed, client, settings, owners, homes, token, class_pair, ranges
+    ):
         """The state without a point for groups read by every round (``rows="stream"``)."""
-        homes = tuple(dict.fromkeys(owners))
-        token = uuid.uuid4().hex[:12]
-        class_pair = class_weight_pair(problem, data)
-        limits = {} if client is None else worker_memory_limits(client)
-        chunk = min(
-            stream_nnz(options, data, limits.get(owner, 0), stop - start, settings.threads)
-            for owner, (start, stop) in zip(owners, ranges, strict=True)
-        )
-        settings = dataclasses.replace(settings, stream_nnz=chunk)
         calls = [
             (_open_streamed, data, start, stop, class_pair, settings if client else None)
             for start, stop in ranges
@@ -557,13 +558,13 @@ class Cocoa:
         return dataclasses.replace(state, z=z, z_pick=None, z_blocks=z, w=w, epoch=epoch)
 
 
-def _streamed(options, data, client, owners, ranges):
-    """Whether the groups' rows are read by every round (``CocoaOptions.rows``)."""
+def _streamed(options, data, client, owners, ranges, limits):
+    """Whether the groups' rows are read by every round (``CocoaOptions.rows``); ``limits``:
+    the workers' memory limits by address."""
     if options.rows != "auto":
         return options.rows == "stream"
     if client is None or not is_on_disk(data):
         return False
-    limits = worker_memory_limits(client)
     for owner, (start, stop) in zip(owners, ranges, strict=True):
         limit = limits.get(owner, 0)
         if limit and kept_bytes(data, start, stop) > STREAM_SHARE * limit:
