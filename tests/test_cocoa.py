@@ -810,6 +810,14 @@ def test_streamed_rounds_equal_the_reference_in_chunk_order(loss):
     assert np.allclose(np.concatenate(state.z), z, rtol=1e-9, atol=1e-12)
 
 
+def test_streamed_row_options_are_checked():
+    with pytest.raises(ValueError, match="rows must be"):
+        CocoaOptions(rows="disk")
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="stream_nnz"):
+            CocoaOptions(stream_nnz=bad)
+
+
 @pytest.mark.parametrize("loss", ["hinge", "logistic"])
 def test_streamed_rows_reach_liblinear_optimum_with_exact_certificates(loss):
     X, y = _data(n=300, d=30, seed=6)

@@ -65,9 +65,10 @@ class CocoaOptions:
         Where a group's rows are between rounds. ``"memory"``: read once by the owner and
         kept there. ``"stream"``: read again by every round, in chunks of row blocks (the
         next chunk read in a thread while the kernels work on one), for rows larger than
-        the owner's memory; each chunk's passes, full then shrunk, run before the next
-        chunk's (the same local problem, its shrunk passes within a chunk) and the
-        certificate comes from the same sums. ``"auto"``: streamed when the rows of a
+        the owner's memory; each chunk's full passes run before the next chunk's, and for
+        the hinge losses the rows still active are kept for shrunk passes over all of them
+        at the end of the round (``_tasks._streamed_round``); the certificate comes from
+        the same sums. ``"auto"``: streamed when the rows of a
         group, as the kernels keep them, would take more than :data:`STREAM_SHARE` of the
         owner's memory limit (on a cluster, data on disk), else kept.
     stream_nnz : int or None, default=None
