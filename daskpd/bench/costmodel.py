@@ -1,0 +1,499 @@
+"""A cost model of training runs, fitted on runs measured here, for planning larger ones.
+
+The default solver (CoCoA+, :mod:`daskpd.solvers.cocoa`) runs rounds; a round of ``K`` row
+groups on machines of ``C`` cores costs
+
+    ``round = nnz_g * pass_ns / S(T) + streamed * nnz_g * read_ns + fixed + d * feature_ns
+    + comm / B``
+
+with ``nnz_g = nnz / K`` the nonzeros of one group, ``pass_ns`` the core-nanoseconds a
+nonzero costs a round (the full pass with its certificate, the exact change of ``w``, and
+for the hinge losses the shrunk passes), ``S(T) = T ** thread_exponent`` what ``T`` threads
+of one group gain (PASSCoDe; measured at 1 and 2 threads), ``read_ns`` the nanoseconds a
+nonzero costs its owner to read and decompress (every round when the rows are streamed,
+once when they are kept), ``fixed`` the round's fixed cost (its graph), ``feature_ns`` what
+a round costs a feature (``w``'s sums, copies and norm: vectors of ``d``) and ``comm`` the
+bytes one machine receives a round: each group's change of ``w`` goes to every
+other group's home, ``(K - 1) * d * 8`` bytes (an all-gather, as implemented; a tree
+all-reduce would move ``2 * d * 8``). The read and the passes add up: on the machine they
+were measured on the reader thread shares two cores with the two computing threads. With a
+core to spare they would overlap, so the sum is an upper bound there.
+
+A run to a target costs ``init + (kept) nnz_g * read_ns + rounds * round``. The rounds
+to ``(1 + 1e-3) P*`` come from measured runs (:class:`RoundCounts`), not from a formula:
+with one group they hardly change with the scale (3 to 15 over 1e7 to 5e9 nonzeros here);
+with two or more groups (``sigma' = K``) they jump by one to two orders of magnitude on
+splice-like data, whose rows share their low-order k-mers.
+
+DSO's epoch (Section 5.5 of the paper): ``P`` workers in a ring, each epoch ``P`` hops, so
+``epoch = nnz * update_ns / P + P * (hop + (d / P) * COLUMN_BYTES / B)``.
+
+Fitting (:func:`fit_rates`) takes the parameters from the measured runs one term at a time
+(the fixed and per-feature terms from runs with few nonzeros and different ``d``,
+``pass_ns`` from one-thread runs, the thread exponent
+from two-thread runs, ``read_ns`` from streamed runs), and :func:`fit_table` compares every
+measured run with its prediction: the fit error on the measured scales, before the model
+extrapolates (:func:`plan_cocoa`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass, field
+
+#: Bytes of one column of ``w`` a DSO hop carries between machines (``w``, its AdaGrad
+#: accumulator and the two SVRG snapshots, as :mod:`daskpd.solvers.dso._blocks` sends them).
+COLUMN_BYTES = 32
+
+#: Alternations of :func:`fit_rates` between the fixed terms and the passes.
+ROUNDS_OF_FIT = 30
+
+#: Bytes of one entry of a group's change of ``w`` (float64).
+DW_BYTES = 8
+
+#: Bytes a nonzero takes as the kernels read it (int32 column id; binary values are implied).
+BINARY_NNZ_BYTES = 4
+
+#: Share of a worker's memory limit that kept rows may take before ``rows="auto"`` streams
+#: them (``daskpd.solvers.cocoa._options.STREAM_SHARE``, repeated here so that planning
+#: imports no solver).
+STREAM_SHARE = 0.4
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One measured run of the default solver (a record of ``bench_cost_model.py measure``).
+
+    Parameters
+    ----------
+    label : str
+        What was run, for the tables.
+    nnz, n_samples, n_features : int
+        The training set.
+    loss : str
+    alpha : float
+    grid : int
+        Row groups ``K``.
+    threads : int
+        Threads of one group.
+    rows : {"memory", "stream"}
+    round_seconds : float
+        Median seconds of the rounds after the first.
+    first_round_seconds : float
+        The first round (for kept rows: their read, the rehearsal, the first pass).
+    init_seconds : float
+        Seconds of the call before the first round.
+    rounds_to : int or None
+        Rounds to a certified ``(1 + 1e-3) P*`` (the gap at most ``1e-3`` of the primal).
+    wall_to : float or None
+        Wall seconds of the ``solve`` call at that round.
+    source : str
+        The command, commit or log it came from.
+    """
+
+    label: str
+    nnz: int
+    n_samples: int
+    n_features: int
+    loss: str
+    alpha: float
+    grid: int
+    threads: int
+    rows: str
+    round_seconds: float
+    first_round_seconds: float
+    init_seconds: float
+    rounds_to: int | None
+    wall_to: float | None
+    source: str = ""
+
+    @property
+    def group_nnz(self) -> float:
+        """Nonzeros of one row group."""
+        return self.nnz / self.grid
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The fitted parameters of the round model (module docstring).
+
+    Parameters
+    ----------
+    pass_ns : dict
+        Loss -> core-nanoseconds a nonzero costs a round with rows kept, one thread.
+    read_ns : float
+        Nanoseconds a nonzero costs its owner to read (one reader thread).
+    thread_exponent : float
+        ``S(T) = T ** thread_exponent``.
+    fixed : float
+        Seconds a round costs whatever the data.
+    feature_ns : float
+        Nanoseconds a round costs a feature (``w``'s vector work).
+    init_seconds : float
+        Seconds of a call before its first round.
+    """
+
+    pass_ns: dict
+    read_ns: float
+    thread_exponent: float
+    fixed: float
+    feature_ns: float
+    init_seconds: float
+
+    def latency(self, n_features: float) -> float:
+        """Seconds a round costs beyond its nonzeros, on ``n_features`` features."""
+        return self.fixed + self.feature_ns * n_features * 1e-9
+
+    def speedup(self, threads: int) -> float:
+        """What ``threads`` threads of one group gain over one."""
+        return float(threads) ** self.thread_exponent
+
+
+@dataclass(frozen=True)
+class RoundCounts:
+    """Rounds to ``(1 + 1e-3) P*`` as measured, by loss and number of row groups.
+
+    Parameters
+    ----------
+    counts : dict
+        Loss -> {K: list of measured rounds (one per data set and alpha)}. A count read off
+        a run that stopped before the target (extrapolated from its last rounds' linear rate)
+        is given as a float; measured ones are ints.
+    """
+
+    counts: dict = field(default_factory=dict)
+
+    def rounds(self, loss: str, grid: int) -> tuple[float, float, float]:
+        """``(median, low, high)`` rounds for ``loss`` with ``grid`` groups.
+
+        Between measured group counts the median is interpolated in ``log K``; beyond the
+        largest it grows as the measured ``K >= 2`` counts do (a power of ``K`` fitted on
+        them, never falling).
+
+        Raises
+        ------
+        KeyError
+            No measurement for ``loss``.
+        ValueError
+            No measurement for one group (``grid == 1``), or none with several groups.
+        """
+        by_grid = self.counts[loss]
+        if grid == 1:
+            if 1 not in by_grid:
+                raise ValueError(f"no one-group round counts for loss {loss!r}")
+            values = by_grid[1]
+            return statistics.median(values), min(values), max(values)
+        measured = sorted(k for k in by_grid if k >= 2)
+        if not measured:
+            raise ValueError(f"no round counts with several groups for loss {loss!r}")
+        medians = {k: statistics.median(by_grid[k]) for k in measured}
+        if grid in medians:
+            values = by_grid[grid]
+            return medians[grid], min(values), max(values)
+        if grid < measured[-1]:
+            lo = max(k for k in measured if k < grid)
+            hi = min(k for k in measured if k > grid)
+            t = math.log(grid / lo) / math.log(hi / lo)
+            value = math.exp((1 - t) * math.log(medians[lo]) + t * math.log(medians[hi]))
+            return value, min(medians[lo], medians[hi]), max(medians[lo], medians[hi])
+        logs = [math.log(k) for k in measured]
+        slope = max(0.0, _line(logs, [math.log(medians[k]) for k in measured])[1])
+        last = measured[-1]
+        value = medians[last] * (grid / last) ** slope
+        return value, medians[last], value
+
+
+def rounds_from_rate(relative_gaps, target: float = 1e-3, tail: int = 20) -> float:
+    """Rounds until the relative gap reaches ``target``, extrapolated from a stopped run.
+
+    The last ``tail`` rounds' gaps are fitted by a line in ``log gap`` (linear convergence,
+    what CoCoA+ proves and what its long runs show); the round at which that line crosses
+    ``target``. A run that reached ``target`` returns its first such round exactly.
+
+    Parameters
+    ----------
+    relative_gaps : sequence of float
+        Gap over primal after each round.
+    target : float
+    tail : int
+
+    Returns
+    -------
+    float
+        ``inf`` when the tail does not fall.
+    """
+    gaps = [float(g) for g in relative_gaps]
+    for i, g in enumerate(gaps):
+        if g <= target:
+            return float(i + 1)
+    start = len(gaps) - min(tail, len(gaps))
+    intercept, slope = _line(
+        [float(i + 1) for i in range(start, len(gaps))], [math.log(g) for g in gaps[start:]]
+    )
+    if slope >= 0:
+        return math.inf
+    return (math.log(target) - intercept) / slope
+
+
+def _line(xs, ys) -> tuple[float, float]:
+    """Least-squares ``(intercept, slope)`` of ``y`` on ``x`` (slope 0 if ``x`` is constant)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+    return my - slope * mx, slope
+
+
+def fit_rates(runs) -> Rates:
+    """Fit :class:`Rates` on measured runs, one term at a time.
+
+    - ``fixed`` and ``feature_ns``: a line through the rounds of the runs with at most 1e6
+      nonzeros a group, less their passes, against their number of features (alternating
+      with the terms below, :data:`ROUNDS_OF_FIT` times);
+    - ``pass_ns[loss]``: median over the one-thread kept runs of what a round costs beyond
+      that, per nonzero of the group;
+    - ``thread_exponent``: median over the kept runs with more threads of
+      ``log(one-thread time / their time) / log(threads)``;
+    - ``read_ns``: median over streamed runs of what their round costs beyond the passes;
+    - ``init_seconds``: median over all runs.
+
+    Parameters
+    ----------
+    runs : sequence of MeasuredRun
+
+    Returns
+    -------
+    Rates
+
+    Raises
+    ------
+    ValueError
+        A term has no run to be fitted on (it names which).
+    """
+    runs = list(runs)
+    small = [r for r in runs if r.group_nnz <= 1e6]
+    if not small:
+        raise ValueError("no run with at most 1e6 nonzeros a group to fit the round's fixed cost")
+    big = [r for r in runs if r.group_nnz > 1e6]
+    rates = Rates({}, 0.0, 1.0, 0.0, 0.0, 0.0)
+    # the small runs' own passes are a few percent of their rounds: fit the fixed terms
+    # without them, then with the passes the big runs give, until the two agree
+    for _ in range(ROUNDS_OF_FIT):
+        fixed, per_feature = _line(
+            [r.n_features for r in small],
+            [r.round_seconds - _compute(rates, r) for r in small],
+        )
+        rates = _fit_work(big, fixed, per_feature * 1e9)
+    return dataclasses.replace(rates, init_seconds=statistics.median(r.init_seconds for r in runs))
+
+
+def _compute(rates: Rates, run: MeasuredRun) -> float:
+    """The passes' seconds of a round of ``run`` under ``rates`` (0 for a loss not fitted)."""
+    if run.loss not in rates.pass_ns:
+        return 0.0
+    return rates.pass_ns[run.loss] * run.group_nnz * 1e-9 / rates.speedup(run.threads)
+
+
+def _fit_work(big, fixed, feature_ns) -> Rates:
+    """``pass_ns``, the thread exponent and ``read_ns`` of the big runs, given the fixed terms."""
+    base = Rates({}, 0.0, 1.0, fixed, feature_ns, 0.0)
+
+    def work(r):
+        return r.round_seconds - base.latency(r.n_features)
+
+    pass_ns = {}
+    for loss in sorted({r.loss for r in big}):
+        ones = [
+            work(r) / r.group_nnz * 1e9
+            for r in big
+            if r.loss == loss and r.threads == 1 and r.rows == "memory"
+        ]
+        if ones:
+            pass_ns[loss] = statistics.median(ones)
+    if not pass_ns:
+        raise ValueError("no one-thread run with kept rows to fit pass_ns on")
+    exponents = [
+        math.log(pass_ns[r.loss] * r.group_nnz * 1e-9 / work(r)) / math.log(r.threads)
+        for r in big
+        if r.threads > 1 and r.rows == "memory" and r.loss in pass_ns
+    ]
+    if not exponents:
+        raise ValueError("no kept run with several threads to fit the thread exponent on")
+    exponent = statistics.median(exponents)
+    reads = [
+        (work(r) - pass_ns[r.loss] * r.group_nnz * 1e-9 / float(r.threads) ** exponent)
+        / r.group_nnz
+        * 1e9
+        for r in big
+        if r.rows == "stream" and r.loss in pass_ns
+    ]
+    if not reads:
+        raise ValueError("no streamed run to fit read_ns on")
+    return Rates(
+        pass_ns=pass_ns,
+        read_ns=statistics.median(reads),
+        thread_exponent=exponent,
+        fixed=fixed,
+        feature_ns=feature_ns,
+        init_seconds=0.0,
+    )
+
+
+def round_seconds(
+    rates: Rates, loss: str, group_nnz: float, threads: int, streamed: bool,
+    n_features: float, comm_bytes: float = 0.0, bandwidth: float = math.inf,
+) -> float:  # fmt: skip
+    """Seconds of one round (module docstring)."""
+    compute = rates.pass_ns[loss] * group_nnz * 1e-9 / rates.speedup(threads)
+    read = rates.read_ns * group_nnz * 1e-9 if streamed else 0.0
+    return compute + read + rates.latency(n_features) + comm_bytes / bandwidth
+
+
+def seconds_to_target(
+    rates: Rates, loss: str, group_nnz: float, threads: int, streamed: bool,
+    n_features: float, rounds: float, comm_bytes: float = 0.0, bandwidth: float = math.inf,
+) -> float:  # fmt: skip
+    """Seconds of a call to the target: start, the kept rows' read, ``rounds`` rounds."""
+    start = rates.init_seconds + (0.0 if streamed else rates.read_ns * group_nnz * 1e-9)
+    per_round = round_seconds(
+        rates, loss, group_nnz, threads, streamed, n_features, comm_bytes, bandwidth
+    )
+    return start + rounds * per_round
+
+
+def fit_table(rates: Rates, runs, rounds: RoundCounts | None = None) -> list[dict]:
+    """Every measured run against its prediction.
+
+    Returns one dict per run: ``label``, measured and predicted round seconds and their
+    relative error; measured and predicted seconds to ``(1 + 1e-3) P*`` with the run's own
+    round count (the round model's error) and, when ``rounds`` is given, with the model's
+    median count for its loss and grid (the whole model's error).
+    """
+    rows = []
+    for r in runs:
+        streamed = r.rows == "stream"
+        predicted = round_seconds(rates, r.loss, r.group_nnz, r.threads, streamed, r.n_features)
+        row = {
+            "label": r.label,
+            "round": r.round_seconds,
+            "round_predicted": predicted,
+            "round_error": predicted / r.round_seconds - 1,
+            "to": r.wall_to,
+            "to_predicted": None,
+            "to_error": None,
+            "to_model": None,
+            "to_model_error": None,
+        }
+        if r.rounds_to is not None and r.wall_to is not None:
+            args = (rates, r.loss, r.group_nnz, r.threads, streamed, r.n_features)
+            t = seconds_to_target(*args, r.rounds_to)
+            row["to_predicted"], row["to_error"] = t, t / r.wall_to - 1
+            if rounds is not None and r.loss in rounds.counts:
+                median = rounds.rounds(r.loss, r.grid)[0]
+                t = seconds_to_target(*args, median)
+                row["to_model"], row["to_model_error"] = t, t / r.wall_to - 1
+        rows.append(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job to plan.
+
+    Parameters
+    ----------
+    nnz, n_samples, n_features : int
+    loss : str
+    nnz_bytes : int, default=BINARY_NNZ_BYTES
+        Bytes a nonzero takes as the kernels read it (4 binary, 12 with float64 values).
+    """
+
+    nnz: float
+    n_samples: float
+    n_features: float
+    loss: str
+    nnz_bytes: int = BINARY_NNZ_BYTES
+
+
+@dataclass(frozen=True)
+class Machines:
+    """The machines of a plan: ``count`` of them, each one worker of ``cores`` threads.
+
+    ``memory`` and ``bandwidth`` in bytes and bytes per second, per machine.
+    """
+
+    count: int
+    cores: int
+    memory: float
+    bandwidth: float
+
+
+def plan_cocoa(rates: Rates, rounds: RoundCounts, job: Job, machines: Machines) -> dict:
+    """The default solver's predicted run: one row group a machine, its cores as threads.
+
+    Returns a dict: ``streamed`` (a group's rows over :data:`STREAM_SHARE` of the machine's
+    memory), ``round`` seconds, ``comm_bytes`` a machine receives a round, ``rounds`` (median,
+    low, high) and ``seconds`` to ``(1 + 1e-3) P*`` at the median, low and high counts.
+    """
+    grid = machines.count
+    group_nnz = job.nnz / grid
+    streamed = group_nnz * job.nnz_bytes > STREAM_SHARE * machines.memory
+    comm = (grid - 1) * job.n_features * DW_BYTES
+    common = (rates, job.loss, group_nnz, machines.cores, streamed, job.n_features)
+    per_round = round_seconds(*common, comm, machines.bandwidth)
+    counts = rounds.rounds(job.loss, grid)
+    return {
+        "streamed": streamed,
+        "round": per_round,
+        "comm_bytes": comm,
+        "rounds": counts,
+        "seconds": tuple(seconds_to_target(*common, c, comm, machines.bandwidth) for c in counts),
+    }
+
+
+@dataclass(frozen=True)
+class DSORates:
+    """DSO's epoch model: ``update_ns`` core-ns a nonzero, ``hop`` seconds a ring step."""
+
+    update_ns: float
+    hop: float
+
+
+def fit_dso(epochs) -> DSORates:
+    """Fit :class:`DSORates` on measured epochs by least squares.
+
+    Parameters
+    ----------
+    epochs : sequence of (nnz, grid, parallel, seconds)
+        A measured median epoch: ``grid`` hops an epoch, ``parallel`` tasks at a time (the
+        cores that worked), its seconds.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two distinct grids (the two terms cannot be told apart).
+    """
+    epochs = list(epochs)
+    if len({e[1] for e in epochs}) < 2:
+        raise ValueError("DSO's epoch model needs epochs at two grids at least")
+    # seconds = a * (nnz / parallel) + b * grid: normal equations of two unknowns
+    rows = [(nnz / parallel, grid, s) for nnz, grid, parallel, s in epochs]
+    saa = sum(a * a for a, _, _ in rows)
+    sab = sum(a * b for a, b, _ in rows)
+    sbb = sum(b * b for _, b, _ in rows)
+    say = sum(a * y for a, _, y in rows)
+    sby = sum(b * y for _, b, y in rows)
+    det = saa * sbb - sab * sab
+    a = (say * sbb - sby * sab) / det
+    b = (saa * sby - sab * say) / det
+    return DSORates(update_ns=a * 1e9, hop=b)
+
+
+def dso_epoch(rates: DSORates, job: Job, workers: int, bandwidth: float) -> dict:
+    """DSO's predicted epoch on ``workers`` ring workers: seconds and bytes a worker sends."""
+    per_hop_bytes = job.n_features / workers * COLUMN_BYTES
+    seconds = job.nnz * rates.update_ns * 1e-9 / workers + workers * (
+        rates.hop + per_hop_bytes / bandwidth
+    )
+    return {"seconds": seconds, "bytes": workers * per_hop_bytes}
