@@ -42,6 +42,7 @@ Reproduce (BENCHMARKS.md, "Cost model"; sets from ``daskpd bench``, the tiny one
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import math
@@ -135,7 +136,7 @@ def _runs(args):
         reached = [r for r in runs if r["rounds_to"] is not None]
         records.append(
             {
-                "label": f"{data.nnz:.0e} {loss} a{alpha:g} T{threads} {rows}",
+                "label": f"{os.path.basename(path)} {loss} a{alpha:g} T{threads} {rows}",
                 "nnz": data.nnz,
                 "n_samples": data.n_samples,
                 "n_features": data.n_features,
@@ -250,19 +251,20 @@ def _load_runs(paths):
 
 def _load_rounds(runs, groups_path):
     """RoundCounts: one-group counts of the measured runs, ``K >= 2`` of the groups file."""
-    from daskpd.bench.costmodel import RoundCounts
+    from daskpd.bench.costmodel import RoundCounts, conditioning
 
     counts = {}
     for r in runs:
         if r.rounds_to is not None and r.group_nnz > 1e6:
-            counts.setdefault(r.loss, {}).setdefault(r.grid, []).append(r.rounds_to)
+            counts.setdefault(r.loss, {}).setdefault(r.grid, []).append((r.kappa, r.rounds_to))
     if groups_path:
         with open(groups_path) as f:
             for line in f:
                 g = json.loads(line)
                 if g["grid"] >= 2 and math.isfinite(g["rounds_to"]):
+                    kappa = conditioning(g["alpha"], g["n_samples"], g["nnz"])
                     counts.setdefault(g["loss"], {}).setdefault(g["grid"], []).append(
-                        g["rounds_to"]
+                        (kappa, g["rounds_to"])
                     )
     return RoundCounts(counts)
 
@@ -287,21 +289,21 @@ def _report(args):
     rounds = _load_rounds(runs, args.groups)
     print("## Fitted parameters\n")
     for loss, ns in sorted(rates.pass_ns.items()):
-        print(f"- pass_ns[{loss}] = {ns:.1f} core-ns a nonzero a round (kept rows, 1 thread)")
-    print(f"- read_ns = {rates.read_ns:.1f} ns a nonzero (streamed rows, beyond the passes)")
-    print(
-        f"- thread exponent = {rates.thread_exponent:.2f} "
-        f"(2 threads: {rates.speedup(2):.2f}x, 32: {rates.speedup(32):.1f}x)"
-    )
+        b = rates.thread_exponent.get(loss, 0.0)
+        print(
+            f"- {loss}: pass_ns {ns:.1f} core-ns a nonzero a round (kept rows, 1 thread); "
+            f"threads gain T^{b:.2f} (2: {2**b:.2f}x, 32: {32**b:.2f}x); streamed rows "
+            f"{rates.read_ns.get(loss, math.nan):.1f} ns a nonzero more"
+        )
     print(
         f"- a round's fixed cost = {rates.fixed * 1e3:.0f} ms + {rates.feature_ns:.1f} ns a "
-        f"feature; init = {rates.init_seconds:.2f} s"
+        f"feature; the first round {rates.first_fixed:.2f} s + {rates.first_ns:.1f} ns a kept "
+        f"nonzero more; init {rates.init_seconds:.2f} s"
     )
     for loss, by_grid in sorted(rounds.counts.items()):
-        cells = ", ".join(
-            f"K={k}: " + "/".join(f"{c:.0f}" for c in sorted(v)) for k, v in sorted(by_grid.items())
-        )
-        print(f"- rounds to 1e-3, {loss}: {cells}")
+        for k, points in sorted(by_grid.items()):
+            cells = ", ".join(f"{c:.0f} at {kappa:.2g}" for kappa, c in sorted(points))
+            print(f"- rounds to 1e-3, {loss}, K={k} (count at kappa): {cells}")
     dso = None
     if args.dso:
         with open(args.dso) as f:
@@ -327,20 +329,26 @@ def _report(args):
             f"| {_pct(row['round_error'])} | {to} | {_s(row['to_predicted'])} "
             f"| {_pct(row['to_error'])} | {_s(row['to_model'])} | {_pct(row['to_model_error'])} |"
         )
-    job = cm.Job(nnz=1.6e11, n_samples=5e7, n_features=11_725_480, loss=args.loss)
+    for loss in args.losses.split(","):
+        for alpha in (float(a) for a in args.job_alphas.split(",")):
+            _plan_table(args, cm, rates, rounds, dso, loss, alpha)
+
+
+def _plan_table(args, cm, rates, rounds, dso, loss, alpha):
+    """One table of the plan: the splice-site job on 1, 2, ... machines."""
+    job = cm.Job(nnz=1.6e11, n_samples=5e7, n_features=11_725_480, loss=loss, alpha=alpha)
+    kappa = cm.conditioning(alpha, job.n_samples, job.nnz)
     print(
-        f"\n## The splice-site job: {job.nnz:.2g} nonzeros, {job.n_features} features, "
-        f"{args.loss}, to (1 + 1e-3) P*\n"
+        f"\n### The splice-site job: {job.nnz:.2g} nonzeros, {job.n_features} features, "
+        f"{loss}, alpha {alpha:g} (kappa {kappa:.2g}), to (1 + 1e-3) P*\n"
     )
     print(
-        "| machines x cores | rows | round | rounds (median, low-high) | hours (median, low-high) "
-        "| hours if threads scaled linearly | GB in a round a machine | DSO epoch |"
+        "| machines x cores | rows | threads | round | rounds (median, low-high) "
+        "| hours (median, low-high) | hours if threads scaled linearly "
+        "| GB into a machine a round | DSO epoch |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    linear = cm.Rates(
-        pass_ns=rates.pass_ns, read_ns=rates.read_ns, thread_exponent=1.0,
-        fixed=rates.fixed, feature_ns=rates.feature_ns, init_seconds=rates.init_seconds,
-    )  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    linear = dataclasses.replace(rates, thread_exponent={k: 1.0 for k in rates.pass_ns})
     for count in (int(n) for n in args.machines.split(",")):
         machines = cm.Machines(
             count=count, cores=args.cores, memory=args.memory_gib * 2**30,
@@ -352,11 +360,10 @@ def _report(args):
         h = [s / 3600 for s in plan["seconds"]]
         dso_cell = "-"
         if dso is not None:
-            e = cm.dso_epoch(dso, job, count * args.cores, machines.bandwidth)
-            dso_cell = _s(e["seconds"])
+            dso_cell = _s(cm.dso_epoch(dso, job, count * args.cores, machines.bandwidth)["seconds"])
         print(
             f"| {count} x {args.cores} | {'streamed' if plan['streamed'] else 'kept'} "
-            f"| {_s(plan['round'])} | {r_med:.0f} ({r_lo:.0f}-{r_hi:.0f}) "
+            f"| {plan['threads']} | {_s(plan['round'])} | {r_med:.0f} ({r_lo:.0f}-{r_hi:.0f}) "
             f"| {h[0]:.2g} ({h[1]:.2g}-{h[2]:.2g}) | {ideal['seconds'][0] / 3600:.2g} "
             f"| {plan['comm_bytes'] / 1e9:.2g} | {dso_cell} |"
         )
@@ -393,7 +400,12 @@ def main(argv=None):
     report.add_argument("--runs", action="append", required=True)
     report.add_argument("--groups")
     report.add_argument("--dso")
-    report.add_argument("--loss", default="hinge")
+    report.add_argument("--losses", default="hinge,logistic")
+    report.add_argument(
+        "--job-alphas",
+        default="3e-8,3e-6",
+        help="the job's alphas (3e-8: kappa 5e-4, about liblinear's C = 1; 3e-6: kappa 0.05)",
+    )
     report.add_argument("--machines", default="1,2,4,8,16,32,64")
     report.add_argument("--cores", type=int, default=32)
     report.add_argument("--memory-gib", type=float, default=256)

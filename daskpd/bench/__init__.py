@@ -19,7 +19,8 @@ table each, one when they coincide):
 5. the target lines, computed from those rows (:func:`daskpd.bench.protocol.target_lines`).
 
 The scoring is :mod:`daskpd.bench.protocol`, the runs :mod:`daskpd.bench.runners`, the
-tables and plots :mod:`daskpd.bench.report`.
+tables and plots :mod:`daskpd.bench.report`. :mod:`daskpd.bench.costmodel` models the
+default solver's time from measured runs, for planning runs larger than the measured ones.
 """
 
 from __future__ import annotations

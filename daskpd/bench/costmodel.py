@@ -1,39 +1,38 @@
 """A cost model of training runs, fitted on runs measured here, for planning larger ones.
 
 The default solver (CoCoA+, :mod:`daskpd.solvers.cocoa`) runs rounds; a round of ``K`` row
-groups on machines of ``C`` cores costs
+groups, one a machine, each run by ``T`` threads, costs
 
     ``round = nnz_g * pass_ns / S(T) + streamed * nnz_g * read_ns + fixed + d * feature_ns
     + comm / B``
 
 with ``nnz_g = nnz / K`` the nonzeros of one group, ``pass_ns`` the core-nanoseconds a
 nonzero costs a round (the full pass with its certificate, the exact change of ``w``, and
-for the hinge losses the shrunk passes), ``S(T) = T ** thread_exponent`` what ``T`` threads
-of one group gain (PASSCoDe; measured at 1 and 2 threads), ``read_ns`` the nanoseconds a
-nonzero costs its owner to read and decompress (every round when the rows are streamed,
-once when they are kept), ``fixed`` the round's fixed cost (its graph), ``feature_ns`` what
-a round costs a feature (``w``'s sums, copies and norm: vectors of ``d``) and ``comm`` the
-bytes one machine receives a round: each group's change of ``w`` goes to every
-other group's home, ``(K - 1) * d * 8`` bytes (an all-gather, as implemented; a tree
-all-reduce would move ``2 * d * 8``). The read and the passes add up: on the machine they
-were measured on the reader thread shares two cores with the two computing threads. With a
-core to spare they would overlap, so the sum is an upper bound there.
+for the hinge losses the shrunk passes), ``S(T) = T ** b`` what ``T`` threads of one group
+gain (PASSCoDe; measured at 1 and 2 threads, by loss: the threads write to the same hot
+columns), ``read_ns`` what a streamed nonzero costs a round beyond its passes (its read and
+decompression in one reader thread, which shares the machine's cores with the passes),
+``fixed`` the round's fixed cost (its graph), ``feature_ns`` what a round costs a feature
+(``w``'s sums, copies and norm: vectors of ``d``) and ``comm`` the bytes one machine
+receives a round: each group's change of ``w`` goes to every other group's home, ``(K - 1) *
+d * 8`` bytes (an all-gather, as implemented; a tree all-reduce would move ``2 * d * 8``).
+Every term is by loss where the losses differ. All of them are fitted on this machine's 2
+cores: ``S(T)`` beyond 2 threads and a reader that gets a core of its own are outside what
+was measured, and the plan says so.
 
-A run to a target costs ``init + (kept) nnz_g * read_ns + rounds * round``. The rounds
-to ``(1 + 1e-3) P*`` come from measured runs (:class:`RoundCounts`), not from a formula:
-with one group they hardly change with the scale (3 to 15 over 1e7 to 5e9 nonzeros here);
-with two or more groups (``sigma' = K``) they jump by one to two orders of magnitude on
-splice-like data, whose rows share their low-order k-mers.
+A run to a target costs ``init + first + rounds * round``, ``first`` what the first round
+costs beyond a later one (for kept rows, their read). The rounds to ``(1 + 1e-3) P*`` come
+from measured runs (:class:`RoundCounts`), not from a formula: with one group they hardly
+change with the scale (3 to 15 over 1e5 to 5e9 nonzeros here); with two or more groups
+(``sigma' = K``) they grow by one to two orders of magnitude on splice-like data, whose rows
+share their low-order k-mers, far more for the hinge loss than for the logistic loss.
 
 DSO's epoch (Section 5.5 of the paper): ``P`` workers in a ring, each epoch ``P`` hops, so
 ``epoch = nnz * update_ns / P + P * (hop + (d / P) * COLUMN_BYTES / B)``.
 
-Fitting (:func:`fit_rates`) takes the parameters from the measured runs one term at a time
-(the fixed and per-feature terms from runs with few nonzeros and different ``d``,
-``pass_ns`` from one-thread runs, the thread exponent
-from two-thread runs, ``read_ns`` from streamed runs), and :func:`fit_table` compares every
-measured run with its prediction: the fit error on the measured scales, before the model
-extrapolates (:func:`plan_cocoa`).
+Fitting (:func:`fit_rates`) takes the parameters from the measured runs one term at a time,
+and :func:`fit_table` compares every measured run with its prediction: the fit error on the
+measured scales, before the model extrapolates (:func:`plan_cocoa`).
 """
 
 from __future__ import annotations
@@ -114,6 +113,11 @@ class MeasuredRun:
         """Nonzeros of one row group."""
         return self.nnz / self.grid
 
+    @property
+    def kappa(self) -> float:
+        """The run's :func:`conditioning`."""
+        return conditioning(self.alpha, self.n_samples, self.nnz)
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -123,54 +127,90 @@ class Rates:
     ----------
     pass_ns : dict
         Loss -> core-nanoseconds a nonzero costs a round with rows kept, one thread.
-    read_ns : float
-        Nanoseconds a nonzero costs its owner to read (one reader thread).
-    thread_exponent : float
-        ``S(T) = T ** thread_exponent``.
+    thread_exponent : dict
+        Loss -> ``b`` in ``S(T) = T ** b``, what ``T`` threads of a group gain.
+    read_ns : dict
+        Loss -> nanoseconds a streamed nonzero costs a round beyond its passes (the read
+        and decompression in one reader thread, and what it takes from the passes' cores).
     fixed : float
         Seconds a round costs whatever the data.
     feature_ns : float
         Nanoseconds a round costs a feature (``w``'s vector work).
+    first_fixed, first_ns : float
+        What the first round costs beyond a later one: ``first_fixed`` seconds (the
+        rehearsal, the first pass's extra work) and, for kept rows, ``first_ns`` a nonzero
+        (their read).
     init_seconds : float
         Seconds of a call before its first round.
     """
 
     pass_ns: dict
-    read_ns: float
-    thread_exponent: float
+    thread_exponent: dict
+    read_ns: dict
     fixed: float
     feature_ns: float
-    init_seconds: float
+    first_fixed: float = 0.0
+    first_ns: float = 0.0
+    init_seconds: float = 0.0
 
     def latency(self, n_features: float) -> float:
         """Seconds a round costs beyond its nonzeros, on ``n_features`` features."""
         return self.fixed + self.feature_ns * n_features * 1e-9
 
-    def speedup(self, threads: int) -> float:
-        """What ``threads`` threads of one group gain over one."""
-        return float(threads) ** self.thread_exponent
+    def speedup(self, loss: str, threads: int) -> float:
+        """What ``threads`` threads of one group gain over one, on ``loss``."""
+        return float(threads) ** self.thread_exponent.get(loss, 0.0)
+
+
+def conditioning(alpha: float, n_samples: float, nnz: float) -> float:
+    """``kappa = alpha * n / R^2``, with ``R^2`` the mean squared row norm (binary rows: their
+    nonzeros, ``nnz / n``): what CoCoA+'s rates depend on besides ``K``, comparable across
+    scales (the same ``alpha`` is a better conditioned problem with more rows)."""
+    return alpha * n_samples * n_samples / nnz
+
+
+def _interpolate(points, x) -> tuple[float, float, float]:
+    """``(value, low, high)`` at ``x`` from ``(x_i, y_i)`` points, linear in ``log x, log y``.
+
+    Points at one ``x`` are merged into their median. Outside the points' range the
+    nearest end's value holds (never extrapolated).
+    """
+    merged = {}
+    for px, py in points:
+        merged.setdefault(px, []).append(py)
+    xs = sorted(merged)
+    ys = [statistics.median(merged[px]) for px in xs]
+    if x <= xs[0]:
+        return ys[0], min(merged[xs[0]]), max(merged[xs[0]])
+    if x >= xs[-1]:
+        return ys[-1], min(merged[xs[-1]]), max(merged[xs[-1]])
+    i = next(j for j in range(1, len(xs)) if xs[j] >= x)
+    t = math.log(x / xs[i - 1]) / math.log(xs[i] / xs[i - 1])
+    value = math.exp((1 - t) * math.log(ys[i - 1]) + t * math.log(ys[i]))
+    return value, min(ys[i - 1], ys[i]), max(ys[i - 1], ys[i])
 
 
 @dataclass(frozen=True)
 class RoundCounts:
-    """Rounds to ``(1 + 1e-3) P*`` as measured, by loss and number of row groups.
+    """Rounds to ``(1 + 1e-3) P*`` as measured, by loss, row groups and conditioning.
 
     Parameters
     ----------
     counts : dict
-        Loss -> {K: list of measured rounds (one per data set and alpha)}. A count read off
-        a run that stopped before the target (extrapolated from its last rounds' linear rate)
-        is given as a float; measured ones are ints.
+        Loss -> {K: list of ``(kappa, rounds)``}, ``kappa`` from :func:`conditioning`.
+        A count read off a run stopped before the target (:func:`rounds_from_rate`) is
+        given like a measured one; the tables mark which is which.
     """
 
     counts: dict = field(default_factory=dict)
 
-    def rounds(self, loss: str, grid: int) -> tuple[float, float, float]:
-        """``(median, low, high)`` rounds for ``loss`` with ``grid`` groups.
+    def rounds(self, loss: str, grid: int, kappa: float) -> tuple[float, float, float]:
+        """``(median, low, high)`` rounds for ``loss`` with ``grid`` groups at ``kappa``.
 
-        Between measured group counts the median is interpolated in ``log K``; beyond the
-        largest it grows as the measured ``K >= 2`` counts do (a power of ``K`` fitted on
-        them, never falling).
+        At a measured ``K``: interpolated in ``log kappa`` between the measured
+        conditionings (outside them, the nearest one's count). Between measured ``K``:
+        interpolated in ``log K``; beyond the largest, growing as the measured ``K >= 2``
+        counts do (a power of ``K`` fitted on them, never falling).
 
         Raises
         ------
@@ -183,26 +223,23 @@ class RoundCounts:
         if grid == 1:
             if 1 not in by_grid:
                 raise ValueError(f"no one-group round counts for loss {loss!r}")
-            values = by_grid[1]
-            return statistics.median(values), min(values), max(values)
+            return _interpolate(by_grid[1], kappa)
         measured = sorted(k for k in by_grid if k >= 2)
         if not measured:
             raise ValueError(f"no round counts with several groups for loss {loss!r}")
-        medians = {k: statistics.median(by_grid[k]) for k in measured}
-        if grid in medians:
-            values = by_grid[grid]
-            return medians[grid], min(values), max(values)
+        at = {k: _interpolate(by_grid[k], kappa) for k in measured}
+        if grid in at:
+            return at[grid]
         if grid < measured[-1]:
             lo = max(k for k in measured if k < grid)
             hi = min(k for k in measured if k > grid)
-            t = math.log(grid / lo) / math.log(hi / lo)
-            value = math.exp((1 - t) * math.log(medians[lo]) + t * math.log(medians[hi]))
-            return value, min(medians[lo], medians[hi]), max(medians[lo], medians[hi])
+            value = _interpolate([(lo, at[lo][0]), (hi, at[hi][0])], grid)[0]
+            return value, min(at[lo][0], at[hi][0]), max(at[lo][0], at[hi][0])
         logs = [math.log(k) for k in measured]
-        slope = max(0.0, _line(logs, [math.log(medians[k]) for k in measured])[1])
+        slope = max(0.0, _line(logs, [math.log(at[k][0]) for k in measured])[1])
         last = measured[-1]
-        value = medians[last] * (grid / last) ** slope
-        return value, medians[last], value
+        value = at[last][0] * (grid / last) ** slope
+        return value, at[last][0], value
 
 
 def rounds_from_rate(relative_gaps, target: float = 1e-3, tail: int = 20) -> float:
@@ -253,9 +290,13 @@ def fit_rates(runs) -> Rates:
       with the terms below, :data:`ROUNDS_OF_FIT` times);
     - ``pass_ns[loss]``: median over the one-thread kept runs of what a round costs beyond
       that, per nonzero of the group;
-    - ``thread_exponent``: median over the kept runs with more threads of
-      ``log(one-thread time / their time) / log(threads)``;
-    - ``read_ns``: median over streamed runs of what their round costs beyond the passes;
+    - ``thread_exponent[loss]``: median of ``log(one-thread time / their time) /
+      log(threads)`` over the kept runs with more threads at the largest such scale (at
+      smaller ones the threads' start is a visible part of a round);
+    - ``read_ns[loss]``: median over the streamed runs of what their round costs beyond
+      the passes, per nonzero;
+    - ``first_fixed`` and ``first_ns``: a line through the kept runs' first round less a
+      later one, against their nonzeros;
     - ``init_seconds``: median over all runs.
 
     Parameters
@@ -276,7 +317,7 @@ def fit_rates(runs) -> Rates:
     if not small:
         raise ValueError("no run with at most 1e6 nonzeros a group to fit the round's fixed cost")
     big = [r for r in runs if r.group_nnz > 1e6]
-    rates = Rates({}, 0.0, 1.0, 0.0, 0.0, 0.0)
+    rates = Rates({}, {}, {}, 0.0, 0.0)
     # the small runs' own passes are a few percent of their rounds: fit the fixed terms
     # without them, then with the passes the big runs give, until the two agree
     for _ in range(ROUNDS_OF_FIT):
@@ -285,59 +326,60 @@ def fit_rates(runs) -> Rates:
             [r.round_seconds - _compute(rates, r) for r in small],
         )
         rates = _fit_work(big, fixed, per_feature * 1e9)
-    return dataclasses.replace(rates, init_seconds=statistics.median(r.init_seconds for r in runs))
+    kept = [r for r in big if r.rows == "memory"]
+    first_fixed, first_per_nnz = _line(
+        [r.group_nnz for r in kept], [r.first_round_seconds - r.round_seconds for r in kept]
+    )
+    return dataclasses.replace(
+        rates,
+        first_fixed=first_fixed,
+        first_ns=first_per_nnz * 1e9,
+        init_seconds=statistics.median(r.init_seconds for r in runs),
+    )
 
 
 def _compute(rates: Rates, run: MeasuredRun) -> float:
     """The passes' seconds of a round of ``run`` under ``rates`` (0 for a loss not fitted)."""
     if run.loss not in rates.pass_ns:
         return 0.0
-    return rates.pass_ns[run.loss] * run.group_nnz * 1e-9 / rates.speedup(run.threads)
+    return rates.pass_ns[run.loss] * run.group_nnz * 1e-9 / rates.speedup(run.loss, run.threads)
 
 
 def _fit_work(big, fixed, feature_ns) -> Rates:
-    """``pass_ns``, the thread exponent and ``read_ns`` of the big runs, given the fixed terms."""
-    base = Rates({}, 0.0, 1.0, fixed, feature_ns, 0.0)
+    """``pass_ns``, the thread exponents and ``read_ns`` of the big runs, given the fixed terms."""
+    base = Rates({}, {}, {}, fixed, feature_ns)
 
     def work(r):
         return r.round_seconds - base.latency(r.n_features)
 
-    pass_ns = {}
+    pass_ns, exponents, reads = {}, {}, {}
     for loss in sorted({r.loss for r in big}):
-        ones = [
-            work(r) / r.group_nnz * 1e9
-            for r in big
-            if r.loss == loss and r.threads == 1 and r.rows == "memory"
-        ]
-        if ones:
-            pass_ns[loss] = statistics.median(ones)
+        mine = [r for r in big if r.loss == loss]
+        ones = [work(r) / r.group_nnz * 1e9 for r in mine if r.threads == 1 and r.rows == "memory"]
+        if not ones:
+            continue
+        pass_ns[loss] = statistics.median(ones)
+        threaded = [r for r in mine if r.threads > 1 and r.rows == "memory"]
+        if threaded:
+            largest = max(r.group_nnz for r in threaded)
+            exponents[loss] = statistics.median(
+                math.log(pass_ns[loss] * r.group_nnz * 1e-9 / work(r)) / math.log(r.threads)
+                for r in threaded
+                if r.group_nnz == largest
+            )
+        streamed = [r for r in mine if r.rows == "stream"]
+        if streamed:
+            speed = Rates(pass_ns, exponents, {}, fixed, feature_ns)
+            reads[loss] = statistics.median(
+                (work(r) - _compute(speed, r)) / r.group_nnz * 1e9 for r in streamed
+            )
     if not pass_ns:
         raise ValueError("no one-thread run with kept rows to fit pass_ns on")
-    exponents = [
-        math.log(pass_ns[r.loss] * r.group_nnz * 1e-9 / work(r)) / math.log(r.threads)
-        for r in big
-        if r.threads > 1 and r.rows == "memory" and r.loss in pass_ns
-    ]
     if not exponents:
         raise ValueError("no kept run with several threads to fit the thread exponent on")
-    exponent = statistics.median(exponents)
-    reads = [
-        (work(r) - pass_ns[r.loss] * r.group_nnz * 1e-9 / float(r.threads) ** exponent)
-        / r.group_nnz
-        * 1e9
-        for r in big
-        if r.rows == "stream" and r.loss in pass_ns
-    ]
     if not reads:
         raise ValueError("no streamed run to fit read_ns on")
-    return Rates(
-        pass_ns=pass_ns,
-        read_ns=statistics.median(reads),
-        thread_exponent=exponent,
-        fixed=fixed,
-        feature_ns=feature_ns,
-        init_seconds=0.0,
-    )
+    return Rates(pass_ns, exponents, reads, fixed, feature_ns)
 
 
 def round_seconds(
@@ -345,8 +387,8 @@ def round_seconds(
     n_features: float, comm_bytes: float = 0.0, bandwidth: float = math.inf,
 ) -> float:  # fmt: skip
     """Seconds of one round (module docstring)."""
-    compute = rates.pass_ns[loss] * group_nnz * 1e-9 / rates.speedup(threads)
-    read = rates.read_ns * group_nnz * 1e-9 if streamed else 0.0
+    compute = rates.pass_ns[loss] * group_nnz * 1e-9 / rates.speedup(loss, threads)
+    read = rates.read_ns[loss] * group_nnz * 1e-9 if streamed else 0.0
     return compute + read + rates.latency(n_features) + comm_bytes / bandwidth
 
 
@@ -354,12 +396,12 @@ def seconds_to_target(
     rates: Rates, loss: str, group_nnz: float, threads: int, streamed: bool,
     n_features: float, rounds: float, comm_bytes: float = 0.0, bandwidth: float = math.inf,
 ) -> float:  # fmt: skip
-    """Seconds of a call to the target: start, the kept rows' read, ``rounds`` rounds."""
-    start = rates.init_seconds + (0.0 if streamed else rates.read_ns * group_nnz * 1e-9)
+    """Seconds of a call to the target: start, the first round's extra, ``rounds`` rounds."""
+    first = rates.first_fixed + (0.0 if streamed else rates.first_ns * group_nnz * 1e-9)
     per_round = round_seconds(
         rates, loss, group_nnz, threads, streamed, n_features, comm_bytes, bandwidth
     )
-    return start + rounds * per_round
+    return rates.init_seconds + first + rounds * per_round
 
 
 def fit_table(rates: Rates, runs, rounds: RoundCounts | None = None) -> list[dict]:
@@ -390,7 +432,7 @@ def fit_table(rates: Rates, runs, rounds: RoundCounts | None = None) -> list[dic
             t = seconds_to_target(*args, r.rounds_to)
             row["to_predicted"], row["to_error"] = t, t / r.wall_to - 1
             if rounds is not None and r.loss in rounds.counts:
-                median = rounds.rounds(r.loss, r.grid)[0]
+                median = rounds.rounds(r.loss, r.grid, r.kappa)[0]
                 t = seconds_to_target(*args, median)
                 row["to_model"], row["to_model_error"] = t, t / r.wall_to - 1
         rows.append(row)
@@ -405,6 +447,7 @@ class Job:
     ----------
     nnz, n_samples, n_features : int
     loss : str
+    alpha : float
     nnz_bytes : int, default=BINARY_NNZ_BYTES
         Bytes a nonzero takes as the kernels read it (4 binary, 12 with float64 values).
     """
@@ -413,6 +456,7 @@ class Job:
     n_samples: float
     n_features: float
     loss: str
+    alpha: float
     nnz_bytes: int = BINARY_NNZ_BYTES
 
 
@@ -433,18 +477,22 @@ def plan_cocoa(rates: Rates, rounds: RoundCounts, job: Job, machines: Machines) 
     """The default solver's predicted run: one row group a machine, its cores as threads.
 
     Returns a dict: ``streamed`` (a group's rows over :data:`STREAM_SHARE` of the machine's
-    memory), ``round`` seconds, ``comm_bytes`` a machine receives a round, ``rounds`` (median,
-    low, high) and ``seconds`` to ``(1 + 1e-3) P*`` at the median, low and high counts.
+    memory), ``threads`` (all the cores if threads gained on the loss, else 1), ``round``
+    seconds, ``comm_bytes`` a machine receives a round, ``rounds`` (median, low, high) and
+    ``seconds`` to ``(1 + 1e-3) P*`` at the median, low and high counts.
     """
     grid = machines.count
     group_nnz = job.nnz / grid
     streamed = group_nnz * job.nnz_bytes > STREAM_SHARE * machines.memory
     comm = (grid - 1) * job.n_features * DW_BYTES
-    common = (rates, job.loss, group_nnz, machines.cores, streamed, job.n_features)
+    # a user runs the threads that help: all the cores when they gained, else one
+    threads = machines.cores if rates.thread_exponent.get(job.loss, 0.0) > 0 else 1
+    common = (rates, job.loss, group_nnz, threads, streamed, job.n_features)
     per_round = round_seconds(*common, comm, machines.bandwidth)
-    counts = rounds.rounds(job.loss, grid)
+    counts = rounds.rounds(job.loss, grid, conditioning(job.alpha, job.n_samples, job.nnz))
     return {
         "streamed": streamed,
+        "threads": threads,
         "round": per_round,
         "comm_bytes": comm,
         "rounds": counts,
