@@ -1,6 +1,6 @@
 """Issue 28's cost model: measure runs here, fit the model, check it, plan the splice-site job.
 
-Four parts (``daskpd.bench.costmodel`` has the model and its fitting):
+Five parts (``daskpd.bench.costmodel`` has the model and its fitting):
 
 ``runs``
     The default solver (``cocoa``, one row group) on fresh LocalClusters of ``--workers``
@@ -18,6 +18,9 @@ Four parts (``daskpd.bench.costmodel`` has the model and its fitting):
 ``dso``
     DSO's median epoch on ``--workers`` processes for each grid of ``--grids`` (from zero,
     the layout of a grid not stored built in the first epoch, which is not counted).
+``bytes``
+    What each worker receives a round with ``--grid`` row groups (Dask's transfer log),
+    against the model's ``(K - 1) * d * 8``.
 ``report``
     Fits the model on the records (plus the out-of-core runs given with ``--runs``), prints
     the parameters, every measured run against its prediction, and the plan for the
@@ -34,6 +37,7 @@ Reproduce (BENCHMARKS.md, "Cost model"; sets from ``daskpd bench``, the tiny one
         --grids 1,2,4,8 --out pipelines/cost_model/groups.jsonl
     python pipelines/bench_cost_model.py dso bench-work/splice-1e08-train.zarr \\
         --grids 2,4,8 --out pipelines/cost_model/dso.json
+    python pipelines/bench_cost_model.py bytes bench-work/splice-1e08-train.zarr --grid 2
     python pipelines/bench_cost_model.py report --runs pipelines/cost_model/runs.json \\
         --runs pipelines/cost_model/out_of_core.json \\
         --groups pipelines/cost_model/groups.jsonl --dso pipelines/cost_model/dso.json
@@ -237,6 +241,44 @@ def _dso(args):
     _write_json(args.out, records)
 
 
+def _incoming_bytes(dask_worker):
+    """Bytes this worker has received from other workers (Dask's transfer log)."""
+    return sum(entry["total"] for entry in dask_worker.transfer_incoming_log)
+
+
+def _bytes(args):
+    """Bytes into each worker a round with ``--grid`` groups, against the model's count."""
+    from daskpd._cluster import ClusterOptions, cluster_client
+    from daskpd.data import open_dataset
+    from daskpd.solvers import solve
+
+    data = open_dataset(args.data)
+    options = ClusterOptions(n_workers=args.workers, memory_limit=args.memory_limit)
+    with cluster_client(options, start=True) as client:
+        marks = []
+
+        def mark(info):
+            marks.append(client.run(_incoming_bytes))
+            return False
+
+        solve(
+            data, client=client, loss="logistic", alpha=1e-3, solver="cocoa", grid=args.grid,
+            threads=1, tol=0.0, max_epochs=args.rounds, eval_every=1, callbacks=[mark],
+        )  # fmt: skip
+    per_round = {
+        worker: statistics.median(b[worker] - a[worker] for a, b in itertools.pairwise(marks))
+        for worker in marks[0]
+    }
+    # a worker receives the change of w of every group it does not own, on that group's
+    # columns; the model charges d columns a group (every column, at the job's group sizes)
+    charged = (args.grid - args.grid // args.workers) * data.n_features * 8
+    for worker, value in sorted(per_round.items()):
+        print(
+            f"{worker}: {value / 1e6:.1f} MB a round; the model charges {charged / 1e6:.1f} MB "
+            f"({value / charged:.2f} of it: the groups' columns are that share of d)"
+        )
+
+
 def _load_runs(paths):
     from daskpd.bench.costmodel import MeasuredRun
 
@@ -396,6 +438,12 @@ def main(argv=None):
     runs.add_argument("--min-rounds", type=int, default=5)
     for part in (runs, groups, dso):
         part.add_argument("--out", required=True)
+    moved = parts.add_parser("bytes", help="bytes into each worker a round, K row groups")
+    moved.add_argument("data")
+    moved.add_argument("--grid", type=int, default=2)
+    moved.add_argument("--rounds", type=int, default=6)
+    moved.add_argument("--workers", type=int, default=2)
+    moved.add_argument("--memory-limit", default="3GiB")
     report = parts.add_parser("report", help="fit, check and plan")
     report.add_argument("--runs", action="append", required=True)
     report.add_argument("--groups")
@@ -411,7 +459,8 @@ def main(argv=None):
     report.add_argument("--memory-gib", type=float, default=256)
     report.add_argument("--bandwidth-gbit", type=float, default=10)
     args = parser.parse_args(argv)
-    {"runs": _runs, "groups": _groups, "dso": _dso, "report": _report}[args.part](args)
+    parts = {"runs": _runs, "groups": _groups, "dso": _dso, "bytes": _bytes, "report": _report}
+    parts[args.part](args)
 
 
 if __name__ == "__main__":
