@@ -907,3 +907,26 @@ def test_streamed_rows_train_under_worker_memory_limits(tmp_path, capped_cluster
     assert max(peaks.values()) < limit_mib, peaks
     final = result.history[-1]
     assert final["gap"] <= 1e-2 * final["primal"], [r["gap"] for r in result.history]
+
+
+@pytest.mark.cluster
+def test_default_threads_where_the_rounds_shrink(local_cluster, disk_data):
+    """threads=None: the two 1-thread workers' cores for the hinge loss (its shrunk passes
+    gain from them), one thread for the logistic loss (they lost; BENCHMARKS.md), and what
+    the user asks for when they ask."""
+
+    def threads_of(loss, **options):
+        solver, problem = Cocoa(), Problem(loss, "l2", 1e-3)
+        options = CocoaOptions(**options)
+        solver.check(problem, disk_data, options)
+        state = solver.init(
+            problem, disk_data, seed=np.random.SeedSequence(0), client=local_cluster,
+            options=options,
+        )  # fmt: skip
+        return state.settings.threads
+
+    assert threads_of("hinge") == 2
+    assert threads_of("squared_hinge") == 2
+    assert threads_of("logistic") == 1
+    assert threads_of("logistic", threads=2) == 2
+    assert threads_of("hinge", shrinking=False) == 1

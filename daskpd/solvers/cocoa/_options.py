@@ -55,12 +55,14 @@ class CocoaOptions:
         the nonzeros, in the same threads), so ``w = w(z)`` to rounding and the certificate
         stays exact. With more than 1 the results depend on the threads' timing: not
         bit-reproducible, and a replay after a lost worker does not repeat the lost
-        round's bits. ``None``: on a cluster, the worker threads of the owner's machine
-        shared among the groups it holds (one group on a machine of two 1-thread workers
-        gets 2: the other worker's core would idle); in-process 1. 1: the serial passes,
-        the same bits run to run. Threads write to the same columns of ``v`` where rows
-        share features, so a round gains less than the thread count (measured in
-        BENCHMARKS.md).
+        round's bits. ``None``: for the losses whose rounds shrink (hinge, squared hinge,
+        smoothed hinge), on a cluster, the worker threads of the owner's machine shared
+        among the groups it holds (one group on a machine of two 1-thread workers gets 2:
+        the other worker's core would idle); for the others (logistic, squared) and
+        in-process 1 (:func:`daskpd.solvers.cocoa._solver.default_threads`). 1: the serial
+        passes, the same bits run to run. Threads write to the same columns of ``v`` where
+        rows share features, so a round gains less than the thread count, and without the
+        shrunk passes nothing (measured in BENCHMARKS.md, "Cost model").
     rows : {"auto", "memory", "stream"}, default="auto"
         Where a group's rows are between rounds. ``"memory"``: read once by the owner and
         kept there. ``"stream"``: read again by every round, in chunks of row blocks (the

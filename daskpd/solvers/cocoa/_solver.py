@@ -53,6 +53,20 @@ from daskpd.solvers.cocoa._tasks import (
 _LOSS_NAMES = "hinge, squared_hinge, smooth_hinge, logistic, squared"
 
 
+def default_threads(settings, client, owners) -> int:
+    """``CocoaOptions.threads=None``: the owner's idle cores where the round shrinks, else 1.
+
+    The threads pay through the shrunk passes (hinge loss, 1.2-1.4x from 2 threads); without
+    them a threaded round's exact re-read of the nonzeros and the threads' writes to the same
+    hot columns cost what the second thread gains (logistic loss: 0.89x a round, 1 thread
+    1.5-8% sooner to ``(1 + 1e-3) P*`` in four pairs of runs; BENCHMARKS.md, "Cost model").
+    In-process: 1.
+    """
+    if client is None or settings.max_shrunk_passes == 0:
+        return 1
+    return idle_cores(client, owners)
+
+
 @register_solver
 class Cocoa:
     """CoCoA+ (``solver="cocoa"``): data-parallel dual coordinate ascent, updates added.
@@ -420,9 +434,11 @@ class Cocoa:
         settings = _settings(problem, data, options, grid)
         bounds = _row_bounds(data, grid)
         owners = tuple(group_owner(settings, workers, k) for k in range(grid))
-        threads = options.threads
-        if threads is None:
-            threads = idle_cores(client, owners) if client is not None else 1
+        threads = (
+            default_threads(settings, client, owners)
+            if options.threads is None
+            else options.threads
+        )
         settings = dataclasses.replace(settings, threads=int(threads))
 
         homes = tuple(dict.fromkeys(owners))
