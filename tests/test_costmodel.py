@@ -214,3 +214,9 @@ def test_the_committed_measurements_give_the_readme_plan():
         assert two["seconds"][0] > 10 * plan["seconds"][0]
     assert min(hours) == pytest.approx(1.7, abs=0.05)
     assert max(hours) == pytest.approx(2.2, abs=0.05)
+
+
+def test_the_stream_share_is_the_solvers():
+    from daskpd.solvers.cocoa._options import STREAM_SHARE
+
+    assert cm.STREAM_SHARE == STREAM_SHARE

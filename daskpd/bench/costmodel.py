@@ -14,8 +14,10 @@ columns), ``read_ns`` what a streamed nonzero costs a round beyond its passes (i
 decompression in one reader thread, which shares the machine's cores with the passes),
 ``fixed`` the round's fixed cost (its graph), ``feature_ns`` what a round costs a feature
 (``w``'s sums, copies and norm: vectors of ``d``) and ``comm`` the bytes one machine
-receives a round: each group's change of ``w`` goes to every other group's home, ``(K - 1) *
-d * 8`` bytes (an all-gather, as implemented; a tree all-reduce would move ``2 * d * 8``).
+receives a round: each group's change of ``w`` goes to every other group's home, on the
+group's columns, charged as ``(K - 1) * d * 8`` bytes (an all-gather, as implemented; every
+column at the job's group sizes, 0.6-0.8 of them at 1e8 as measured; a tree all-reduce would
+move ``2 * d * 8``).
 Every term is by loss where the losses differ. All of them are fitted on this machine's 2
 cores: ``S(T)`` beyond 2 threads and a reader that gets a core of its own are outside what
 was measured, and the plan says so.
@@ -24,8 +26,8 @@ A run to a target costs ``init + first + rounds * round``, ``first`` what the fi
 costs beyond a later one (for kept rows, their read). The rounds to ``(1 + 1e-3) P*`` come
 from measured runs (:class:`RoundCounts`), not from a formula: with one group they hardly
 change with the scale (3 to 15 over 1e5 to 5e9 nonzeros here); with two or more groups
-(``sigma' = K``) they grow by one to two orders of magnitude on splice-like data, whose rows
-share their low-order k-mers, far more for the hinge loss than for the logistic loss.
+(``sigma' = K``) they grow 1.2-26x for the logistic loss and 240-6,600x for the hinge loss
+on splice-like data (``K`` = 2 to 16), whose rows share their low-order k-mers.
 
 DSO's epoch (Section 5.5 of the paper): ``P`` workers in a ring, each epoch ``P`` hops, so
 ``epoch = nnz * update_ns / P + P * (hop + (d / P) * COLUMN_BYTES / B)``.
