@@ -118,6 +118,10 @@ def test_target_lines_are_computed_and_turn_not_met_when_a_method_misses():
     spdc_epoch, spdc_time = target_lines(logistic)[4:]
     assert spdc_epoch.endswith("**not met**: 4.00x")
     assert spdc_time.endswith("**not met**: daskpd spdc 9 s, liblinear 4 s")
+    # a run evaluated once has no epoch time: not measured, never "nanx"
+    logistic["methods"][-2] = _row("daskpd spdc", {}, epoch_seconds=math.nan)
+    spdc_epoch = target_lines(logistic)[4]
+    assert spdc_epoch.endswith("not measured: daskpd spdc evaluated fewer than twice in a run")
 
 
 def test_bad_config_is_refused():
