@@ -234,9 +234,24 @@ def _kill_first_worker(client):
         time.sleep(0.05)
 
 
+@pytest.fixture
+def own_cluster():
+    """A 2-worker LocalCluster of one test's own: a worker killed here need not come back for
+    the tests after it (under load its nanny's restart has taken over a minute)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
 @pytest.mark.parametrize("with_checkpoints", [True, False])
-def test_unrecoverable_data_loss_is_replayed(local_cluster, disk_data, tmp_path, with_checkpoints):
-    client = local_cluster
+def test_unrecoverable_data_loss_is_replayed(own_cluster, disk_data, tmp_path, with_checkpoints):
+    client = own_cluster
     _wait_for_two_workers(client)
     kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "test-pinned-gd", "tol": 0.0,
               "max_epochs": 6, "eval_every": 6, "client": client}  # fmt: skip
@@ -253,7 +268,6 @@ def test_unrecoverable_data_loss_is_replayed(local_cluster, disk_data, tmp_path,
     assert killed and survived.recoveries == 1
     assert np.array_equal(survived.w, straight.w)
     assert survived.n_epochs == 6 and [r["epoch"] for r in survived.history] == [6]
-    _wait_for_two_workers(client)
 
 
 @pytest.mark.slow  # kills a worker every epoch: each restart costs seconds
