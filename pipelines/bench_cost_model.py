@@ -59,11 +59,9 @@ TARGET = 1e-3
 
 def _write_json(path, value):
     """Write ``value`` to ``path`` through a temporary name (never a half-written file)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    from daskpd.data.atomic import write_text_atomic
+
+    write_text_atomic(path, json.dumps(value, indent=1) + "\n")
 
 
 def _stop_at(target, min_rounds):
