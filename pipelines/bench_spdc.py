@@ -82,14 +82,14 @@ def spdc_ridge(X, y, alpha, p_star, max_passes, seed, weighted=False):
     indices = np.tile(np.arange(d, dtype=np.int64), n)
     values = X.ravel().astype(np.float64)
     del rows
-    w, w_prev, u, z = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(n)
-    stamp = np.zeros(d, dtype=np.int64)
-    mark = np.full(d, -1, dtype=np.int64)
-    acc = np.zeros(d)
+    z = np.zeros(n)
+    state = spdc_kernels.lazy_state(np.zeros(d), np.zeros(d), np.zeros(d), 0)
+    w = state[:, spdc_kernels.LAZY_W]
     rng = np.random.default_rng(seed)
     params = np.zeros(1)
     block = spdc_kernels.BlockRows(indptr, indices, values, False, y, np.empty(0))
-    primal = spdc_kernels.LazyPrimal(w, w_prev, stamp, u, mark, acc)
+    factors = spdc_kernels.geometric_table(steps.tau, alpha, spdc_kernels.FACTOR_TABLE)
+    primal = spdc_kernels.LazyPrimal(state, np.empty(0, dtype=np.int64), np.empty(0), factors)
     scalars = spdc_kernels.step_scalars(steps.tau, steps.sigma, steps.theta, 0.0, alpha, 0.0, n)
     t = 0
     seconds = 0.0
@@ -105,7 +105,7 @@ def spdc_ridge(X, y, alpha, p_star, max_passes, seed, weighted=False):
             block, z, spdc_kernels.RowSample(order, 1, inv_npi), primal, t, scalar.SQUARED,
             params, scalars,
         )  # fmt: skip
-        spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, 0.0, alpha)
+        spdc_kernels.flush(t, state, steps.tau, 0.0, alpha, factors)
         seconds += time.perf_counter() - start
         excess = ridge_primal(X, y, alpha, w) - p_star
         if excess <= TARGET:
@@ -216,14 +216,14 @@ def spdc_explicit(U, V, y, reg, alpha, time_limit, seed):
     indptr = np.arange(0, n * d + 1, d, dtype=np.int64)
     indices = np.tile(np.arange(d, dtype=np.int64), n)
     values = A.ravel()
-    w, w_prev, u, z = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(n)
-    stamp = np.zeros(d, dtype=np.int64)
-    mark = np.full(d, -1, dtype=np.int64)
-    acc = np.zeros(d)
+    z = np.zeros(n)
+    state = spdc_kernels.lazy_state(np.zeros(d), np.zeros(d), np.zeros(d), 0)
+    w = state[:, spdc_kernels.LAZY_W]
     inv_npi = np.ones(n)
     rng = np.random.default_rng(seed)
     block = spdc_kernels.BlockRows(indptr, indices, values, False, y, np.empty(0))
-    primal = spdc_kernels.LazyPrimal(w, w_prev, stamp, u, mark, acc)
+    factors = spdc_kernels.geometric_table(steps.tau, spec.l2, spdc_kernels.FACTOR_TABLE)
+    primal = spdc_kernels.LazyPrimal(state, np.empty(0, dtype=np.int64), np.empty(0), factors)
     scalars = spdc_kernels.step_scalars(
         steps.tau, steps.sigma, steps.theta, spec.l1, spec.l2, spec.dual_delta, n
     )
@@ -236,7 +236,7 @@ def spdc_explicit(U, V, y, reg, alpha, time_limit, seed):
             block, z, spdc_kernels.RowSample(order, 1, inv_npi), primal, t, spec.loss_code,
             spec.loss_params, scalars,
         )  # fmt: skip
-        spdc_kernels.flush(t, w, w_prev, stamp, u, steps.tau, spec.l1, spec.l2)
+        spdc_kernels.flush(t, state, steps.tau, spec.l1, spec.l2, factors)
         seconds += time.perf_counter() - start
         gap = factorized_gap(U, V, y, w, z, spec)[2]
         if gap <= TARGET:

@@ -341,8 +341,16 @@ def _direct_workload():
     spdc._branch(1.0, 0.2, 3, 0.1, 0.5)
     spdc._positive_run(1.0, 0.2, 3, 0.1, 0.5)
     spdc.lazy_steps(1.0, 0.2, 3, 0.1, 0.05, 0.5)
-    spdc.catch_up(0, 3, w.copy(), w.copy(), np.zeros(3, dtype=np.int64), np.zeros(3), 0.1, 0.05,
-                  0.5)  # fmt: skip
+    spdc.catch_up(0, 3, spdc.lazy_state(w, w, w, 0), 0.1, 0.05, 0.5, np.ones((4, 2)))
+    # spdc_rows's two loops (compiled into it, their own dispatchers called here)
+    lazy = spdc.LazyPrimal(spdc.lazy_state(w, w, w, 0), np.full(3, -1, dtype=np.int64),
+                           np.zeros(3), spdc.geometric_table(0.1, 0.5, 4))  # fmt: skip
+    rows = spdc.BlockRows(indptr, indices.astype(np.int64), data, False, np.ones(2), np.empty(0))
+    sample = spdc.RowSample(np.array([0, 1], dtype=np.int64), 1, np.ones(2))
+    scalars = spdc.step_scalars(0.1, 0.2, 0.5, 0.0, 0.5, 0.0, 2)
+    spdc._batch_rows(rows, np.zeros(2), sample, lazy, 0, scalar.LOGISTIC, p, scalars)
+    spdc._single_rows(rows, np.zeros(2), sample.order, sample.inv_npi, lazy.state, lazy.factors,
+                      2, scalar.LOGISTIC, p, scalars)  # fmt: skip
     spdc.dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0)
     spdc.weighted_dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0, 2.0)
     spdc.row_dots(indptr, indices, data, False, w)

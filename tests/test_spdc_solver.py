@@ -328,9 +328,12 @@ def test_an_epoch_keeps_one_lazy_carry_and_brings_it_up_to_date_once(rng, monkey
     state = solver.init(
         problem, data, seed=np.random.SeedSequence(0), client=None, options=solver.Options()
     )
-    lazy = spdc._lazy(state.carry)
-    assert lazy.w is not state.carry.w and np.array_equal(lazy.w, state.carry.w)
-    assert spdc._lazy(lazy) is lazy
+    lazy = spdc._lazy(state.carry, 1)
+    w = lazy.state[:, spdc.spdc_kernels.LAZY_W]
+    assert not np.shares_memory(w, state.carry.w) and np.array_equal(w, state.carry.w)
+    assert spdc._lazy(lazy, 1) is lazy
+    assert lazy.mark.size == 0  # one row an iteration: no scratch of the mini-batch loop
+    assert spdc._lazy(state.carry, 2).mark.shape == w.shape
     flushes = []
     real_flush = spdc.spdc_kernels.flush
     monkeypatch.setattr(

@@ -47,6 +47,7 @@ task.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -298,35 +299,42 @@ def problem_spec(problem, delta=None):
 # block tasks (pure: they copy what they mutate)
 # --------------------------------------------------------------------------------------------
 class LazyCarry(NamedTuple):
-    """The carry inside an epoch: :class:`Carry` plus the lazy state of
-    :class:`daskpd.kernels.spdc.LazyPrimal` (last update times and the kernel's scratch)."""
+    """The carry inside an epoch: :class:`Carry` as the lazy state of
+    :class:`daskpd.kernels.spdc.LazyPrimal` (``w``, ``w_prev``, ``u`` and the last update
+    times side by side; the mini-batch loop's scratch, empty with one row an iteration)."""
 
-    w: np.ndarray
-    w_prev: np.ndarray
-    stamp: np.ndarray
-    u: np.ndarray
+    state: np.ndarray
     mark: np.ndarray
     acc: np.ndarray
     t: int
 
 
-def _lazy(carry):
+def _lazy(carry, batch_size):
     """The carry a block task updates: a copy of an epoch's start, or the lazy carry itself."""
     if isinstance(carry, LazyCarry):
         return carry
-    d = carry.w.shape[0]
+    d = carry.w.shape[0] if batch_size > 1 else 0
     return LazyCarry(
-        carry.w.copy(), carry.w_prev.copy(), np.full(d, carry.t, dtype=np.int64),
-        carry.u.copy(), np.full(d, -1, dtype=np.int64), np.zeros(d), int(carry.t),
+        spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t),
+        np.full(d, -1, dtype=np.int64), np.zeros(d), int(carry.t),
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4)
+def _factors(tau, l2):
+    """The run's table of geometric factors (built once a process: about 5 ms)."""
+    return spdc_kernels.geometric_table(tau, l2, spdc_kernels.FACTOR_TABLE)
 
 
 def _flush_task(carry, steps, spec):
     """Task at an epoch's end: every coordinate brought to the last time; a plain carry."""
-    lazy = _lazy(carry)
-    spdc_kernels.flush(lazy.t, lazy.w, lazy.w_prev, lazy.stamp, lazy.u, steps.tau, spec.l1,
-                       spec.l2)  # fmt: skip
-    return Carry(lazy.w, lazy.w_prev, lazy.u, int(lazy.t))
+    lazy = _lazy(carry, 1)
+    state = lazy.state
+    spdc_kernels.flush(lazy.t, state, steps.tau, spec.l1, spec.l2, _factors(steps.tau, spec.l2))
+    return Carry(
+        state[:, spdc_kernels.LAZY_W].copy(), state[:, spdc_kernels.LAZY_W_PREV].copy(),
+        state[:, spdc_kernels.LAZY_U].copy(), int(lazy.t),
+    )  # fmt: skip
 
 
 def _row_norms(indptr, values, binary):
@@ -381,12 +389,13 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     z = np.array(z_block, dtype=np.float64, copy=True)
     weights = block_weights(data, block, opts["class_pair"], labels)
     # nothing after this line raises: the lazy carry is updated in place
-    lazy = _lazy(carry)
+    lazy = _lazy(carry, batch)
+    factors = _factors(steps.tau, spec.l2)
     t = spdc_kernels.spdc_rows(
         spdc_kernels.BlockRows(indptr, indices, values, binary, labels, weights),
         z,
         spdc_kernels.RowSample(order, batch, inv_npi),
-        spdc_kernels.LazyPrimal(lazy.w, lazy.w_prev, lazy.stamp, lazy.u, lazy.mark, lazy.acc),
+        spdc_kernels.LazyPrimal(lazy.state, lazy.mark, lazy.acc, factors),
         lazy.t,
         spec.loss_code,
         spec.loss_params,
