@@ -352,6 +352,12 @@ def test_an_epoch_keeps_one_lazy_carry_and_brings_it_up_to_date_once(rng, monkey
         visited.append(segment)
         order = order[len(segment) :]
     assert set(visited) == segments and len(visited) == len(segments)
+    # the segments in cyclic order (from a random one, either way): the carry changes worker
+    # about once per worker, each worker keeping a range of blocks
+    starts = sorted(min(s) for s in segments)
+    positions = [starts.index(min(s)) for s in visited]
+    steps = {(b - a) % len(segments) for a, b in zip(positions[:-1], positions[1:], strict=True)}
+    assert steps in ({1}, {len(segments) - 1}), positions
 
 
 def test_resume_is_exact(rng):

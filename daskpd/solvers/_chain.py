@@ -90,16 +90,20 @@ _SEGMENTS = 8
 def block_order(seed, epoch, n_blocks):
     """Shuffled visiting order of the row blocks in ``epoch`` (child ``n_blocks``).
 
-    The blocks are cut into :data:`_SEGMENTS` runs of consecutive blocks; the runs come in a
-    random order, the blocks of each in a random order. Consecutive blocks live on one
-    worker, so the carry changes worker about once per segment; the order depends on the
-    seed and the blocks only, so a run gives the same bits on any cluster and in-process.
+    The blocks are cut into :data:`_SEGMENTS` runs of consecutive blocks; the runs come in
+    their cyclic order from a random one, in a random direction, the blocks of each in a
+    random order. Consecutive blocks live on one worker (each worker keeps a range of them),
+    so the carry changes worker about once per worker and epoch: a random order of the
+    runs moved it about once per run (at 1e8 nonzeros, 4.66M features, 6 moves of 0.2-0.5 s
+    an epoch on 2 workers). The order depends on the seed and the blocks only, so a run
+    gives the same bits on any cluster and in-process.
     """
     rng = np.random.default_rng(block_seeds(epoch_seed(seed, epoch), n_blocks + 1)[n_blocks])
     segments = np.array_split(np.arange(n_blocks), min(_SEGMENTS, max(1, n_blocks)))
-    return np.concatenate(
-        [rng.permutation(segments[k]) for k in rng.permutation(len(segments))]
-    ).astype(np.int64)
+    first = int(rng.integers(len(segments)))
+    direction = 1 if rng.random() < 0.5 else -1
+    runs = [(first + direction * k) % len(segments) for k in range(len(segments))]
+    return np.concatenate([rng.permutation(segments[k]) for k in runs]).astype(np.int64)
 
 
 def run_chain(state, epoch, task, finish=None):
