@@ -97,8 +97,8 @@ class BlockRows(NamedTuple):
     Attributes
     ----------
     indptr : ndarray of shape (n_block_rows + 1,), int64
-    indices : ndarray of shape (nnz,), int64
-    data : ndarray of shape (nnz,) or (0,), float64
+    indices : ndarray of shape (nnz,), int32 or int64
+    data : ndarray of shape (nnz,) or (0,), float32 or float64
         Stored values; ignored (may be empty) when ``binary``.
     binary : bool
         Whether all stored values are 1.

@@ -38,13 +38,24 @@ def _block_csr(data, block):
 
 
 def _read_block_csr(data, block):
-    indptr, indices, values, labels = data.block_arrays(block)
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    indices = np.ascontiguousarray(indices, dtype=np.int64)
-    binary = values is None
-    values = (
-        np.empty(0, dtype=np.float64) if binary else np.ascontiguousarray(values, dtype=np.float64)
+    # The rows as the evaluation keeps them (resident_rows_arrays, the same key): one read
+    # and one copy in the worker for both, so the first certificate does not read the data
+    # again (3.0-3.5 s at 1e8 nonzeros); indices stay int32, float values as stored.
+    from daskpd.data.resident import resident_rows_arrays
+
+    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+    indptr, indices, values, labels = resident_rows_arrays(
+        data, int(bounds[block]), int(bounds[block + 1])
     )
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    binary = values is None
+    if binary:
+        values = np.empty(0, dtype=np.float64)
+    elif values.dtype not in (np.float32, np.float64):
+        values = values.astype(np.float64)
+    else:
+        values = np.ascontiguousarray(values)
     return indptr, indices, values, binary, np.ascontiguousarray(labels, dtype=np.float64)
 
 
