@@ -444,6 +444,47 @@ def test_every_round_is_certified_without_an_evaluation(loss):
     assert stopped.gap == target
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_round_certified_within_tol_skips_its_shrunk_passes(monkeypatch, threads):
+    # The run stops at the first round whose certifying pass shows gap <= tol and returns
+    # that round's start: its shrunk passes (one call a thread every other round) are
+    # skipped. One thread (bit-reproducible): against a run stopped by a callback at the
+    # same certificate (tol = 0: every pass runs), the same point and rows.
+    X, y = _data(n=400, d=30, seed=31)
+    calls = []
+    real = kernels.shrunk_passes
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "shrunk_passes", counted)
+    common = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "client": False,
+              "threads": threads, "eval_every": 1, "max_epochs": 50}  # fmt: skip
+    full = solve((X, y), tol=0.0, **common)
+    target = full.history[3]["gap"]
+    calls.clear()
+    by_callback = solve(
+        (X, y), tol=0.0, callbacks=[lambda info: info.row["gap"] <= target], **common
+    )
+    assert len(calls) == threads * by_callback.n_epochs
+    calls.clear()
+    by_tol = solve((X, y), tol=target, **common)
+    assert by_tol.stop_reason == "tol" and by_tol.gap <= target
+    assert len(calls) == threads * (by_tol.n_epochs - 1)
+    if threads == 1:
+        assert by_tol.n_epochs == by_callback.n_epochs == 4
+        np.testing.assert_array_equal(by_tol.w, by_callback.w)
+        assert [r["gap"] for r in by_tol.history] == [r["gap"] for r in by_callback.history]
+    # several row groups: each has only its share of the certificate, every pass runs
+    one_thread = {**common, "threads": 1, "grid": 2}
+    loose = solve((X, y), tol=0.0, **{**one_thread, "max_epochs": 4}).history[2]["gap"]
+    calls.clear()
+    grouped = solve((X, y), tol=loose, **one_thread)
+    assert grouped.stop_reason == "tol" and grouped.n_epochs == 3
+    assert len(calls) == 2 * grouped.n_epochs
+
+
 def test_checkpoint_resume_gives_the_same_bits(tmp_path):
     X, y = _data(seed=12)
     data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=60)

@@ -83,6 +83,7 @@ def _loop(
             saved.check_compatible(run_meta)
             seed = saved.seed()
             state = _restore(method, problem, data, saved.arrays, seed, client, options)
+            state = _with_tol(method, state, tol)
             seconds = float(saved.meta["seconds"])
             progress = _Progress(
                 started=progress.started,
@@ -104,6 +105,7 @@ def _loop(
         state = method.init(
             problem, data, seed=seed, client=client, options=options, warm_start=start
         )
+        state = _with_tol(method, state, tol)
         # Initialization is training work (DSO's local DCD start can be several passes), so
         # it counts in the seconds of the history, as it would in a peer's fit time.
         elapsed = time.perf_counter() - tick
@@ -117,11 +119,11 @@ def _loop(
         saved = store.latest() if store is not None else None
         if saved is not None:
             restored = _restore(method, problem, data, saved.arrays, seed, client, options)
-            return restored, saved.epoch
+            return _with_tol(method, restored, tol), saved.epoch
         fresh = method.init(
             problem, data, seed=seed, client=client, options=options, warm_start=start
         )
-        return fresh, 0
+        return _with_tol(method, fresh, tol), 0
 
     for callback in callback_list:
         callback.on_train_begin(
@@ -468,6 +470,18 @@ def _rounded_gap(primal, dual) -> float:
     if -1e-12 * max(1.0, abs(primal)) <= gap < 0.0:
         gap = 0.0
     return gap
+
+
+def _with_tol(method, state, tol):
+    """The state of a solver that can end an epoch early once ``tol`` is certified.
+
+    A solver with a ``stop_at_gap(state, tol)`` method (CoCoA+: a round whose certifying
+    pass already shows the gap within ``tol`` skips the rest of its passes, since the run
+    then stops and returns that round's start) gets the run's ``tol``; others are as given.
+    """
+    if tol > 0 and hasattr(method, "stop_at_gap"):
+        return method.stop_at_gap(state, tol)
+    return state
 
 
 def _restore(method, problem, data, arrays, seed, client, options):

@@ -223,6 +223,9 @@ class _Settings:
     threads: int = 1
     #: nonzeros of a chunk of streamed rows (``CocoaOptions.stream_nnz``; 0: kept rows)
     stream_nnz: int = 0
+    #: the run's ``tol`` (0: none): a round whose certifying pass shows the start point's gap
+    #: at most this skips its shrunk passes (one group only: its sums are the whole problem's)
+    stop_gap: float = 0.0
 
     @property
     def inv_alpha_n(self):

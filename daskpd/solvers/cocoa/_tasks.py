@@ -7,6 +7,7 @@ Tasks are pure: they copy what they mutate. Symbols as in the paper-to-code tabl
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -281,12 +282,17 @@ def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
     sums = np.zeros((n_threads, 4))
     partial = np.zeros((n_threads, n_columns)) if threaded else None
     passes = _threaded_passes if threaded else _serial_passes
+    w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
+    settled = None
+    if settings.stop_gap > 0.0 and settings.grid == 1 and with_norm:
+        settled = functools.partial(_start_certified, settings, w_norm_sq)
     if isinstance(group, _StreamedGroup):
-        _streamed_round(group, z, rng, pack, settings, partial, sums, passes)
+        _streamed_round(group, z, rng, pack, settings, partial, sums, passes, settled)
     else:
         orders = _orders(rng, settings, z.shape[0])
         shrink_seed = rng.integers(2**63, dtype=np.uint64)
-        passes(group, z, orders, shrink_seed, pack, settings, partial, sums, np.zeros(2))
+        passes(group, z, orders, shrink_seed, pack, settings, partial, sums, np.zeros(2),
+               settled)  # fmt: skip
     if threaded:
         # the exact -X^T dz / (alpha n) of the threads' rows, summed in thread order
         dw = partial.sum(axis=0) * -settings.inv_alpha_n
@@ -294,13 +300,28 @@ def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
     else:
         step = np.empty(n_columns)
         kernels.finish_pack(pack, settings.sigma, settings.direct, step)
-    w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
     loss_sum = conj_sum = 0.0
     for t in range(n_threads):
         loss_sum += sums[t, 0]
         conj_sum += sums[t, 1]
     stats = [loss_sum, conj_sum, w_norm_sq, sums[:, 2].sum(), sums[:, 3].sum()]
     return z, step, np.array(stats)
+
+
+def _start_certified(settings, w_norm_sq, sums):
+    """Whether the full passes' sums certify the round's start within the run's ``tol``.
+
+    One group's full passes sum the whole problem's certificate of the round's start; when
+    its gap is at most ``tol`` the driver stops after this round and returns that start, so
+    the round's shrunk passes would change nothing the user gets (at 1e8 nonzeros, hinge,
+    about half of a round): they are skipped.
+    """
+    loss_sum = conj_sum = 0.0
+    for t in range(sums.shape[0]):  # in thread order, as the round's own stats
+        loss_sum += sums[t, 0]
+        conj_sum += sums[t, 1]
+    primal, dual = _certificate(settings, [(loss_sum, conj_sum, w_norm_sq)])
+    return primal - dual <= settings.stop_gap
 
 
 def _orders(rng, settings, m):
@@ -311,7 +332,7 @@ def _orders(rng, settings, m):
     return orders
 
 
-def _streamed_round(group, z, rng, pack, settings, partial, sums, passes):
+def _streamed_round(group, z, rng, pack, settings, partial, sums, passes, settled=None):
     """The passes of a round over a streamed group, in place on ``z`` and ``v``.
 
     The group is read in chunks of row blocks (blocks in a random order, about
@@ -328,7 +349,8 @@ def _streamed_round(group, z, rng, pack, settings, partial, sums, passes):
     full pass, from the spread of projected gradients of all the full passes: the cached
     active set of selective block minimization (Chang and Roth, KDD 2011) with
     liblinear's shrinking over it (on the same test set: 2.1e-4 after 8 rounds). The
-    certificate sums are the full passes' own.
+    certificate sums are the full passes' own; ``settled`` (:func:`_start_certified`), when
+    given, can skip the shrunk passes once every chunk has had its full pass.
     """
     order = rng.permutation(len(group.bounds) - 1)
     shrinking = settings.max_shrunk_passes > 0
@@ -352,7 +374,7 @@ def _streamed_round(group, z, rng, pack, settings, partial, sums, passes):
             kept_index.append(index[active])
             kept_nnz += int(chosen.indptr[-1])
     shrink_seed = rng.integers(2**63, dtype=np.uint64)
-    if kept:
+    if kept and not (settled is not None and settled(sums)):
         cache, index = _concatenated(kept, group.columns), np.concatenate(kept_index)
         part = z[index]
         passes(cache, part, None, shrink_seed, pack, settings, partial, sums, spread)
@@ -386,14 +408,16 @@ def _pass_steps(settings):
     return kernels.PassSteps(settings.sigma, settings.inv_alpha_n)
 
 
-def _serial_passes(group, z, orders, shrink_seed, pack, settings, partial, sums, pg_range):
+def _serial_passes(group, z, orders, shrink_seed, pack, settings, partial, sums, pg_range,
+                   settled=None):  # fmt: skip
     """The full and shrunk passes over ``group``'s rows, in place on ``z`` (its rows' block)
     and ``v``; their sums added to ``sums[0]``. ``partial`` (a threaded round's block of
     one row) gets ``X^T dz`` of these rows added, else ``v`` carries the round's step.
 
     ``orders``: the full passes' visiting orders; their spread of projected gradients is
     written to ``pg_range``. ``None``: no full pass, the shrunk passes start from the
-    spread given in ``pg_range`` (:func:`_streamed_round`).
+    spread given in ``pg_range`` (:func:`_streamed_round`). ``settled(sums)`` (optional,
+    :func:`_start_certified`) true after the full passes: no shrunk passes.
     """
     rows, steps = _group_rows(group), _pass_steps(settings)
     z_start = z.copy() if partial is not None else None
@@ -403,7 +427,7 @@ def _serial_passes(group, z, orders, shrink_seed, pack, settings, partial, sums,
         )
         sums[0, 0] += loss_sum
         sums[0, 1] += conj_sum
-    if settings.max_shrunk_passes > 0:
+    if settings.max_shrunk_passes > 0 and not (settled is not None and settled(sums)):
         shrunk, visited = kernels.shrunk_passes(
             rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range,
             settings.shrink_ratio, settings.max_shrunk_passes, shrink_seed,
@@ -418,7 +442,8 @@ def _serial_passes(group, z, orders, shrink_seed, pack, settings, partial, sums,
         )  # fmt: skip
 
 
-def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sums, pg_range):
+def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sums, pg_range,
+                     settled=None):  # fmt: skip
     """The passes of :func:`_serial_passes` in ``partial.shape[0]`` threads (PASSCoDe-wild).
 
     Thread ``t`` takes the ``t``-th share of every pass's order, then its shrunk passes
@@ -427,8 +452,8 @@ def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sum
     exactly (each thread a contiguous range of rows into its own row of ``partial``, summed
     in thread order by the caller), not the raced ``v``: the next ``w`` is ``w(z)`` to
     rounding, so the next round's certificate is exact. The sums are per thread (row
-    ``t`` of ``sums``), added in order by the caller. ``orders`` and ``pg_range`` as for
-    :func:`_serial_passes`.
+    ``t`` of ``sums``), added in order by the caller. ``orders``, ``pg_range`` and
+    ``settled`` as for :func:`_serial_passes`.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -475,7 +500,7 @@ def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sum
             # the full pass's spread over all threads' rows, as the serial pass has it
             pg_range[kernels.PG_MAX] = pg[:, kernels.PG_MAX].max()
             pg_range[kernels.PG_MIN] = pg[:, kernels.PG_MIN].min()
-        if settings.max_shrunk_passes > 0:
+        if settings.max_shrunk_passes > 0 and not (settled is not None and settled(sums)):
             list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
         # the change of the dual, once for all threads
         dz = z - z_start
