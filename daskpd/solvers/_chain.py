@@ -87,6 +87,8 @@ class ChainState:
     opts: dict
     data: Any
     client: Any
+    #: low-priority reads of the blocks into their workers (futures held for the run)
+    reads: tuple = ()
 
 
 def block_seed(seed, epoch, block, n_blocks):
@@ -128,6 +130,13 @@ def run_chain(state, epoch, task, finish=None):
     from daskpd._cluster import block_worker, worker_addresses
 
     n_blocks = len(state.z_blocks)
+    if state.client is not None and not state.reads:
+        # The chain runs on one worker at a time: the others read their blocks meanwhile,
+        # so the first epoch does not wait for each block's read (DSO's tiles alike).
+        from daskpd.solvers._data import prefetch_rows
+
+        state = dataclasses.replace(state, reads=tuple(prefetch_rows(state.data, state.client,
+                                                                     arrays=True)))  # fmt: skip
     order = block_order(state.seed, epoch, n_blocks)
     graph = TaskGraph(f"spdc-e{epoch}")
     # a future (the last epoch's carry, on its worker) is a reference the scheduler resolves

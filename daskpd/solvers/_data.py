@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from daskpd.data.resident import resident_block
+from daskpd.data.resident import resident_block, resident_rows_arrays
 
 __all__ = ["metrics_for", "prefetch_rows", "score_rows"]
 
@@ -96,7 +96,7 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
     return np.concatenate(pieces) if pieces else np.zeros(0)
 
 
-def prefetch_rows(data, client):
+def prefetch_rows(data, client, arrays=False):
     """Read ``data``'s row blocks into the workers that :func:`score_rows` will ask, at low
     priority, while the solver starts and trains.
 
@@ -112,6 +112,10 @@ def prefetch_rows(data, client):
         Only an on-disk dataset is read (nothing is kept for in-memory data).
     client : distributed.Client or None
         Nothing is done without one.
+    arrays : bool, default=False
+        Keep the blocks as the kernels' CSR arrays (:func:`resident_rows_arrays`, what the
+        chained pass of SPDC and DSPDC and the evaluation read: a training set) instead of
+        the scoring's matrices (a test set).
 
     Returns
     -------
@@ -135,7 +139,7 @@ def prefetch_rows(data, client):
     token = uuid.uuid4().hex[:12]
     return [
         client.submit(
-            _keep_block,
+            _keep_arrays if arrays else _keep_block,
             data,
             i,
             key=f"daskpd-prefetch-{token}-{i}",
@@ -150,6 +154,11 @@ def prefetch_rows(data, client):
 
 def _keep_block(data, i):
     resident_block(data, i)
+
+
+def _keep_arrays(data, i):
+    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+    resident_rows_arrays(data, int(bounds[i]), int(bounds[i + 1]))
 
 
 def _score_block(data, i, w):
