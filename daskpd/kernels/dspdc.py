@@ -36,12 +36,12 @@ from daskpd.kernels.spdc import (
     SCALAR_DELTA,
     SCALAR_L1,
     SCALAR_L2,
-    SCALAR_N,
     SCALAR_SIGMA,
     SCALAR_TAU,
     SCALAR_THETA,
     dual_step,
     primal_step,
+    scalar_values,
     weighted_dual_step,
 )
 
@@ -172,13 +172,7 @@ def dspdc_rows(block, z, sample, primal, code, params, scalars):
     indptr, indices, data, binary, labels, weights = block
     rows, batch_size, cols, n_coords = sample
     w, w_prev, u, acc = primal
-    tau = scalars[SCALAR_TAU]
-    sigma = scalars[SCALAR_SIGMA]
-    theta = scalars[SCALAR_THETA]
-    l1 = scalars[SCALAR_L1]
-    l2 = scalars[SCALAR_L2]
-    delta = scalars[SCALAR_DELTA]
-    n_total = scalars[SCALAR_N]
+    tau, sigma, theta, l1, l2, delta, n_total = scalar_values(scalars)
     d = w.shape[0]
     n_iter = rows.shape[0] // batch_size
     all_cols = n_coords == d

@@ -91,6 +91,15 @@ def step_scalars(tau, sigma, theta, l1, l2, delta, n_total):
     return scalars
 
 
+@njit
+def scalar_values(scalars):
+    """The kernels' scalar array as ``(tau, sigma, theta, l1, l2, delta, n)`` (floats)."""
+    return (
+        scalars[SCALAR_TAU], scalars[SCALAR_SIGMA], scalars[SCALAR_THETA], scalars[SCALAR_L1],
+        scalars[SCALAR_L2], scalars[SCALAR_DELTA], scalars[SCALAR_N],
+    )  # fmt: skip
+
+
 class BlockRows(NamedTuple):
     """A CSR row block as :func:`spdc_rows` (and DSPDC's ``dspdc_rows``) read it.
 
@@ -245,6 +254,14 @@ def geometric_table(tau, l2, size):
         table[k, 0] = rk
         table[k, 1] = s
     return table
+
+
+@njit
+def skip_factors(skipped, tau, l2, factors):
+    """``geometric_factor(skipped, tau, l2)``, from the table when it holds ``skipped``."""
+    if skipped < factors.shape[0]:
+        return factors[skipped, 0], factors[skipped, 1]
+    return geometric_factor(skipped, tau, l2)
 
 
 @njit
@@ -411,11 +428,7 @@ def catch_up(j, t, state, tau, l1, l2, factors):
         if l1 != 0.0:
             prev = lazy_steps(x0, uj, skipped, tau, l1, l2)
         else:
-            if skipped < factors.shape[0]:
-                rk = factors[skipped, 0]
-                s = factors[skipped, 1]
-            else:
-                rk, s = geometric_factor(skipped, tau, l2)
+            rk, s = skip_factors(skipped, tau, l2, factors)
             prev = rk * x0 - uj * s
     state[j, LAZY_W_PREV] = prev
     state[j, LAZY_W] = primal_step(prev, uj, tau, l1, l2)
@@ -479,13 +492,7 @@ def _batch_rows(block, z, sample, primal, t_start, code, params, scalars):
     indptr, indices, data, binary, labels, weights = block
     order, batch_size, inv_npi = sample
     state, mark, acc, factors = primal
-    tau = scalars[SCALAR_TAU]
-    sigma = scalars[SCALAR_SIGMA]
-    theta = scalars[SCALAR_THETA]
-    l1 = scalars[SCALAR_L1]
-    l2 = scalars[SCALAR_L2]
-    delta = scalars[SCALAR_DELTA]
-    n_total = scalars[SCALAR_N]
+    tau, sigma, theta, l1, l2, delta, n_total = scalar_values(scalars)
     n_iter = order.shape[0] // batch_size
     touched = np.empty(state.shape[0], dtype=np.int64)
     dz = np.empty(batch_size, dtype=np.float64)
@@ -550,15 +557,9 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
     # correction 0 + coef x, skipped additions when a coefficient is 0, sigma * 1 == sigma),
     # so the iterates are the same bits (tests/test_spdc_kernels.py).
     indptr, indices, data, binary, labels, weights = block
-    tau = scalars[SCALAR_TAU]
-    sigma = scalars[SCALAR_SIGMA]
-    theta = scalars[SCALAR_THETA]
-    l1 = scalars[SCALAR_L1]
-    l2 = scalars[SCALAR_L2]
-    delta = scalars[SCALAR_DELTA]
-    inv_n = 1.0 / scalars[SCALAR_N]
+    tau, sigma, theta, l1, l2, delta, n_total = scalar_values(scalars)
+    inv_n = 1.0 / n_total
     has_weights = weights.shape[0] > 0
-    n_factors = factors.shape[0]
     t = t_start
     for it in range(order.shape[0]):
         k = order[it]
@@ -579,11 +580,7 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
                     uj = state[j, LAZY_U]
                     prev = x0
                     if skipped > 0:
-                        if skipped < n_factors:
-                            rk = factors[skipped, 0]
-                            s = factors[skipped, 1]
-                        else:
-                            rk, s = geometric_factor(skipped, tau, l2)
+                        rk, s = skip_factors(skipped, tau, l2, factors)
                         prev = rk * x0 - uj * s
                     state[j, LAZY_W_PREV] = prev
                     state[j, LAZY_W] = primal_step(prev, uj, tau, 0.0, l2)
