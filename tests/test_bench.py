@@ -118,10 +118,22 @@ def test_target_lines_are_computed_and_turn_not_met_when_a_method_misses():
     spdc_epoch, spdc_time = target_lines(logistic)[4:]
     assert spdc_epoch.endswith("**not met**: 4.00x")
     assert spdc_time.endswith("**not met**: daskpd spdc 9 s, liblinear 4 s")
-    # a run evaluated once has no epoch time: not measured, never "nanx"
+    # a run of one epoch has no epoch time: not measured, never "nanx"
     logistic["methods"][-2] = _row("daskpd spdc", {}, epoch_seconds=math.nan)
     spdc_epoch = target_lines(logistic)[4]
-    assert spdc_epoch.endswith("not measured: daskpd spdc evaluated fewer than twice in a run")
+    assert spdc_epoch.endswith("not measured: daskpd spdc timed for fewer than two epochs in a run")
+
+
+def test_epoch_seconds_come_from_every_epoch_not_only_the_evaluated_ones():
+    # one evaluation, at the end of a 4-epoch run: its clock still times epochs 2-4 (the
+    # first holds the start); saved results without a clock fall back to the points
+    evaluated_once = Run(
+        points=[(12.0, 11.0, 0.5, 4)], clock=[(5.0, 1), (7.0, 2), (9.5, 3), (11.0, 4)]
+    )
+    assert summarize([evaluated_once], 0.4)["epoch_seconds"] == 2.0
+    saved_before = Run(points=[(6.0, 5.0, 0.6, 1), (12.0, 11.0, 0.5, 4)])
+    assert summarize([saved_before], 0.4)["epoch_seconds"] == 2.0
+    assert math.isnan(summarize([Run(points=[(12.0, 11.0, 0.5, 4)])], 0.4)["epoch_seconds"])
 
 
 def test_bad_config_is_refused():

@@ -47,12 +47,16 @@ class Run:
         Peak memory of the run (this process and its children), 0 when not measured.
     best_dual : float
         The highest certified dual value the run reported (NaN: no certificate).
+    clock : list of tuple
+        ``(epoch_seconds, epoch)`` at the end of every epoch, evaluated or not (daskpd's
+        runs; empty for a peer, and in results saved before it existed).
     """
 
     points: list = field(default_factory=list)
     chosen: dict = field(default_factory=dict)
     peak_rss_bytes: int = 0
     best_dual: float = math.nan
+    clock: list = field(default_factory=list)
 
 
 def seconds_to(points, bound: float, clock: int = WALL) -> float:
@@ -146,20 +150,31 @@ def summarize(runs, p_star: float) -> dict:
             "gap": true_median([c.get("gap", math.nan) for c in chosen]),
         },
         "epoch_seconds": true_median(
-            [s for s in (_median_step(run.points) for run in runs) if not math.isnan(s)]
+            [
+                step
+                for step in map(_median_step, [run.clock or run.points for run in runs])
+                if not math.isnan(step)
+            ]
         ),
         "peak_rss_bytes": max((run.peak_rss_bytes for run in runs), default=0),
     }
 
 
 def _median_step(points) -> float:
-    """Median seconds per epoch of one run, from points that carry their epoch number.
+    """Median seconds per epoch of one run, from its clock or its points.
 
-    A daskpd point is ``(wall, epoch_seconds, primal, epoch)``; with evaluations every few
-    epochs, consecutive points are several epochs apart, so each step of the epoch clock is
-    divided by its number of epochs. A peer's points (rungs of a ladder, no epoch) give NaN.
+    A run's clock is ``(epoch_seconds, epoch)`` at every epoch's end, so its steps are the
+    epochs themselves (the first, which holds the start, is not a step). Without one (results
+    saved before it), a daskpd point ``(wall, epoch_seconds, primal, epoch)``: with
+    evaluations every few epochs consecutive points are several epochs apart, so each step
+    of the epoch clock is divided by its number of epochs. A peer's points (rungs of a
+    ladder, no epoch) give NaN.
     """
-    timed = [(point[EPOCHS], point[3]) for point in points if len(point) > 3]
+    timed = [
+        (point[0], point[1]) if len(point) == 2 else (point[EPOCHS], point[3])
+        for point in points
+        if len(point) in (2, 4)
+    ]
     steps = [
         (b_clock - a_clock) / (b_epoch - a_epoch)
         for (a_clock, a_epoch), (b_clock, b_epoch) in zip(timed[:-1], timed[1:], strict=True)
@@ -292,8 +307,8 @@ def target_lines(table: dict) -> list[str]:
         if spdc is None or dso is None:
             lines.append(f"{head}: {why_spdc or why_dso}")
         else:
-            # an epoch time needs two evaluations of a run (a slow method's cadence may
-            # allow one in the budget): say so instead of a ratio of NaN
+            # an epoch time needs two epochs of a run (two evaluations in results saved
+            # before the runs kept every epoch's clock): say so instead of a ratio of NaN
             untimed = [
                 row["method"]
                 for row in (spdc, dso)
@@ -301,8 +316,8 @@ def target_lines(table: dict) -> list[str]:
             ]
             if untimed:
                 lines.append(
-                    f"{head}: not measured: {' and '.join(untimed)} evaluated fewer than "
-                    "twice in a run"
+                    f"{head}: not measured: {' and '.join(untimed)} timed for fewer than "
+                    "two epochs in a run"
                 )
             else:
                 ratio = spdc["summary"]["epoch_seconds"] / dso["summary"]["epoch_seconds"]

@@ -97,6 +97,8 @@ class _Recorder:
         self.rule_tol = rule_tol
         self.budget = budget
         self.points = []
+        #: (training seconds, epoch) at every epoch's end, evaluated or not
+        self.clock = []
         self.chosen = None
         self.last = None
         self.best_dual = -math.inf
@@ -109,6 +111,7 @@ class _Recorder:
 
     def on_epoch_end(self, info):
         wall = time.perf_counter() - self.start
+        self.clock.append((float(info.seconds), int(info.epoch)))
         row = info.row
         if row is None:  # an epoch without evaluation: nothing known yet
             return wall >= self.budget
@@ -182,6 +185,7 @@ def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers
         chosen=chosen,
         peak_rss_bytes=memory.peak,
         best_dual=recorder.best_dual if recorder.points else math.nan,
+        clock=recorder.clock,
     )
 
 
