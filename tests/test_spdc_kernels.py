@@ -200,10 +200,21 @@ def test_one_row_loop_is_the_batch_loop_bit_for_bit(rng, reg, binary, table):
     assert np.count_nonzero(got[2]) > n // 2
 
 
-def test_geometric_table_is_the_formula():
+def test_geometric_table_is_the_formula(rng):
     table = K.geometric_table(0.3, 2e-3, 100)
     for k in (0, 1, 7, 99):
         assert tuple(table[k]) == K.geometric_factor(k, 0.3, 2e-3)
+    # flush tabulates the span of its stamps for itself (here 500 skips for 1,000
+    # coordinates): the same bits as catching up each coordinate with the formula
+    d, t = 1000, 500
+    state = K.lazy_state(rng.normal(size=d), rng.normal(size=d), rng.normal(size=d), 0)
+    state[:, K.LAZY_STAMP] = rng.integers(0, t + 1, size=d)
+    flushed = state.copy()
+    K.flush(t, flushed, 0.3, 0.0, 2e-3, np.empty((0, 2)))
+    for j in range(d):
+        K.catch_up(j, t, state, 0.3, 0.0, 2e-3, np.empty((0, 2)))
+    np.testing.assert_array_equal(flushed, state)
+    assert np.all(flushed[:, K.LAZY_STAMP] == t)
 
 
 @pytest.mark.parametrize("l2", [1e-1, 1e-3, 1e-6, 1e-9, 0.0])
