@@ -71,15 +71,6 @@ def _kept(data, what, args, read):
     return value
 
 
-def resident(data, what, args, read):
-    """``read()``, kept in this worker under ``(dataset, what, *args)`` after the first call.
-
-    For arrays derived from a dataset's rows (a solver's own copy of a block in the types its
-    kernel takes); the same admission rule as the blocks (see the module).
-    """
-    return _kept(data, what, tuple(args), read)
-
-
 def resident_block(data, i):
     """``data.block(i)``, kept in this worker after the first read (see the module)."""
     return _kept(data, "block", (int(i),), lambda: data.block(i))

@@ -30,17 +30,14 @@ class Carry(NamedTuple):
 
 
 def _block_csr(data, block):
-    """Block ``block`` in the types of the SPDC kernels, kept in the worker after a first read
-    (:mod:`daskpd.data.resident`)."""
-    from daskpd.data.resident import resident
+    """Block ``block`` in the types of the SPDC kernels, from the rows the worker keeps.
 
-    return resident(data, "spdc-csr", (block,), lambda: _read_block_csr(data, block))
-
-
-def _read_block_csr(data, block):
-    # The rows as the evaluation keeps them (resident_rows_arrays, the same key): one read
-    # and one copy in the worker for both, so the first certificate does not read the data
-    # again (3.0-3.5 s at 1e8 nonzeros); indices stay int32, float values as stored.
+    The rows as the evaluation keeps them (:func:`daskpd.data.resident.resident_rows_arrays`,
+    the same key): one read and one copy in the worker for both, so the first certificate
+    does not read the data again (3.0-3.5 s at 1e8 nonzeros). Indices stay int32 and float
+    values as stored, so this view copies nothing (kept apart, it counted the indices twice
+    against the worker's share for kept rows).
+    """
     from daskpd.data.resident import resident_rows_arrays
 
     bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
