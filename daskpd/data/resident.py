@@ -81,3 +81,9 @@ def resident_rows_arrays(data, start, stop):
     return _kept(
         data, "arrays", (int(start), int(stop)), lambda: data.read_rows_arrays(start, stop)
     )
+
+
+def resident_block_arrays(data, i):
+    """Row block ``i`` as :func:`resident_rows_arrays` keeps it (the evaluation's key)."""
+    bounds = data.row_block_bounds
+    return resident_rows_arrays(data, int(bounds[i]), int(bounds[i + 1]))

@@ -32,18 +32,15 @@ class Carry(NamedTuple):
 def _block_csr(data, block):
     """Block ``block`` in the types of the SPDC kernels, from the rows the worker keeps.
 
-    The rows as the evaluation keeps them (:func:`daskpd.data.resident.resident_rows_arrays`,
+    The rows as the evaluation keeps them (:func:`daskpd.data.resident.resident_block_arrays`,
     the same key): one read and one copy in the worker for both, so the first certificate
     does not read the data again (3.0-3.5 s at 1e8 nonzeros). Indices stay int32 and float
     values as stored, so this view copies nothing (kept apart, it counted the indices twice
     against the worker's share for kept rows).
     """
-    from daskpd.data.resident import resident_rows_arrays
+    from daskpd.data.resident import resident_block_arrays
 
-    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
-    indptr, indices, values, labels = resident_rows_arrays(
-        data, int(bounds[block]), int(bounds[block + 1])
-    )
+    indptr, indices, values, labels = resident_block_arrays(data, block)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     binary = values is None
@@ -84,8 +81,9 @@ class ChainState:
     opts: dict
     data: Any
     client: Any
-    #: low-priority reads of the blocks into their workers (futures held for the run)
-    reads: tuple = ()
+    #: low-priority reads of the blocks into their workers (futures held for the run;
+    #: None: not asked yet, so a run whose blocks are not kept asks once)
+    reads: tuple | None = None
 
 
 def block_seed(seed, epoch, block, n_blocks):
@@ -127,7 +125,7 @@ def run_chain(state, epoch, task, finish=None):
     from daskpd._cluster import block_worker, worker_addresses
 
     n_blocks = len(state.z_blocks)
-    if state.client is not None and not state.reads:
+    if state.client is not None and state.reads is None:
         # The chain runs on one worker at a time: the others read their blocks meanwhile,
         # so the first epoch does not wait for each block's read (DSO's tiles alike).
         from daskpd.solvers._data import prefetch_rows

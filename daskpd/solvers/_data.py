@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from daskpd.data.resident import resident_block, resident_rows_arrays
+from daskpd.data.resident import resident_block, resident_block_arrays
 
 __all__ = ["metrics_for", "prefetch_rows", "score_rows"]
 
@@ -113,7 +113,7 @@ def prefetch_rows(data, client, arrays=False):
     client : distributed.Client or None
         Nothing is done without one.
     arrays : bool, default=False
-        Keep the blocks as the kernels' CSR arrays (:func:`resident_rows_arrays`, what the
+        Keep the blocks as the kernels' CSR arrays (:func:`resident_block_arrays`, what the
         chained pass of SPDC and DSPDC and the evaluation read: a training set) instead of
         the scoring's matrices (a test set).
 
@@ -157,8 +157,7 @@ def _keep_block(data, i):
 
 
 def _keep_arrays(data, i):
-    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
-    resident_rows_arrays(data, int(bounds[i]), int(bounds[i + 1]))
+    resident_block_arrays(data, i)
 
 
 def _score_block(data, i, w):

@@ -23,9 +23,9 @@ variable follows the paper's ``y`` convention (``z_i = loss'(x_i.w*, y_i)`` at t
 Graph shape (DESIGN.md, "chained pass"): one epoch is one pass over the data, ``n``
 iterations of ``batch_size`` rows. The row blocks are visited in a shuffled order
 (:func:`block_order`: segments of consecutive blocks in cyclic order from a random one, the
-blocks of a segment shuffled); the primal carry flows from block to block, each task runs the numba
-kernel :func:`daskpd.kernels.spdc.spdc_rows` on its block and returns the carry and the new
-dual block. Dual blocks stay where they were computed (futures on a distributed client).
+blocks of a segment shuffled); the primal carry flows from block to block, each task runs
+the numba kernel :func:`daskpd.kernels.spdc.spdc_rows` on its block and returns the carry
+and the new dual block. Dual blocks stay where they were computed (futures on a distributed client).
 
 The carry stays lazy through the epoch (:class:`LazyCarry`: the coordinates a block's rows
 do not touch are not brought up to date, Section 6 of the paper), and the first task of an
