@@ -79,7 +79,9 @@ class TaskGraph:
         self._tasks.update(convert_legacy_graph(dict(obj.__dask_graph__())))
         return TaskRef(obj.key)
 
-    def task(self, name, fn, *args, worker=None, allow_other_workers=False, retries=None):
+    def task(
+        self, name, fn, *args, worker=None, allow_other_workers=False, retries=None, priority=None
+    ):
         """Add the task ``fn(*args)``; return its reference.
 
         Parameters
@@ -97,6 +99,9 @@ class TaskGraph:
             worker is gone) rather than only there.
         retries : int, optional
             Times the scheduler reruns the task after its worker dies (on a client).
+        priority : int, optional
+            Dask's task priority (higher first, among the tasks ready on a worker; on a
+            client): for a small result the driver waits on beside long tasks.
 
         Returns
         -------
@@ -114,6 +119,8 @@ class TaskGraph:
             annotations.update(workers=[worker], allow_other_workers=allow_other_workers)
         if retries:
             annotations["retries"] = retries
+        if priority is not None:
+            annotations["priority"] = int(priority)
         if annotations:
             self._annotations[key] = annotations
         return TaskRef(key)

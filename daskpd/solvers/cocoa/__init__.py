@@ -12,8 +12,8 @@ updates), ``P_k`` -> row group ``k``, ``H`` -> ``local_passes`` passes over the 
 
 Row groups are the row groups of the dataset's ``grid x grid`` layout (the bounds DSO uses;
 computed by the same function when the layout is not stored, since CoCoA needs no tiles).
-Graph shape (DESIGN.md's map-reduce): round ``t`` (= epoch ``t``) is one graph. Task ``k``,
-on the worker that owns group ``k``, runs one local pass of
+Graph shape (DESIGN.md's map-reduce): round ``t`` (= epoch ``t``) is one graph. Task ``k``
+(two tasks on a client, below), on the worker that owns group ``k``, runs one local pass of
 :func:`daskpd.kernels.cocoa.cocoa_pass` over the group's rows in a random order (drawn in
 the task from ``block_seeds(epoch_seed(seed, t), grid)[k]``), then, for the hinge losses,
 passes with shrinking over the rows that have not settled at a bound
@@ -34,6 +34,17 @@ kernel also computes ``x_i . w_t`` (``w_t`` the round's start, read only) and su
 these are the exact ``P(w_t)`` and ``D(z_t)``: after round ``t`` the solver reports the
 start point of that round, ``(w_t, z_t)``, with its primal and dual, so the answer of a run
 is always a certified point, one round behind the newest ``w``.
+
+On a client a group's round is two tasks on its owner: the full passes
+(:func:`_tasks._pass_task`, whose output stays there), then the shrunk passes and the step
+(:func:`_tasks._shrunk_task`). The driver's round ends when the full passes' sums are in:
+it reports the certificate of ``(w_t, z_t)`` while the shrunk passes and the sum of the
+steps run on, and the next round's tasks wait for them on the workers. So a certificate
+reaches the user a round's shrunk passes sooner (about half of a hinge round at 1e8
+nonzeros), epoch 1 is the first full pass, and each later epoch the previous round's
+shrunk passes and this round's full pass. A run that ends at a round leaves that round's
+shrunk passes to finish on the worker, their result unused; a run stopped by ``tol`` skips
+them (:meth:`Cocoa.stop_at_gap`).
 
 With one group and ``sigma = 1`` a round is one epoch of serial dual coordinate ascent
 (liblinear's method) on the same bits, followed by its shrunk passes: liblinear's loop,

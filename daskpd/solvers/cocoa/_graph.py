@@ -38,8 +38,8 @@ class _ClientRound:
         self.token = token
         self._graph = TaskGraph("cocoa", token)
 
-    def add(self, name, fn, *args, worker):
-        return self._graph.task(name, fn, *args, worker=worker)
+    def add(self, name, fn, *args, worker, priority=None):
+        return self._graph.task(name, fn, *args, worker=worker, priority=priority)
 
     def run(self, outputs, n_waited, release=()):
         """Submit the graph; wait for the first ``n_waited`` ``outputs``; return futures.

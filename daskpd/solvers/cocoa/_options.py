@@ -226,6 +226,8 @@ class _Settings:
     #: the run's ``tol`` (0: none): a round whose certifying pass shows the start point's gap
     #: at most this skips its shrunk passes (one group only: its sums are the whole problem's)
     stop_gap: float = 0.0
+    #: the same for a gap relative to the primal (DSO's start; 0: none)
+    stop_rel: float = 0.0
 
     @property
     def inv_alpha_n(self):

@@ -41,10 +41,13 @@ from daskpd.solvers.cocoa._options import (
     stream_nnz,
 )
 from daskpd.solvers.cocoa._tasks import (
+    PASSED_STATS,
     _certificate,
     _load_group,
     _open_streamed,
+    _pass_task,
     _round_task,
+    _shrunk_task,
     _start_task,
     _stats_task,
     _sum_task,
@@ -148,8 +151,7 @@ class Cocoa:
         bounds = state.row_bounds
         sizes = np.diff(bounds)
         if warm_start is None:
-            z = [np.zeros(int(m)) for m in sizes]
-            w = np.zeros(d)
+            return self._placed_at_zero(state, [int(m) for m in sizes], d)
         else:
             warm_z = warm_start.z
             if not (isinstance(warm_z, np.ndarray) and warm_z.shape == (n,)):
@@ -237,10 +239,14 @@ class Cocoa:
         settings, grid = state.settings, state.settings.grid
         graph = _ClientRound(state.client, f"{state.token}-{epoch}")
         owners = state.owners
-        tasks = [
+        # each round in two tasks: the certifying full passes, then (their output stays on
+        # the owner) the shrunk passes and the step. The round is over for the driver once
+        # the first halves' certificate is in: the shrunk passes and the sums run on while
+        # the driver reports it, and the next round's tasks wait for them on the workers.
+        passed = [
             graph.add(
-                f"round-{k}",
-                _round_task,
+                f"pass-{k}",
+                _pass_task,
                 state.groups[k],
                 state.z[k],
                 state.z_pick,
@@ -252,6 +258,17 @@ class Cocoa:
             )  # fmt: skip
             for k in range(grid)
         ]
+        tasks = [
+            graph.add(
+                f"round-{k}",
+                _shrunk_task,
+                state.groups[k],
+                passed[k],
+                settings,
+                worker=owners[k],
+            )  # fmt: skip
+            for k in range(grid)
+        ]
         # z blocks as arrays, for the iterate and checkpoints (off the round's path)
         z_blocks = [
             graph.add(f"z-{k}", operator.getitem, task, 0, worker=owners[k])
@@ -259,17 +276,26 @@ class Cocoa:
         ]
         if state.whole:
             # the tuples travel whole (their z blocks are small): one hop less a round
-            steps, stats_parts, pick = tasks, tasks, 1
+            steps, pick = tasks, 1
         else:
             steps = [
                 graph.add(f"step-{k}", operator.getitem, task, 1, worker=owners[k])
                 for k, task in enumerate(tasks)
             ]
-            stats_parts = [
-                graph.add(f"stats-{k}", operator.getitem, task, 2, worker=owners[k])
-                for k, task in enumerate(tasks)
-            ]
             pick = None
+        # the certificate sums leave the owner alone (the pass's output holds n_features),
+        # ahead of the shrunk passes that are ready on the same worker at the same time
+        stats_parts = [
+            graph.add(
+                f"stats-{k}",
+                operator.getitem,
+                part,
+                PASSED_STATS,
+                worker=owners[k],
+                priority=1,
+            )  # fmt: skip
+            for k, part in enumerate(passed)
+        ]
         sums = [
             graph.add(
                 f"w-{h}",
@@ -283,10 +309,6 @@ class Cocoa:
             )  # fmt: skip
             for h, home in enumerate(state.homes)
         ]
-        stats = graph.add(
-            "stats", _stats_task, None if pick is None else 2, *stats_parts,
-            worker=state.homes[0],
-        )  # fmt: skip
         # what the new state does not hold: released once the scheduler has the graph
         # (released later, their message would hold up the next round's graph)
         # (z sources that are the blocks themselves go on as the certified z)
@@ -295,13 +317,16 @@ class Cocoa:
             *(state.certified_z or ()), state.stats,
         ]  # fmt: skip
         n = len(sums)
-        futures = graph.run([*sums, stats, *tasks, *z_blocks], n_waited=n, release=spent)
+        futures = graph.run([*stats_parts, *sums, *tasks, *z_blocks], n_waited=grid, release=spent)
+        # the sums themselves, a few numbers a group: the driver reads them every round
+        stats = np.stack(state.client.gather(futures[:grid]))
+        futures = futures[grid:]
         return {
             "w": tuple(futures[:n]),
-            "stats": futures[n],
-            "z": tuple(futures[n + 1 : n + 1 + grid]),
+            "stats": stats,
+            "z": tuple(futures[n : n + grid]),
             "z_pick": 0,
-            "z_blocks": tuple(futures[n + 1 + grid :]),
+            "z_blocks": tuple(futures[n + grid :]),
         }
 
     def iterate(self, state):
@@ -325,31 +350,37 @@ class Cocoa:
         if client is None:
             w, stats = state.certified_w, state.stats
         else:
-            w, stats = client.gather([state.certified_w, state.stats])
+            w, stats = client.gather(state.certified_w), state.stats
         primal, dual = _certificate(state.settings, stats)
         z = _references(state.certified_z)
         return Iterate(w=w, z=z, z_bounds=state.row_bounds, primal=primal, dual=dual)
 
-    def stop_at_gap(self, state, tol):
-        """``state`` whose rounds end after the certifying pass once it shows gap <= ``tol``.
+    def stop_at_gap(self, state, tol, relative=0.0):
+        """``state`` whose rounds end after the certifying pass once it shows gap <= ``tol``
+        (or <= ``relative`` times the primal).
 
         The driver stops at the first certificate within ``tol`` and returns that round's
         start point, so the round's later passes (liblinear's shrunk passes: about half of a
-        hinge round at 1e8 nonzeros) would be wasted. With one row group the certifying
-        pass sums the whole problem's certificate and the group's task checks it; with
-        several each group has only its share, and the rounds are unchanged.
+        hinge round at 1e8 nonzeros) would be wasted, and would hold the worker after the
+        run has returned. With one row group the certifying pass sums the whole problem's
+        certificate and the group's task checks it; with several each group has only its
+        share, and the rounds are unchanged.
 
         Parameters
         ----------
         state
         tol : float
             The run's ``tol`` (absolute gap).
+        relative : float, default=0.0
+            A gap relative to the primal that ends the run as well (DSO's start).
 
         Returns
         -------
         state
         """
-        settings = dataclasses.replace(state.settings, stop_gap=float(tol))
+        settings = dataclasses.replace(
+            state.settings, stop_gap=float(tol), stop_rel=float(relative)
+        )
         return dataclasses.replace(state, settings=settings)
 
     def certificate(self, state):
@@ -369,8 +400,8 @@ class Cocoa:
         """
         if state.epoch == 0:
             return None
-        stats = state.stats if state.client is None else state.client.gather(state.stats)
-        return _certificate(state.settings, stats)
+        # the round's sums are in this process already (the driver waited for them)
+        return _certificate(state.settings, state.stats)
 
     def state_arrays(self, state):
         """Return every array needed to resume exactly (gathers ``w`` and ``z`` once).
@@ -441,7 +472,6 @@ class Cocoa:
                 _scatter_to(client, part, state.owners[k]) for k, part in enumerate(certified_z)
             ]
             certified_w = _scatter_to(client, certified_w, state.homes[0])
-            stats = _scatter_to(client, stats, state.homes[0])
         return dataclasses.replace(
             state, certified_w=certified_w, certified_z=tuple(certified_z), stats=stats
         )
@@ -578,6 +608,25 @@ class Cocoa:
             # a streamed group's z block is about a tenth of its rows' bytes: apart
             whole=False,
         )  # fmt: skip
+
+    def _placed_at_zero(self, state, sizes, d):
+        """``state`` at ``(w, z) = (0, 0)``: on a client, ``w``'s zeros made where they live
+        (scattering ``n_features`` zeros cost about 0.25 s at 4.7M features), the dual
+        blocks scattered as :meth:`_placed` does (every later block and ``w`` derives from
+        them, so a lost worker still loses data Dask cannot recompute)."""
+        z = [np.zeros(m) for m in sizes]
+        if state.client is None:
+            return self._placed(state, z, np.zeros(d), epoch=0)
+        z = tuple(_scatter_to(state.client, part, state.owners[k]) for k, part in enumerate(z))
+        graph = TaskGraph("cocoa", state.token)
+        w = graph.submit(
+            state.client,
+            [
+                graph.task(f"w0-{h}", np.zeros, d, worker=home, allow_other_workers=True)
+                for h, home in enumerate(state.homes)
+            ],
+        )
+        return dataclasses.replace(state, z=z, z_pick=None, z_blocks=z, w=tuple(w), epoch=0)
 
     def _placed(self, state, z, w, *, epoch):
         """``state`` at point ``(w, z)``: on a client, each block scattered where it lives.

@@ -6,15 +6,12 @@ Tasks are pure: they copy what they mutate. Symbols as in the paper-to-code tabl
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from typing import NamedTuple
 
 import numpy as np
 
 from daskpd.data.format import NO_VALUES
 from daskpd.kernels import cocoa as kernels
-from daskpd.kernels import dso as dso_kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._groups import row_weights
@@ -259,69 +256,138 @@ def _picked(source, pick):
     return source if pick is None else source[pick]
 
 
+class _Passed(NamedTuple):
+    """A round after its certifying full passes, handed to its shrunk passes.
+
+    The output of :func:`_pass_task` and the input of :func:`_shrunk_task`, which runs on
+    the same worker and is its only reader: it continues the round in place on ``z`` and
+    ``pack`` (they are this round's own copies, made by the pass task), so the round's
+    second half costs no copy of ``n_features`` values. Only ``stats`` leaves the worker.
+    """
+
+    #: the group's dual block after the full passes
+    z: np.ndarray
+    #: the block at the round's start (threaded rounds: their exact step's ``dz``), or None
+    z_start: np.ndarray | None
+    #: ``(v, w)`` per column the group uses (:data:`daskpd.kernels.cocoa.PACK_WIDTH`)
+    pack: np.ndarray
+    #: per thread: loss sum, conjugate sum, shrunk passes, nonzeros they read
+    sums: np.ndarray
+    #: per thread ``X^T dz`` of the rows already done (threaded rounds), or None
+    partial: np.ndarray | None
+    #: the spread of the full passes' projected gradients (:data:`kernels.PG_MAX`, ``PG_MIN``)
+    pg_range: np.ndarray
+    #: the certificate sums of the round's start: loss sum, conjugate sum, ``||w||^2``
+    stats: np.ndarray
+    #: the rows the shrunk passes may visit, in the first full pass's order (None: streamed)
+    visit: np.ndarray | None
+    shrink_seed: np.uint64
+    #: streamed groups: ``(rows, index)`` of the active rows kept for the shrunk passes
+    cache: tuple | None
+
+
+#: Position of ``stats`` in a :class:`_Passed` (the driver's certificate reads it alone).
+PASSED_STATS = _Passed._fields.index("stats")
+
+
 def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
-    """Task ``(round, k)``: the local passes of group ``k`` from ``(w, z_k)``.
+    """A whole round in one call: :func:`_shrunk_task` of :func:`_pass_task` (in-process
+    runs, the rehearsal and the tests)."""
+    passed = _pass_task(group, zsrc, zpick, w, seed, settings, with_norm)
+    return _shrunk_task(group, passed, settings)
+
+
+def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
+    """Task ``(round, k)``, first half: the certifying full passes of group ``k`` from
+    ``(w, z_k)``.
 
     ``z_k`` is ``zsrc``, or ``zsrc[zpick]`` (the tuple of the group's previous round).
-    Returns ``(z_k new, step_k, stats_k)``: ``step_k`` is ``dw_k`` on the group's columns
-    (or, ``direct``, the next ``w`` there) and ``stats_k = (loss sum at w, conj sum
-    at z_k, ||w||^2 if with_norm else 0, shrunk passes, nonzeros they read)``.
-
-    A streamed group (:class:`_StreamedGroup`): see :func:`_streamed_round`.
+    Returns a :class:`_Passed`; its ``stats`` certify the round's start ``(w, z_k)`` and are
+    known here, before the round's shrunk passes run (:func:`_shrunk_task`). ``with_norm``:
+    whether this group adds ``||w||^2`` to the stats (one group does).
     """
     z = np.array(_picked(zsrc, zpick), dtype=np.float64, copy=True)
     rng = np.random.default_rng(seed)
     n_columns = group.columns.shape[0]
-    width = kernels.PACK_WIDTH
-    pack = dso_kernels.thread_scratch("cocoa_pack", width * n_columns)
-    pack = pack[: width * n_columns].reshape(n_columns, width)
+    # the round's own (v, w): the shrunk passes continue on it after this task returns
+    pack = np.empty((n_columns, kernels.PACK_WIDTH))
     kernels.start_pack(w, group.columns, pack)
-    threaded = settings.threads > 1 and z.shape[0] > 1
-    n_threads = min(int(settings.threads), z.shape[0]) if threaded else 1
-    # (loss sum, conjugate sum, shrunk passes, nonzeros they read), per thread
+    n_threads = _round_threads(settings, z.shape[0])
     sums = np.zeros((n_threads, 4))
-    partial = np.zeros((n_threads, n_columns)) if threaded else None
-    passes = _threaded_passes if threaded else _serial_passes
+    partial = np.zeros((n_threads, n_columns)) if n_threads > 1 else None
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
-    settled = None
-    if settings.stop_gap > 0.0 and settings.grid == 1 and with_norm:
-        settled = functools.partial(_start_certified, settings, w_norm_sq)
+    pg_range = np.zeros(2)
+    cache = visit = z_start = None
     if isinstance(group, _StreamedGroup):
-        _streamed_round(group, z, rng, pack, settings, partial, sums, passes, settled)
+        cache = _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range)
     else:
         orders = _orders(rng, settings, z.shape[0])
-        shrink_seed = rng.integers(2**63, dtype=np.uint64)
-        passes(group, z, orders, shrink_seed, pack, settings, partial, sums, np.zeros(2),
-               settled)  # fmt: skip
-    if threaded:
+        z_start = z.copy() if partial is not None else None
+        _full_passes(group, z, orders, pack, settings, sums, pg_range)
+        visit = orders[0] if orders.shape[0] else np.arange(z.shape[0], dtype=np.int64)
+    shrink_seed = rng.integers(2**63, dtype=np.uint64)
+    stats = np.array([sums[:, 0].sum(), sums[:, 1].sum(), w_norm_sq])
+    return _Passed(z, z_start, pack, sums, partial, pg_range, stats, visit, shrink_seed, cache)
+
+
+def _shrunk_task(group, passed, settings):
+    """Task ``(round, k)``, second half: the shrunk passes and the round's step.
+
+    Continues :func:`_pass_task`'s round in place (see :class:`_Passed`); skips the shrunk
+    passes when the full passes certified the start within the run's stop
+    (:func:`_start_certified`). Returns ``(z_k new, step_k, stats_k)``: ``step_k`` is
+    ``dw_k`` on the group's columns (or, ``direct``, the next ``w`` there) and ``stats_k =
+    (loss sum at w, conj sum at z_k, ||w||^2 if with_norm else 0, shrunk passes, nonzeros
+    they read)``.
+    """
+    z, pack, sums, partial = passed.z, passed.pack, passed.sums, passed.partial
+    shrink = settings.max_shrunk_passes > 0 and not _start_certified(settings, passed.stats)
+    if passed.cache is not None:
+        if shrink:
+            rows, index = passed.cache
+            part = z[index]
+            part_start = part.copy() if partial is not None else None
+            _shrunk_passes(rows, part, None, passed.shrink_seed, pack, settings, sums,
+                           passed.pg_range)  # fmt: skip
+            z[index] = part
+            if partial is not None:
+                _exact_step(rows, part - part_start, partial)
+    elif not isinstance(group, _StreamedGroup):
+        if shrink:
+            _shrunk_passes(group, z, passed.visit, passed.shrink_seed, pack, settings, sums,
+                           passed.pg_range)  # fmt: skip
+        if partial is not None:
+            _exact_step(group, z - passed.z_start, partial)
+    if partial is not None:
         # the exact -X^T dz / (alpha n) of the threads' rows, summed in thread order
         dw = partial.sum(axis=0) * -settings.inv_alpha_n
-        step = w[group.columns] + dw if settings.direct else dw
+        step = pack[:, kernels.PACK_W] + dw if settings.direct else dw
     else:
-        step = np.empty(n_columns)
+        step = np.empty(pack.shape[0])
         kernels.finish_pack(pack, settings.sigma, settings.direct, step)
-    loss_sum = conj_sum = 0.0
-    for t in range(n_threads):
-        loss_sum += sums[t, 0]
-        conj_sum += sums[t, 1]
-    stats = [loss_sum, conj_sum, w_norm_sq, sums[:, 2].sum(), sums[:, 3].sum()]
+    stats = [*passed.stats, sums[:, 2].sum(), sums[:, 3].sum()]
     return z, step, np.array(stats)
 
 
-def _start_certified(settings, w_norm_sq, sums):
-    """Whether the full passes' sums certify the round's start within the run's ``tol``.
+def _round_threads(settings, m):
+    """Threads of a round over ``m`` rows (1: serial)."""
+    return min(int(settings.threads), m) if settings.threads > 1 and m > 1 else 1
+
+
+def _start_certified(settings, stats):
+    """Whether a round's full passes certify its start within the run's stop.
 
     One group's full passes sum the whole problem's certificate of the round's start; when
-    its gap is at most ``tol`` the driver stops after this round and returns that start, so
-    the round's shrunk passes would change nothing the user gets (at 1e8 nonzeros, hinge,
-    about half of a round): they are skipped.
+    its gap is at most ``stop_gap`` (the run's ``tol``) or ``stop_rel`` times the primal
+    (DSO's start) the driver stops after this round and returns that start, so the round's
+    shrunk passes would change nothing the user gets (at 1e8 nonzeros, hinge, about half
+    of a round): they are skipped. Several groups have only their share: never.
     """
-    loss_sum = conj_sum = 0.0
-    for t in range(sums.shape[0]):  # in thread order, as the round's own stats
-        loss_sum += sums[t, 0]
-        conj_sum += sums[t, 1]
-    primal, dual = _certificate(settings, [(loss_sum, conj_sum, w_norm_sq)])
-    return primal - dual <= settings.stop_gap
+    if settings.grid != 1 or not (settings.stop_gap > 0.0 or settings.stop_rel > 0.0):
+        return False
+    primal, dual = _certificate(settings, [stats])
+    gap = primal - dual
+    return gap <= settings.stop_gap or gap <= settings.stop_rel * abs(primal)
 
 
 def _orders(rng, settings, m):
@@ -332,8 +398,9 @@ def _orders(rng, settings, m):
     return orders
 
 
-def _streamed_round(group, z, rng, pack, settings, partial, sums, passes, settled=None):
-    """The passes of a round over a streamed group, in place on ``z`` and ``v``.
+def _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range):
+    """The full passes of a round over a streamed group, in place on ``z`` and ``v``;
+    returns the rows kept for its shrunk passes (``(rows, index)``, or None).
 
     The group is read in chunks of row blocks (blocks in a random order, about
     ``settings.stream_nnz`` nonzeros a chunk); each chunk's full passes, in one random
@@ -345,40 +412,39 @@ def _streamed_round(group, z, rng, pack, settings, partial, sums, passes, settle
     after 5 rounds on the 5e9 splice-like set. So each chunk's rows whose dual value is
     not 0 after its full pass (for the hinge losses, the rows on or inside the margin;
     the others sit at the bound ``a = 0``) are kept, up to :data:`CACHE_CHUNKS` chunks'
-    nonzeros in all, and the shrunk passes run over them once every chunk has had its
-    full pass, from the spread of projected gradients of all the full passes: the cached
-    active set of selective block minimization (Chang and Roth, KDD 2011) with
-    liblinear's shrinking over it (on the same test set: 2.1e-4 after 8 rounds). The
-    certificate sums are the full passes' own; ``settled`` (:func:`_start_certified`), when
-    given, can skip the shrunk passes once every chunk has had its full pass.
+    nonzeros in all, and the shrunk passes (:func:`_shrunk_task`) run over them once every
+    chunk has had its full pass, from the spread of projected gradients of all the full
+    passes (written to ``pg_range``): the cached active set of selective block
+    minimization (Chang and Roth, KDD 2011) with liblinear's shrinking over it (on the
+    same test set: 2.1e-4 after 8 rounds). The certificate sums are the full passes' own.
+    A threaded round takes each chunk's exact step before the chunk's rows are dropped.
     """
     order = rng.permutation(len(group.bounds) - 1)
     shrinking = settings.max_shrunk_passes > 0
-    full_only = dataclasses.replace(settings, max_shrunk_passes=0)
-    spread = np.array([-np.inf, np.inf])
+    pg_range[:] = (-np.inf, np.inf)
     kept, kept_index, kept_nnz = [], [], 0
     for rows, index in _streamed_chunks(group, _chunks(order, group, settings.stream_nnz)):
         part = z[index]  # the chunk's dual block: a copy, written back after its passes
+        part_start = part.copy() if partial is not None else None
         orders = _orders(rng, settings, part.shape[0])
-        pg_range = np.zeros(2)
-        passes(rows, part, orders, np.uint64(0), pack, full_only, partial, sums, pg_range)
+        spread = np.zeros(2)
+        _full_passes(rows, part, orders, pack, settings, sums, spread)
         z[index] = part
+        if partial is not None:
+            _exact_step(rows, part - part_start, partial)
         if not shrinking:
             continue
-        spread[kernels.PG_MAX] = max(spread[kernels.PG_MAX], pg_range[kernels.PG_MAX])
-        spread[kernels.PG_MIN] = min(spread[kernels.PG_MIN], pg_range[kernels.PG_MIN])
+        pg_range[kernels.PG_MAX] = max(pg_range[kernels.PG_MAX], spread[kernels.PG_MAX])
+        pg_range[kernels.PG_MIN] = min(pg_range[kernels.PG_MIN], spread[kernels.PG_MIN])
         active = np.flatnonzero(part != 0.0)
         if active.shape[0] and kept_nnz < CACHE_CHUNKS * settings.stream_nnz:
             chosen = _row_subset(rows, active)
             kept.append(chosen)
             kept_index.append(index[active])
             kept_nnz += int(chosen.indptr[-1])
-    shrink_seed = rng.integers(2**63, dtype=np.uint64)
-    if kept and not (settled is not None and settled(sums)):
-        cache, index = _concatenated(kept, group.columns), np.concatenate(kept_index)
-        part = z[index]
-        passes(cache, part, None, shrink_seed, pack, settings, partial, sums, spread)
-        z[index] = part
+    if not kept:
+        return None
+    return _concatenated(kept, group.columns), np.concatenate(kept_index)
 
 
 def _row_subset(rows, chosen):
@@ -408,63 +474,33 @@ def _pass_steps(settings):
     return kernels.PassSteps(settings.sigma, settings.inv_alpha_n)
 
 
-def _serial_passes(group, z, orders, shrink_seed, pack, settings, partial, sums, pg_range,
-                   settled=None):  # fmt: skip
-    """The full and shrunk passes over ``group``'s rows, in place on ``z`` (its rows' block)
-    and ``v``; their sums added to ``sums[0]``. ``partial`` (a threaded round's block of
-    one row) gets ``X^T dz`` of these rows added, else ``v`` carries the round's step.
-
-    ``orders``: the full passes' visiting orders; their spread of projected gradients is
-    written to ``pg_range``. ``None``: no full pass, the shrunk passes start from the
-    spread given in ``pg_range`` (:func:`_streamed_round`). ``settled(sums)`` (optional,
-    :func:`_start_certified`) true after the full passes: no shrunk passes.
-    """
-    rows, steps = _group_rows(group), _pass_steps(settings)
-    z_start = z.copy() if partial is not None else None
-    if orders is not None:
-        loss_sum, conj_sum = kernels.cocoa_pass(
-            rows, z, pack, orders, settings.loss_code, settings.loss_params, steps, pg_range
-        )
-        sums[0, 0] += loss_sum
-        sums[0, 1] += conj_sum
-    if settings.max_shrunk_passes > 0 and not (settled is not None and settled(sums)):
-        shrunk, visited = kernels.shrunk_passes(
-            rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range,
-            settings.shrink_ratio, settings.max_shrunk_passes, shrink_seed,
-            np.arange(z.shape[0], dtype=np.int64),
-        )  # fmt: skip
-        sums[0, 2] += shrunk
-        sums[0, 3] += visited
-    if partial is not None:
-        kernels.add_transpose_dot(
-            group.indptr, group.indices, group.vals, group.binary, z - z_start,
-            0, z.shape[0], partial[0],
-        )  # fmt: skip
+def _cuts(m, n_threads):
+    """Row ranges of ``n_threads`` threads over ``m`` rows (contiguous shares)."""
+    n_threads = min(n_threads, m)
+    return [t * m // n_threads for t in range(n_threads + 1)]
 
 
-def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sums, pg_range,
-                     settled=None):  # fmt: skip
-    """The passes of :func:`_serial_passes` in ``partial.shape[0]`` threads (PASSCoDe-wild).
-
-    Thread ``t`` takes the ``t``-th share of every pass's order, then its shrunk passes
-    over those rows (its own visiting seed); all add to the one ``v`` without locks (the
-    kernels release the GIL). The round's step is then ``-X^T dz / (alpha n)`` computed
-    exactly (each thread a contiguous range of rows into its own row of ``partial``, summed
-    in thread order by the caller), not the raced ``v``: the next ``w`` is ``w(z)`` to
-    rounding, so the next round's certificate is exact. The sums are per thread (row
-    ``t`` of ``sums``), added in order by the caller. ``orders``, ``pg_range`` and
-    ``settled`` as for :func:`_serial_passes`.
-    """
+def _in_threads(n_threads, work):
+    """``work(t)`` for ``t`` in ``range(n_threads)``, in a pool of that many threads (the
+    kernels release the GIL); inline for one."""
+    if n_threads == 1:
+        work(0)
+        return
     from concurrent.futures import ThreadPoolExecutor
 
-    m = z.shape[0]
-    n_threads = min(partial.shape[0], m)
-    cuts = [t * m // n_threads for t in range(n_threads + 1)]
-    z_start = z.copy()
-    pg = np.zeros((n_threads, 2))
-    # One stream of visiting orders per thread; thread 0's is the serial run's.
-    golden = np.uint64(0x9E3779B97F4A7C15)
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(work, range(n_threads)))
+
+
+def _full_passes(group, z, orders, pack, settings, sums, pg_range):
+    """The full passes over ``group``'s rows in ``orders``, in place on ``z`` (its rows'
+    block) and ``v``, in ``sums.shape[0]`` threads (PASSCoDe-wild: thread ``t`` takes the
+    ``t``-th share of every pass's order and all add to the one ``v`` without locks).
+    Thread ``t``'s certificate sums go to ``sums[t]`` (added in order by the caller), the
+    passes' spread of projected gradients to ``pg_range``."""
     rows, steps = _group_rows(group), _pass_steps(settings)
+    cuts = _cuts(z.shape[0], sums.shape[0])
+    pg = np.zeros((len(cuts) - 1, 2))
 
     def passes(t):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
@@ -474,10 +510,33 @@ def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sum
         sums[t, 0] += loss_sum
         sums[t, 1] += conj_sum
 
-    # a thread's shrunk passes visit its share of the rows (of the first full pass's order)
-    visit = orders[0] if orders is not None else np.random.default_rng(shrink_seed).permutation(m)
+    _in_threads(len(cuts) - 1, passes)
+    # the spread over all threads' rows, as one pass has it
+    pg_range[kernels.PG_MAX] = pg[:, kernels.PG_MAX].max()
+    pg_range[kernels.PG_MIN] = pg[:, kernels.PG_MIN].min()
 
-    def shrunk(t, pg_range):
+
+def _shrunk_passes(group, z, visit, shrink_seed, pack, settings, sums, pg_range):
+    """liblinear's shrunk passes over ``group``'s rows after the full passes whose spread is
+    ``pg_range``, in place on ``z`` and ``v``, in ``sums.shape[0]`` threads.
+
+    One thread visits every row (in row order; the passes shuffle). Thread ``t`` of several
+    visits its share of ``visit`` (the first full pass's order; None: a permutation drawn
+    from ``shrink_seed``) with its own visiting seed. Passes and nonzeros read go to
+    ``sums[t, 2:4]``.
+    """
+    rows, steps = _group_rows(group), _pass_steps(settings)
+    m = z.shape[0]
+    n_threads = len(_cuts(m, sums.shape[0])) - 1
+    if n_threads == 1:
+        visit = np.arange(m, dtype=np.int64)
+    elif visit is None:
+        visit = np.random.default_rng(shrink_seed).permutation(m)
+    cuts = _cuts(m, n_threads)
+    # one stream of visiting orders per thread; thread 0's is the serial run's
+    golden = np.uint64(0x9E3779B97F4A7C15)
+
+    def shrunk(t):
         share = np.ascontiguousarray(visit[cuts[t] : cuts[t + 1]])
         with np.errstate(over="ignore"):
             seed = np.uint64(shrink_seed) + np.uint64(t) * golden
@@ -488,23 +547,23 @@ def _threaded_passes(group, z, orders, shrink_seed, pack, settings, partial, sum
         sums[t, 2] += passes_run
         sums[t, 3] += visited
 
-    def exact_step(t):
+    _in_threads(n_threads, shrunk)
+
+
+def _exact_step(group, dz, partial):
+    """``partial[t] += X_t^T dz`` for contiguous row shares ``t`` of ``group``'s rows, in
+    ``partial.shape[0]`` threads: a threaded round's exact step (the threads' racing
+    updates of ``v`` are not it), summed in thread order by the caller, so the next ``w``
+    is ``w(z)`` to rounding and the next round's certificate is exact."""
+    cuts = _cuts(dz.shape[0], partial.shape[0])
+
+    def exact(t):
         kernels.add_transpose_dot(
             group.indptr, group.indices, group.vals, group.binary, dz,
             cuts[t], cuts[t + 1], partial[t],
         )  # fmt: skip
 
-    with ThreadPoolExecutor(n_threads) as pool:
-        if orders is not None:
-            list(pool.map(passes, range(n_threads)))
-            # the full pass's spread over all threads' rows, as the serial pass has it
-            pg_range[kernels.PG_MAX] = pg[:, kernels.PG_MAX].max()
-            pg_range[kernels.PG_MIN] = pg[:, kernels.PG_MIN].min()
-        if settings.max_shrunk_passes > 0 and not (settled is not None and settled(sums)):
-            list(pool.map(lambda t: shrunk(t, pg_range), range(n_threads)))
-        # the change of the dual, once for all threads
-        dz = z - z_start
-        list(pool.map(exact_step, range(n_threads)))
+    _in_threads(len(cuts) - 1, exact)
 
 
 def _sum_task(w, direct, pick, *parts):

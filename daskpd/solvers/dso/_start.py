@@ -69,6 +69,8 @@ def _cocoa_start(problem, data, seed, client, options):
     solver, cocoa_options = _cocoa_start_solver(), _cocoa_start_options()
     start_seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1 << 30))
     state = solver.init(problem, data, seed=start_seed, client=client, options=cocoa_options)
+    # the round that certifies its start within start_gap skips its later passes
+    state = solver.stop_at_gap(state, 0.0, relative=float(options.start_gap))
     for rnd in range(1, int(options.start_rounds) + 1):
         state = solver.run_epoch(state, rnd)
         primal, dual = solver.certificate(state)
