@@ -696,6 +696,51 @@ def test_result_does_not_depend_on_the_number_of_workers(local_cluster, one_work
     assert np.concatenate(local_cluster.gather(early.z)).shape == (disk_data.n_samples,)
 
 
+@pytest.mark.cluster
+def test_a_round_reports_before_its_shrunk_passes_finish(local_cluster, disk_data):
+    """On a client a round's certificate is gathered from its full passes, ahead of its
+    shrunk passes (by priority on the owner's one thread), and the driver's epoch ends
+    while they still run; ``solve`` returns with all of them done (``Cocoa.settle``)."""
+    from distributed import get_task_stream
+
+    # shrunk passes that run to their cap (spread 0 is never reached): 0.3-0.5 s a round;
+    # alpha small enough that three rounds do not reach a gap of 0
+    kwargs = {"loss": "hinge", "alpha": 1e-6, "solver": "cocoa", "tol": 0.0,
+              "eval_every": 1000, "threads": 1, "max_epochs": 3,
+              "max_shrunk_passes": 200_000, "shrink_ratio": 0.0}  # fmt: skip
+    ends = {}
+
+    def note(info):
+        ends[info.epoch] = time.time()  # the workers' task stream is in time.time() too
+
+    with get_task_stream(local_cluster) as stream:
+        result = solve(disk_data, client=local_cluster, callbacks=note, **kwargs)
+    done = list(stream.data)  # the tasks finished by the time solve returned
+    assert result.n_epochs == 3
+
+    def finished(kind):
+        # round -> (start, stop) of the tasks "cocoa-{kind}-0-{token}-{round}"
+        found = {}
+        for task in done:
+            name = str(task["key"])
+            if name.startswith(f"cocoa-{kind}-0-"):
+                span = next(s for s in task["startstops"] if s["action"] == "compute")
+                found[int(name.rsplit("-", 1)[1])] = (span["start"], span["stop"])
+        return found
+
+    passes, stats, shrunk = finished("pass"), finished("stats"), finished("round")
+    assert sorted(passes) == sorted(stats) == sorted(shrunk) == [1, 2, 3]
+    for r in (1, 2, 3):
+        # full passes, then the certificate's sums, then the shrunk passes
+        assert passes[r][1] <= stats[r][0] <= stats[r][1] <= shrunk[r][0]
+    for r in (1, 2):
+        # the epoch (a certificate-only row) ended while its shrunk passes ran
+        assert stats[r][1] <= ends[r] < shrunk[r][1]
+    # in-process (one call a round): the same rows
+    local = solve(disk_data, client=False, **kwargs)
+    assert [r["gap"] for r in local.history] == [r["gap"] for r in result.history]
+
+
 class _WorkerKiller:
     """Kill one worker process (SIGKILL; its nanny starts a new one) ``delay`` seconds after
     epoch ``after`` ends, i.e. while the next epoch runs (tests/test_faults.py)."""

@@ -255,6 +255,7 @@ def _loop(
             last_iterate = method.iterate(state)
         # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
         converged = progress.history[-1]["gap"] <= tol
+        _settle(method, state)
     finally:
         _close(method, state)
         prefetched.clear()
@@ -284,6 +285,14 @@ def _loop(
             "checkpoint": spent["checkpoint"],
         },
     )
+
+
+def _settle(method, state):
+    """``method.settle(state)``, for the solvers whose epochs end before all their tasks do
+    (CoCoA+: a round's shrunk passes run on after its certificate is reported)."""
+    settle = getattr(method, "settle", None)
+    if settle is not None and state is not None:
+        settle(state)
 
 
 def _close(method, state):

@@ -78,6 +78,7 @@ def _cocoa_start(problem, data, seed, client, options):
             break
     point = solver.iterate(state)
     z = point.z if client is None else client.gather(list(point.z))
+    solver.settle(state)  # the workers free for DSO's epochs
     return Iterate(
         w=np.asarray(point.w, dtype=np.float64),
         z=np.concatenate([np.asarray(part, dtype=np.float64) for part in z]),
