@@ -155,6 +155,12 @@ def _loop(
                 progress.epoch = epoch
                 out_of_time = time_limit is not None and progress.seconds >= time_limit
                 last_epoch = epoch >= max_epochs or out_of_time
+                if last_epoch:
+                    # the epoch's tasks that run on after it (the run's end waits for them)
+                    # are training, not the final evaluation's wait
+                    settled = _settle(method, state)
+                    progress.seconds += settled
+                    spent["epochs"] += settled
                 row = iterate = None
                 evaluate = _should_evaluate(
                     eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
@@ -245,6 +251,9 @@ def _loop(
             # Stopped by a callback between evaluations (or after a certificate-only row).
             if progress.history and progress.history[-1]["epoch"] == progress.epoch:
                 progress.history.pop()
+            settled = _settle(method, state)
+            progress.seconds += settled
+            spent["epochs"] += settled
             evaluation_started = time.perf_counter()
             last_iterate = method.iterate(state)
             _checked_row(
@@ -289,10 +298,13 @@ def _loop(
 
 def _settle(method, state):
     """``method.settle(state)``, for the solvers whose epochs end before all their tasks do
-    (CoCoA+: a round's shrunk passes run on after its certificate is reported)."""
+    (CoCoA+: a round's shrunk passes run on after its certificate is reported); returns
+    the seconds it took."""
+    started = time.perf_counter()
     settle = getattr(method, "settle", None)
     if settle is not None and state is not None:
         settle(state)
+    return time.perf_counter() - started
 
 
 def _close(method, state):
