@@ -1,7 +1,8 @@
 """The tasks of CoCoA+, one row group each: reading it, its start, its round, the sums.
 
-Tasks are pure: they copy what they mutate. Symbols as in the paper-to-code table of
-:mod:`daskpd.solvers.cocoa`.
+Tasks are pure: they copy what they mutate, but for :func:`_shrunk_task`, the one reader
+of its round's :class:`_Passed`, which it continues in place. Symbols as in the
+paper-to-code table of :mod:`daskpd.solvers.cocoa`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class _StreamedGroup(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------
-# tasks (pure: they copy what they mutate)
+# tasks (pure: they copy what they mutate; _shrunk_task continues its _Passed in place)
 
 
 def _load_group(source, start, stop, class_pair, renumber, rehearse=None):
