@@ -42,9 +42,9 @@ it reports the certificate of ``(w_t, z_t)`` while the shrunk passes and the sum
 steps run on, and the next round's tasks wait for them on the workers. So a certificate
 reaches the user a round's shrunk passes sooner (about half of a hinge round at 1e8
 nonzeros), epoch 1 is the first full pass, and each later epoch the previous round's
-shrunk passes and this round's full pass. A run that ends at a round leaves that round's
-shrunk passes to finish on the worker, their result unused; a run stopped by ``tol`` skips
-them (:meth:`Cocoa.stop_at_gap`).
+shrunk passes and this round's full pass. A run that ends at a round waits for that round's
+shrunk passes (:meth:`Cocoa.settle`; their result is not used), so it leaves the workers
+idle; a run stopped by ``tol`` skips them (:meth:`Cocoa.stop_at_gap`).
 
 With one group and ``sigma = 1`` a round is one epoch of serial dual coordinate ascent
 (liblinear's method) on the same bits, followed by its shrunk passes: liblinear's loop,
