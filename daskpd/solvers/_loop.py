@@ -251,6 +251,7 @@ def _loop(
             # Stopped by a callback between evaluations (or after a certificate-only row).
             if progress.history and progress.history[-1]["epoch"] == progress.epoch:
                 progress.history.pop()
+            # the last epoch's tasks first (training, not the evaluation's wait)
             settled = _settle(method, state)
             progress.seconds += settled
             spent["epochs"] += settled
@@ -264,6 +265,8 @@ def _loop(
             last_iterate = method.iterate(state)
         # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
         converged = progress.history[-1]["gap"] <= tol
+        # a run stopped at an evaluated epoch (tol with several row groups, a callback):
+        # the workers idle when the call returns (a no-op when settled above)
         _settle(method, state)
     finally:
         _close(method, state)
