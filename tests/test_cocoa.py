@@ -77,8 +77,19 @@ def _reference_step(loss, gamma, z, u, kappa, c, y):
     return -y * new
 
 
-def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha):
-    """One CoCoA+ local pass in plain Python: returns (z, v, loss_sum, conj_sum)."""
+#: the curvature ``D`` of the folded box duals' gradient ``G = t - 1 + D a``, per loss
+_BOX_CURVATURE = {
+    "hinge": lambda gamma, c: 0.0,
+    "smooth_hinge": lambda gamma, c: gamma / c,
+    "squared_hinge": lambda gamma, c: 1.0 / (2.0 * c),
+}
+
+
+def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha, held=None):
+    """One CoCoA+ local pass in plain Python: returns (z, v, loss_sum, conj_sum).
+
+    ``held`` (box losses): filled with each visited row's gradient ``G`` before its step
+    where the step is 0, else NaN."""
     z, v = z.copy(), w.copy()
     loss_obj = Problem(loss, "l2", alpha).loss
     loss_sum = conj_sum = 0.0
@@ -95,6 +106,10 @@ def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha):
         kappa = sigma * inv_alpha_n * sum(float(x) * float(x) for x in vals)
         new = _reference_step(loss, gamma, z[i], u, kappa, c[i], y[i])
         delta = new - z[i]
+        if held is not None:
+            a = -y[i] * z[i]
+            gradient = y[i] * u - 1.0 + _BOX_CURVATURE[loss](gamma, c[i]) * a
+            held[i] = gradient if delta == 0.0 else math.nan
         z[i] = new
         v[cols] += -(sigma * delta) * inv_alpha_n * vals
     return z, v, loss_sum, conj_sum
@@ -168,14 +183,20 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     norm_sq = np.empty(60)
     kernels.row_norms(X.indptr.astype(np.int64), X.data, False, norm_sq)
     pg_range = np.zeros(2)
+    boxed = loss in _BOX_CURVATURE
+    held = np.full(60, np.nan) if boxed else np.empty(0)
     loss_sum, conj_sum = kernels.cocoa_pass(
         kernels.GroupRows(X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq),
         z, pack, order[None, :], problem.loss.code, problem.loss.params,
-        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range,
+        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range, held,
     )  # fmt: skip
+    ref_held = np.full(60, np.nan) if boxed else None
     ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
-        X, y, c, start, w, order, loss, 1.0, sigma, n_total, alpha
+        X, y, c, start, w, order, loss, 1.0, sigma, n_total, alpha, ref_held
     )
+    if boxed:
+        # NaN where the row stepped (or has weight 0), in both
+        np.testing.assert_allclose(held, ref_held, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(z, ref_z, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(pack[:, kernels.PACK_V], ref_v[columns], rtol=1e-12, atol=1e-14)
     assert np.array_equal(pack[:, kernels.PACK_W], w[columns])
@@ -599,7 +620,7 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     inv = 1.0 / (alpha * n)
     rows = kernels.GroupRows(indptr, local, X.data, False, y, c, norm_sq)
     steps = kernels.PassSteps(1.0, inv)
-    kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range)
+    kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range, np.empty(0))
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
     assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
@@ -622,6 +643,57 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     # and the point is near the optimum: the gap of w is small
     primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
     assert primal - after <= 1e-4 * primal
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
+def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spread(loss):
+    X, y = _data(n=400, d=20, seed=23)
+    X = X.astype(np.float64)
+    n = X.shape[0]
+    alpha = 0.01
+    c = np.random.default_rng(24).uniform(0.5, 2.0, n)
+    c[:5] = 0.0
+    problem = Problem(loss, "l2", alpha)
+    indptr = X.indptr.astype(np.int64)
+    columns, local = kernels.local_columns(X.indices, X.shape[1])
+    norm_sq = np.empty(n)
+    kernels.row_norms(indptr, X.data, False, norm_sq)
+    rows = kernels.GroupRows(indptr, local, X.data, False, y, c, norm_sq)
+    steps = kernels.PassSteps(1.0, 1.0 / (alpha * n))
+    code, params = problem.loss.code, problem.loss.params
+    z = np.zeros(n)
+    pack = np.zeros((columns.shape[0], 2))
+    pg_range = np.zeros(2)
+    orders = np.random.default_rng(1).permutation(n)[None, :]
+    # a few rounds first, so that many rows sit at a bound
+    for _ in range(3):
+        kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, np.empty(0))
+        kernels.shrunk_passes(
+            rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n)
+        )
+        pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
+    held = np.full(n, np.nan)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
+    kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0])
+    # liblinear's test, written out
+    old_max = pg_range[0] if pg_range[0] > 0 else np.inf
+    old_min = pg_range[1] if pg_range[1] < 0 else -np.inf
+    a = -y * z
+    upper = np.inf if loss == "squared_hinge" else c
+    dropped = ~np.isnan(held) & (((a <= 0) & (held > old_max)) | ((a >= upper) & (held < old_min)))
+    expected = [i for i in orders[0] if c[i] != 0 and not dropped[i]]
+    assert kept.tolist() == expected
+    assert 0 < len(expected) < n - 5
+    # the shrunk passes over the candidates alone still reach the optimum of the whole
+    # (the rows of weight 0 keep z = 0 and add nothing)
+    on = c > 0
+    before, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
+    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept)
+    assert np.all(z[~on] == 0.0)
+    after, w = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
+    np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
+    primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
+    assert after >= before and primal - after <= 1e-4 * primal
 
 
 def test_shrinking_needs_fewer_rounds_to_the_same_optimum():

@@ -290,6 +290,9 @@ class _Passed(NamedTuple):
 #: Position of ``stats`` in a :class:`_Passed` (the driver's certificate reads it alone).
 PASSED_STATS = _Passed._fields.index("stats")
 
+#: ``held`` of a full pass whose gradients nobody reads (no shrunk passes follow)
+_NOT_HELD = np.empty(0)
+
 
 def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
     """A whole round in one call: :func:`_shrunk_task` of :func:`_pass_task` (in-process
@@ -324,8 +327,17 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
     else:
         orders = _orders(rng, settings, z.shape[0])
         z_start = z.copy() if partial is not None else None
-        _full_passes(group, z, orders, pack, settings, sums, pg_range)
-        visit = orders[0] if orders.shape[0] else np.arange(z.shape[0], dtype=np.int64)
+        shrinks = settings.max_shrunk_passes > 0 and orders.shape[0] > 0
+        held = np.empty(z.shape[0]) if shrinks else _NOT_HELD
+        _full_passes(group, z, orders, pack, settings, sums, pg_range, held)
+        if shrinks:
+            # the rows the shrunk passes would drop at once, left out before they read them
+            visit = kernels.shrink_candidates(
+                _group_rows(group), z, held, settings.loss_code, settings.loss_params,
+                pg_range, orders[-1],
+            )  # fmt: skip
+        else:
+            visit = orders[0] if orders.shape[0] else np.arange(z.shape[0], dtype=np.int64)
     shrink_seed = rng.integers(2**63, dtype=np.uint64)
     stats = np.array([sums[:, 0].sum(), sums[:, 1].sum(), w_norm_sq])
     return _Passed(z, z_start, pack, sums, partial, pg_range, stats, visit, shrink_seed, cache)
@@ -429,7 +441,7 @@ def _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range):
         part_start = part.copy() if partial is not None else None
         orders = _orders(rng, settings, part.shape[0])
         spread = np.zeros(2)
-        _full_passes(rows, part, orders, pack, settings, sums, spread)
+        _full_passes(rows, part, orders, pack, settings, sums, spread, _NOT_HELD)
         z[index] = part
         if partial is not None:
             _exact_step(rows, part - part_start, partial)
@@ -493,12 +505,14 @@ def _in_threads(n_threads, work):
         list(pool.map(work, range(n_threads)))
 
 
-def _full_passes(group, z, orders, pack, settings, sums, pg_range):
+def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
     """The full passes over ``group``'s rows in ``orders``, in place on ``z`` (its rows'
     block) and ``v``, in ``sums.shape[0]`` threads (PASSCoDe-wild: thread ``t`` takes the
     ``t``-th share of every pass's order and all add to the one ``v`` without locks).
     Thread ``t``'s certificate sums go to ``sums[t]`` (added in order by the caller), the
-    passes' spread of projected gradients to ``pg_range``."""
+    passes' spread of projected gradients to ``pg_range``, the last pass's gradients of
+    the rows it left at a bound to ``held`` (unless empty; see
+    :func:`daskpd.kernels.cocoa.cocoa_pass`)."""
     rows, steps = _group_rows(group), _pass_steps(settings)
     cuts = _cuts(z.shape[0], sums.shape[0])
     pg = np.zeros((len(cuts) - 1, 2))
@@ -506,7 +520,7 @@ def _full_passes(group, z, orders, pack, settings, sums, pg_range):
     def passes(t):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
         loss_sum, conj_sum = kernels.cocoa_pass(
-            rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t]
+            rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t], held
         )
         sums[t, 0] += loss_sum
         sums[t, 1] += conj_sum
@@ -521,19 +535,24 @@ def _shrunk_passes(group, z, visit, shrink_seed, pack, settings, sums, pg_range)
     """liblinear's shrunk passes over ``group``'s rows after the full passes whose spread is
     ``pg_range``, in place on ``z`` and ``v``, in ``sums.shape[0]`` threads.
 
-    One thread visits every row (in row order; the passes shuffle). Thread ``t`` of several
-    visits its share of ``visit`` (the first full pass's order; None: a permutation drawn
-    from ``shrink_seed``) with its own visiting seed. Passes and nonzeros read go to
-    ``sums[t, 2:4]``.
+    The passes visit the rows of ``visit`` (the rows the full passes left as candidates,
+    in the last full pass's order; None: every row, in row order for one thread, else in a
+    permutation drawn from ``shrink_seed``); thread ``t`` of several visits its share of
+    them with its own visiting seed. Passes and nonzeros read go to ``sums[t, 2:4]``.
     """
     rows, steps = _group_rows(group), _pass_steps(settings)
     m = z.shape[0]
-    n_threads = len(_cuts(m, sums.shape[0])) - 1
-    if n_threads == 1:
-        visit = np.arange(m, dtype=np.int64)
-    elif visit is None:
-        visit = np.random.default_rng(shrink_seed).permutation(m)
-    cuts = _cuts(m, n_threads)
+    if visit is None:
+        serial = len(_cuts(m, sums.shape[0])) == 2
+        visit = (
+            np.arange(m, dtype=np.int64)
+            if serial
+            else np.random.default_rng(shrink_seed).permutation(m)
+        )
+    if visit.shape[0] == 0:
+        return
+    cuts = _cuts(visit.shape[0], sums.shape[0])
+    n_threads = len(cuts) - 1
     # one stream of visiting orders per thread; thread 0's is the serial run's
     golden = np.uint64(0x9E3779B97F4A7C15)
 
