@@ -600,26 +600,32 @@ def _dual_value(problem, X, y, c, z, alpha):
     return -(c * conj).sum() / n - 0.5 * alpha * (w @ w), w
 
 
-@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
-def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
-    X, y = _data(n=400, d=20, seed=21)
+def _box_group(loss, seed, zero_weights=0):
+    """A 400-row group for the shrinking kernels: ``(X, y, c, problem, rows, columns,
+    steps)``, alpha 0.01, weights in [0.5, 2] (the first ``zero_weights`` of them 0)."""
+    X, y = _data(n=400, d=20, seed=seed)
     X = X.astype(np.float64)
     n = X.shape[0]
-    alpha = 0.01
-    c = np.random.default_rng(21).uniform(0.5, 2.0, n)
-    problem = Problem(loss, "l2", alpha)
+    c = np.random.default_rng(seed).uniform(0.5, 2.0, n)
+    c[:zero_weights] = 0.0
+    problem = Problem(loss, "l2", 0.01)
     indptr = X.indptr.astype(np.int64)
     columns, local = kernels.local_columns(X.indices, X.shape[1])
     norm_sq = np.empty(n)
     kernels.row_norms(indptr, X.data, False, norm_sq)
+    rows = kernels.GroupRows(indptr, local, X.data, False, y, c, norm_sq)
+    return X, y, c, problem, rows, columns, kernels.PassSteps(1.0, 1.0 / (0.01 * n))
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
+def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
+    X, y, c, problem, rows, columns, steps = _box_group(loss, 21)
+    n, alpha = X.shape[0], problem.alpha
     z = np.zeros(n)
     pack = np.zeros((columns.shape[0], 2))
     pg_range = np.zeros(2)
     code, params = problem.loss.code, problem.loss.params
     order = np.random.default_rng(0).permutation(n)[None, :]
-    inv = 1.0 / (alpha * n)
-    rows = kernels.GroupRows(indptr, local, X.data, False, y, c, norm_sq)
-    steps = kernels.PassSteps(1.0, inv)
     kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range, np.empty(0))
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
@@ -647,19 +653,8 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
 
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
 def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spread(loss):
-    X, y = _data(n=400, d=20, seed=23)
-    X = X.astype(np.float64)
-    n = X.shape[0]
-    alpha = 0.01
-    c = np.random.default_rng(24).uniform(0.5, 2.0, n)
-    c[:5] = 0.0
-    problem = Problem(loss, "l2", alpha)
-    indptr = X.indptr.astype(np.int64)
-    columns, local = kernels.local_columns(X.indices, X.shape[1])
-    norm_sq = np.empty(n)
-    kernels.row_norms(indptr, X.data, False, norm_sq)
-    rows = kernels.GroupRows(indptr, local, X.data, False, y, c, norm_sq)
-    steps = kernels.PassSteps(1.0, 1.0 / (alpha * n))
+    X, y, c, problem, rows, columns, steps = _box_group(loss, 23, zero_weights=5)
+    n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
     z = np.zeros(n)
     pack = np.zeros((columns.shape[0], 2))
