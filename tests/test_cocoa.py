@@ -327,6 +327,23 @@ def test_threads_race_on_v_but_the_certificate_stays_exact(loss):
         CocoaOptions(threads=0)
 
 
+@pytest.mark.parametrize("changed", [3, 200], ids=["few-rows-serial", "all-rows-threaded"])
+def test_exact_change_is_the_transpose_product(changed):
+    from daskpd.solvers.cocoa import _tasks
+
+    X, y = _data(n=200, d=30, seed=31)
+    group = _tasks._load_group(MemoryDataset(X, y), 0, 200, None, False)
+    rng = np.random.default_rng(31)
+    dz = np.zeros(200)
+    dz[rng.choice(200, changed, replace=False)] = rng.normal(size=changed)
+    # 3 rows hold fewer nonzeros than two threads' partial sums of 30 columns: one thread
+    expected = X.T.astype(np.float64) @ dz
+    np.testing.assert_allclose(_tasks._exact_change(group, dz, 2), expected, rtol=1e-12,
+                               atol=1e-14)  # fmt: skip
+    np.testing.assert_allclose(_tasks._exact_change(group, dz, 1), expected, rtol=1e-12,
+                               atol=1e-14)  # fmt: skip
+
+
 def test_smooth_hinge_reaches_the_lbfgs_optimum():
     X, y = _data(n=300, d=30, seed=7)
     alpha = 0.01
