@@ -151,6 +151,43 @@ def test_bad_config_is_refused():
         BenchConfig(hash_bits=4)
 
 
+def test_methods_take_turns_within_each_repeat():
+    from daskpd.bench import _methods
+
+    calls = []
+
+    def method(label, fail_at=None):
+        def run_once(repeat):
+            calls.append((label, repeat))
+            if repeat == fail_at:
+                raise RuntimeError("out of memory")
+            return Run(points=[(1.0 + repeat, 1.0, 2.0)])
+
+        return run_once
+
+    entries = [
+        ("daskpd auto", "daskpd", method("daskpd auto")),
+        ("liblinear", "peer", method("liblinear", fail_at=1)),
+        ("vw", "peer", "vw has no hinge loss"),
+        ("snapml", "peer", method("snapml")),
+    ]
+    said = []
+    rows = _methods(entries, BenchConfig(repeats=3), said.append)
+    # repeat-major: every method's first run before any second run; the failed method stops
+    assert calls == [
+        ("daskpd auto", 0), ("liblinear", 0), ("snapml", 0),
+        ("daskpd auto", 1), ("liblinear", 1), ("snapml", 1),
+        ("daskpd auto", 2), ("snapml", 2),
+    ]  # fmt: skip
+    assert [row["method"] for row in rows] == ["daskpd auto", "liblinear", "vw", "snapml"]
+    assert [len(row["runs"]) for row in rows] == [3, 0, 0, 3]
+    assert rows[0]["runs"][2]["points"] == [(3.0, 1.0, 2.0)]
+    assert rows[1]["status"] == "failed" and "out of memory" in rows[1]["reason"]
+    assert rows[2]["status"] == "not run" and rows[2]["reason"] == "vw has no hinge loss"
+    assert said == ["daskpd auto: ok", "liblinear: failed RuntimeError: out of memory",
+                    "snapml: ok"]  # fmt: skip
+
+
 def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys):
     from daskpd.cli import main
 

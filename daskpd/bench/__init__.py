@@ -14,7 +14,8 @@ table each, one when they coincide):
    primal);
 3. the peers on the same data in memory, each over a ladder of effort (tolerances, passes);
 4. for every method, the wall seconds to ``P <= (1 + eps) P*`` for eps in 1e-1, 1e-2, 1e-3,
-   1e-4, as true medians over ``repeats`` runs (first run included) with their spread, and
+   1e-4, as true medians over ``repeats`` runs (first run included; the methods take turns
+   within each repeat, :func:`_methods`) with their spread, and
    the test metric of the model its stopping rule chose without the test set;
 5. the target lines, computed from those rows (:func:`daskpd.bench.protocol.target_lines`).
 
@@ -299,35 +300,35 @@ def _table(config, train, data, metric, alpha, say):
     p_star = reference["primal"]
     say(f"P* = {p_star:.8g} ({reference['source']}, {reference['seconds']:.3g} s)")
     solvers = config.daskpd_solvers()
-    rows = []
     plan = [(f"daskpd {s}", s, config.workers) for s in solvers]
     plan.append((f"daskpd {solvers[0]}, 1 worker", solvers[0], 1))
-    for label, solver, workers in plan:
-        rows.append(
-            _method(
-                label, "daskpd", config, say,
-                lambda r, s=solver, k=workers: runners.run_daskpd(
-                    config, s, train, data["test"], metric, p_star, alpha, workers=k,
-                    seed=config.seed + r,
-                ),
-            )
-        )  # fmt: skip
+    entries = [
+        (
+            label, "daskpd",
+            lambda r, s=solver, k=workers: runners.run_daskpd(
+                config, s, train, data["test"], metric, p_star, alpha, workers=k,
+                seed=config.seed + r,
+            ),
+        )
+        for label, solver, workers in plan
+    ]  # fmt: skip
     vw_l2 = None
     for name in config.peers:
         if config.loss not in PEER_LOSSES[name]:
-            rows.append(_not_run(name, f"{name} has no {config.loss} loss"))
+            entries.append((name, "peer", f"{name} has no {config.loss} loss"))
             continue
         if name == "vw":
             vw_l2 = runners.choose_vw_l2(config, data, metric, alpha)
-        rows.append(
-            _method(
-                name, "peer", config, say,
+        entries.append(
+            (
+                name, "peer",
                 lambda r, n=name, l2=vw_l2: runners.run_peer(
                     n, config, data, problem, metric, p_star, alpha, seed=config.seed + r,
                     vw_l2=l2,
                 ),
             )
         )  # fmt: skip
+    rows = _methods(entries, config, say)
     for row in rows:
         row["summary"] = summarize([Run(**run) for run in row["runs"]], p_star)
     lowest = min((p[2] for row in rows for run in row["runs"] for p in run["points"]),
@@ -362,18 +363,37 @@ def _partitioned(train, grid):
     return open_dataset(train.path), time.perf_counter() - start
 
 
-def _method(label, kind, config, say, run_once):
-    """``repeats`` runs of one method; a failure is reported in its row, not raised."""
-    row = {"method": label, "kind": kind, "status": "ok", "reason": "", "runs": []}
+def _methods(entries, config, say):
+    """``repeats`` runs of every method, in turns: repeat ``r`` of each method, in the
+    table's order, before repeat ``r + 1`` of any.
+
+    The methods a target line compares then run minutes apart, not a whole method's
+    repeats apart: on a shared host the pace of two busy processes drifted by a third
+    within an hour while single-threaded liblinear's did not (BENCHMARKS.md, the hinge 1e8
+    runs), and a ratio is only as good as the pace its two sides ran at. ``entries``:
+    ``(label, kind, run_once)``, or ``(name, "peer", reason)`` for a peer not run; a
+    failure is reported in its method's row and ends that method's runs, not the table.
+    """
+    rows = []
+    for label, kind, run_once in entries:
+        if isinstance(run_once, str):
+            rows.append(_not_run(label, run_once))
+        else:
+            rows.append({"method": label, "kind": kind, "status": "ok", "reason": "", "runs": []})
     for repeat in range(config.repeats):
-        try:
-            run = run_once(repeat)
-        except Exception as exc:  # noqa: BLE001 - a failing method is a row, not the end
-            row.update(status="failed", reason=f"{type(exc).__name__}: {exc}"[:300], runs=[])
-            break
-        row["runs"].append(asdict(run))
-    say(f"{label}: {row['status']} {row['reason']}".rstrip())
-    return row
+        for row, (_, _, run_once) in zip(rows, entries, strict=True):
+            if row["status"] != "ok":
+                continue
+            try:
+                run = run_once(repeat)
+            except Exception as exc:  # noqa: BLE001 - a failing method is a row, not the end
+                row.update(status="failed", reason=f"{type(exc).__name__}: {exc}"[:300], runs=[])
+                continue
+            row["runs"].append(asdict(run))
+    for row in rows:
+        if row["status"] != "not run":
+            say(f"{row['method']}: {row['status']} {row['reason']}".rstrip())
+    return rows
 
 
 def _not_run(name, reason):

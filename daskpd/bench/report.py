@@ -150,7 +150,8 @@ def markdown(results: dict, command: str | None = None, title: str = "Against pe
         f"{machine['memory_gib']} GiB, Python {machine['python']}.",
         "",
         f"Protocol: every time is wall seconds, the true median of {config['repeats']} runs "
-        "(first run included) with the spread (min–max) in brackets. daskpd's rows: the user's "
+        "(first run included) with the spread (min–max) in brackets, the methods taking turns "
+        "within each repeat. daskpd's rows: the user's "
         f"`solve` call on a fresh LocalCluster of {config['workers']} worker processes with "
         f"memory_limit={config['memory_limit']} (the cluster's start excluded; data reads, "
         "compilation, start, epochs and evaluation in), the solver's defaults; the 'epoch "
