@@ -363,6 +363,8 @@ def _direct_workload():
     cocoa.dual_step(scalar.LOGISTIC, p, -0.2, 0.3, 0.5, 1.0, 1.0)
     gradient, upper = cocoa.box_gradient(scalar.HINGE, p, 0.5, 0.3, 1.0)
     cocoa.projected_gradient(gradient, 0.5, upper)
+    old_max, old_min = cocoa.shrink_thresholds(0.2, -0.1)
+    cocoa.shrinks(0.0, gradient, upper, old_max, old_min)
     z = np.zeros(2)
     pack = np.zeros((3, 2))
     cocoa.step_row(scalar.HINGE, p, z, 0, 0.3, 0.5, 1.0, 1.0)

@@ -507,6 +507,20 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
 
 
 @njit
+def shrink_thresholds(pg_max, pg_min):
+    """liblinear's shrinking thresholds from a pass's spread of projected gradients: a side
+    with no violation (``pg_max <= 0``, ``pg_min >= 0``) does not shrink."""
+    return (pg_max if pg_max > 0.0 else math.inf), (pg_min if pg_min < 0.0 else -math.inf)
+
+
+@njit
+def shrinks(a, gradient, upper, old_max, old_min):
+    """liblinear's shrinking test: a row at ``a = 0`` whose gradient is above ``old_max``, or
+    at ``a = upper`` with it below ``old_min`` (a NaN gradient never)."""
+    return (a <= 0.0 and gradient > old_max) or (a >= upper and gradient < old_min)
+
+
+@njit
 def shrunk_passes(
     rows, z, pack, loss_code, loss_params, steps, pg_range, ratio, max_passes, seed, visit
 ):
@@ -550,9 +564,7 @@ def shrunk_passes(
         if weight[i] != 0.0:
             active[n_active] = i
             n_active += 1
-    # liblinear's thresholds: a side with no violation does not shrink
-    old_max = pg_range[PG_MAX] if pg_range[PG_MAX] > 0.0 else math.inf
-    old_min = pg_range[PG_MIN] if pg_range[PG_MIN] < 0.0 else -math.inf
+    old_max, old_min = shrink_thresholds(pg_range[PG_MAX], pg_range[PG_MIN])
     target = ratio * (pg_range[PG_MAX] - pg_range[PG_MIN])
     sigma, inv_alpha_n = steps
     curvature = sigma * inv_alpha_n
@@ -586,7 +598,7 @@ def shrunk_passes(
             c = weight[i]
             a = -yi * zi
             gradient, upper = box_gradient(loss_code, loss_params, a, yi * u, c)
-            if (a <= 0.0 and gradient > old_max) or (a >= upper and gradient < old_min):
+            if shrinks(a, gradient, upper, old_max, old_min):
                 # dropped: the last active row takes its place and is visited next
                 n_active -= 1
                 active[k] = active[n_active]
@@ -604,8 +616,7 @@ def shrunk_passes(
         passes += 1
         if pg_max - pg_min <= target:
             break
-        old_max = pg_max if pg_max > 0.0 else math.inf
-        old_min = pg_min if pg_min < 0.0 else -math.inf
+        old_max, old_min = shrink_thresholds(pg_max, pg_min)
     return passes, visited
 
 
@@ -624,8 +635,7 @@ def shrink_candidates(rows, z, held, loss_code, loss_params, pg_range, visit):
     round's full pass, and the certificate does not depend on the shrinking.
     """
     indptr, indices, vals, binary, y, weight, norm_sq = rows
-    old_max = pg_range[PG_MAX] if pg_range[PG_MAX] > 0.0 else math.inf
-    old_min = pg_range[PG_MIN] if pg_range[PG_MIN] < 0.0 else -math.inf
+    old_max, old_min = shrink_thresholds(pg_range[PG_MAX], pg_range[PG_MIN])
     kept = np.empty(visit.shape[0], dtype=np.int64)
     n_kept = 0
     for k in range(visit.shape[0]):
@@ -637,7 +647,7 @@ def shrink_candidates(rows, z, held, loss_code, loss_params, pg_range, visit):
         if not math.isnan(gradient):
             a = -y[i] * z[i]
             upper = box_gradient(loss_code, loss_params, a, 0.0, c)[1]
-            if (a <= 0.0 and gradient > old_max) or (a >= upper and gradient < old_min):
+            if shrinks(a, gradient, upper, old_max, old_min):
                 continue
         kept[n_kept] = i
         n_kept += 1

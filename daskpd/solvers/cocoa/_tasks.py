@@ -281,7 +281,8 @@ class _Passed(NamedTuple):
     pg_range: np.ndarray
     #: the certificate sums of the round's start: loss sum, conjugate sum, ``||w||^2``
     stats: np.ndarray
-    #: the rows the shrunk passes may visit, in the first full pass's order (None: streamed)
+    #: the rows the shrunk passes may visit (:func:`daskpd.kernels.cocoa.shrink_candidates`,
+    #: in the last full pass's order; without shrinking, its first order; None: streamed)
     visit: np.ndarray | None
     shrink_seed: np.uint64
     #: streamed groups: ``(rows, index)`` of the active rows kept for the shrunk passes
