@@ -10,7 +10,8 @@ Policy (the same for the CLI and the estimators):
 * otherwise, an active ``distributed.Client`` is reused when one exists;
 * otherwise a ``LocalCluster`` is started only when the caller asks for one
   (``start=True``), with one single-threaded worker process per core by default, so numba
-  kernels of different tasks never share a GIL or a cache line.
+  kernels of different tasks never share a GIL or a cache line, and the memory settings of
+  :data:`WORKER_ENVIRON`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,55 @@ TLS_CONFIG_KEYS = {
     "tls_client_cert": "distributed.comm.tls.client.cert",
     "tls_client_key": "distributed.comm.tls.client.key",
 }
+
+#: Environment of the worker processes of a ``LocalCluster`` started here, over
+#: distributed's ``distributed.nanny.pre-spawn-environ`` (both take effect only when a
+#: process starts). A value set in the shell before this module was imported wins. Measured
+#: on the first read of a worker's rows at 1e8 nonzeros (400 MB of new arrays), BENCHMARKS.md
+#: "Worker memory settings".
+WORKER_ENVIRON = {
+    # numpy asks for transparent huge pages on large arrays; with the kernel's THP defrag
+    # at "madvise" (the usual default) such a fault may first compact memory. The read took
+    # 0.4-1.0 s with them, by how fragmented memory was (worse after other big processes),
+    # and a steady 0.42-0.44 s without; the kernels' passes took the same time.
+    "NUMPY_MADVISE_HUGEPAGE": "0",
+    # distributed sets MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's mmap
+    # threshold at 128 KiB: every decoded zarr chunk (4 MB) became new mmapped memory,
+    # faulted in page by page (0.53-0.58 s against 0.42-0.44 s for the read). These are the
+    # largest values glibc's own dynamic thresholds reach, fixed.
+    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(64 << 20),
+}
+# read before any nanny of this process writes its pre-spawn values into os.environ
+_SHELL_ENVIRON = {name: os.environ.get(name) for name in WORKER_ENVIRON}
+
+
+@contextlib.contextmanager
+def _worker_environ():
+    """Dask configuration and ``os.environ`` under which a nanny spawns with
+    :data:`WORKER_ENVIRON` (``os.environ`` restored after; the nanny keeps the values for
+    the workers it restarts)."""
+    import dask
+
+    values = {
+        name: _SHELL_ENVIRON[name] if _SHELL_ENVIRON[name] is not None else value
+        for name, value in WORKER_ENVIRON.items()
+    }
+    # distributed takes a variable from os.environ over its configuration: an earlier
+    # nanny of this process may have left its own value there
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        with dask.config.set(
+            {f"distributed.nanny.pre-spawn-environ.{name}": v for name, v in values.items()}
+        ):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @dataclass(frozen=True)
@@ -242,7 +292,8 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
     # One single-threaded process per core: the numba loops are memory-bound, and a
     # process per worker isolates a crashing task and gives each worker its own memory cap.
     # the workers take their configuration from this process when they start
-    with dask.config.set({"distributed.worker.profile.enabled": bool(options.profile)}):
+    profile = {"distributed.worker.profile.enabled": bool(options.profile)}
+    with dask.config.set(profile), _worker_environ():
         cluster = LocalCluster(
             n_workers=n_workers,
             threads_per_worker=options.threads_per_worker,

@@ -304,6 +304,40 @@ def test_started_cluster_profiles_its_workers_only_when_asked(profile):
         assert list(client.run(profiling).values()) == [profile]
 
 
+def _worker_memory_settings():
+    import os
+
+    from numpy._core import multiarray
+
+    names = ("NUMPY_MADVISE_HUGEPAGE", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    return {name: os.environ.get(name) for name in names}, multiarray._get_madvise_hugepage()
+
+
+@pytest.mark.parametrize("shell_trim", [None, "131072"], ids=["defaults", "shell-value-wins"])
+def test_started_cluster_spawns_workers_with_its_memory_settings(monkeypatch, shell_trim):
+    import os
+
+    from daskpd import _cluster
+    from daskpd._cluster import ClusterOptions, cluster_client
+
+    shell = dict.fromkeys(_cluster.WORKER_ENVIRON)
+    shell["MALLOC_TRIM_THRESHOLD_"] = shell_trim
+    monkeypatch.setattr(_cluster, "_SHELL_ENVIRON", shell)
+    # what an earlier nanny of this process leaves behind, which distributed would prefer
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    expected = dict(_cluster.WORKER_ENVIRON)
+    if shell_trim is not None:
+        expected["MALLOC_TRIM_THRESHOLD_"] = shell_trim
+    with cluster_client(ClusterOptions(n_workers=1)) as client:
+        ((environ, huge_pages),) = client.run(_worker_memory_settings).values()
+        # this process's environment is left as it was
+        assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
+        assert "NUMPY_MADVISE_HUGEPAGE" not in os.environ
+    assert environ == expected
+    assert huge_pages is False
+
+
 def test_grid_must_be_a_multiple_of_the_workers(local_cluster, tmp_path):
     X, y = _data()
     write_dataset(X, y, tmp_path / "d.zarr")
