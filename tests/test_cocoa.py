@@ -590,6 +590,9 @@ def test_refuses_what_it_cannot_do():
         solve((X, y), solver="cocoa", shrink_ratio=1.0, client=False)
     with pytest.raises(ValueError, match="max_shrunk_passes"):
         solve((X, y), solver="cocoa", max_shrunk_passes=0, client=False)
+    for bad in (1.0, 0.5, "two", True):
+        with pytest.raises(ValueError, match="cold_margin"):
+            solve((X, y), solver="cocoa", cold_margin=bad, client=False)
     with pytest.raises(ValueError, match="grid=41"):
         solve((X, y), solver="cocoa", grid=41, client=False)
     with pytest.raises(ValueError, match="unknown option"):
@@ -686,7 +689,8 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
         pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
     held = np.full(n, np.nan)
     kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
-    kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0])
+    kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 1.0)
+    assert pg_range[0] > 0  # the cold threshold plays no part
     # liblinear's test, written out
     old_max = pg_range[0] if pg_range[0] > 0 else np.inf
     old_min = pg_range[1] if pg_range[1] < 0 else -np.inf
@@ -706,6 +710,58 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
     primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
     assert after >= before and primal - after <= 1e-4 * primal
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
+def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_margin(loss):
+    X, y, c, problem, rows, columns, steps = _box_group(loss, 29, zero_weights=5)
+    n, alpha = X.shape[0], problem.alpha
+    code, params = problem.loss.code, problem.loss.params
+    z = np.zeros(n)
+    pack = np.zeros((columns.shape[0], 2))
+    pg_range = np.zeros(2)
+    orders = np.random.default_rng(2).permutation(n)[None, :]
+    held = np.full(n, np.nan)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
+    # every row was at 0 before its step: no positive projected gradient, no threshold
+    assert pg_range[0] <= 0
+    everyone = [i for i in orders[0] if c[i] != 0]
+    assert (
+        kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], np.inf).tolist()
+        == everyone
+    )
+    # margins at the visit: G = margin - 1 at a = 0 for every box loss
+    for cold in (0.0, 0.5):
+        kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], cold)
+        settled = (-y * z <= 0) & ~np.isnan(held) & (held > cold)
+        assert kept.tolist() == [i for i in everyone if not settled[i]]
+        assert 0 < len(kept) < len(everyone)
+    # the shrunk passes over them, and a full pass after, still climb to the optimum
+    on = c > 0
+    before, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
+    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept)
+    middle, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
+    kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 0.5)
+    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept)
+    after, w = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
+    assert before <= middle <= after
+    np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
+    primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
+    assert primal - after <= 1e-4 * primal
+
+
+def test_cold_margin_changes_the_first_round_only_and_not_the_optimum():
+    X, y = _data(n=600, d=40, seed=22)
+    common = {"loss": "hinge", "alpha": 0.001, "solver": "cocoa", "tol": 1e-6,
+              "max_epochs": 5000, "eval_every": 1, "client": False}  # fmt: skip
+    liblinear_rule = solve((X, y), cold_margin=np.inf, **common)
+    default = solve((X, y), **common)
+    assert liblinear_rule.converged and default.converged
+    # the first certificate is of w = 0 either way; the first round's differ
+    assert liblinear_rule.history[0]["gap"] == default.history[0]["gap"]
+    assert liblinear_rule.history[1]["gap"] != default.history[1]["gap"]
+    assert default.primal == pytest.approx(liblinear_rule.primal, rel=2e-6)
 
 
 def test_shrinking_needs_fewer_rounds_to_the_same_optimum():

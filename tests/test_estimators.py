@@ -202,8 +202,10 @@ def test_same_coef_for_numpy_sparse_dask_and_disk(make_estimator, kind, rng, tmp
         "dask": make_estimator().fit(da.from_array(X, chunks=(40, 8)), da.from_array(y, chunks=40)),
         "disk": make_estimator().fit(on_disk),
     }
-    assert reference.n_iter_ == 15
+    # the whole max_iter, unless the run reached a gap of exactly 0 (LinearSVC's rounds)
+    assert reference.n_iter_ == 15 or (reference.gap_ == 0.0 and reference.n_iter_ > 2)
     for name, fitted in fits.items():
+        assert fitted.n_iter_ == reference.n_iter_, name
         np.testing.assert_allclose(
             fitted.coef_, reference.coef_, rtol=1e-12, atol=1e-14, err_msg=name
         )

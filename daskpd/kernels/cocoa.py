@@ -621,7 +621,7 @@ def shrunk_passes(
 
 
 @njit
-def shrink_candidates(rows, z, held, loss_code, loss_params, pg_range, visit):
+def shrink_candidates(rows, z, held, loss_code, loss_params, pg_range, visit, cold_gradient):
     """The rows of ``visit`` (in its order) that the first shrunk pass would not drop at
     once, judged by the full pass's gradients ``held`` (:func:`cocoa_pass`).
 
@@ -633,9 +633,18 @@ def shrink_candidates(rows, z, held, loss_code, loss_params, pg_range, visit):
     the one of the row's visit in the full pass, not of the state after it: the same age
     liblinear's own test uses within a pass. A row dropped wrongly is visited by the next
     round's full pass, and the certificate does not depend on the shrinking.
+
+    A pass that saw no positive projected gradient (``pg_range[PG_MAX] <= 0``: every row
+    at ``a = 0`` before its step, as in a round from ``z = 0``) gives liblinear's test no
+    threshold on that side, and its first shrunk pass then reads every row again. Here a
+    row at ``a = 0`` is left out when its gradient was above ``cold_gradient`` instead
+    (``G = y_i x_i . w - 1`` at ``a = 0`` for every box loss: a margin above
+    ``1 + cold_gradient``; ``inf``: liblinear's rule).
     """
     indptr, indices, vals, binary, y, weight, norm_sq = rows
     old_max, old_min = shrink_thresholds(pg_range[PG_MAX], pg_range[PG_MIN])
+    if old_max == math.inf:
+        old_max = cold_gradient
     kept = np.empty(visit.shape[0], dtype=np.int64)
     n_kept = 0
     for k in range(visit.shape[0]):

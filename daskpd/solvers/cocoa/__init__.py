@@ -54,7 +54,11 @@ rows liblinear's test would drop at once are not handed to the shrunk passes
 (:func:`daskpd.kernels.cocoa.shrink_candidates`). liblinear's first pass after unshrinking
 reads every row again only to drop most of them (on the splice-like sets about 97% of the
 rows settle at ``a = 0``): that read was most of a later round's shrunk passes (120M of
-their 125M nonzeros a round at 1e8 nonzeros, 20-30M now).
+their 125M nonzeros a round at 1e8 nonzeros, 20-30M now). In a round from ``z = 0`` that
+test has no threshold (no row was above 0 before its step); there a row still at 0 whose
+margin was at least ``CocoaOptions.cold_margin`` (2) at its visit is left out instead: round
+1's shrunk passes read about 100M nonzeros instead of 335M, and time to a certified
+``1e-3`` fell by about a fifth at both alphas of the hinge tables (BENCHMARKS.md).
 
 Convergence. The dual rises every round for ``sigma >= grid``; what the groups gain is
 bought with the safe ``sigma = grid``, which halves (for two groups) every step in the

@@ -338,7 +338,7 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
             # the rows the shrunk passes would drop at once, left out before they read them
             visit = kernels.shrink_candidates(
                 _group_rows(group), z, held, settings.loss_code, settings.loss_params,
-                pg_range, orders[-1],
+                pg_range, orders[-1], settings.cold_gradient,
             )  # fmt: skip
         else:
             visit = orders[0] if orders.shape[0] else np.arange(z.shape[0], dtype=np.int64)
