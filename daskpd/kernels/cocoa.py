@@ -80,6 +80,17 @@ from daskpd.kernels import scalar
 from daskpd.kernels._config import njit
 from daskpd.kernels.dso import LOGISTIC_MARGIN
 from daskpd.kernels.features import splitmix64
+from daskpd.kernels.intrinsics import prefetch_record
+
+#: How many nonzeros ahead the passes prefetch the ``pack`` record of a column. A pass reads
+#: one record of a random column per nonzero (4.66M columns, 75 MB of records on the
+#: splice-like sets: most reads miss every cache) and the out-of-order window keeps too few
+#: of those misses in flight. A full pass over 1e8 nonzeros, one thread, from the same
+#: state: 0.68 s without, 0.67 s at 8 ahead, 0.62 s at 16, 0.57 s at 32, 0.61 s at 64
+#: (medians of 5). The hint continues into the next rows' nonzeros (the ``indices`` that
+#: follow), which is where the pass goes next in the array but not in its random order:
+#: those prefetches are wasted, a few per row.
+PREFETCH_AHEAD = 32
 
 HINGE = scalar.HINGE
 SMOOTH_HINGE = scalar.SMOOTH_HINGE
@@ -447,6 +458,8 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
         ``sum_i c_i loss*(z_i / c_i, y_i)`` at the entry ``z``.
     """
     indptr, indices, vals, binary, y, weight, norm_sq = rows
+    # the last nonzero whose successor PREFETCH_AHEAD on is still in the array
+    last_ahead = indices.shape[0] - PREFETCH_AHEAD
     loss_sum = 0.0
     conj_sum = 0.0
     sigma, inv_alpha_n = steps
@@ -471,11 +484,15 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
             u_start = 0.0
             if binary:
                 for e in range(start, stop):
+                    if e < last_ahead:
+                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
                     j = indices[e]
                     u += pack[j, PACK_V]
                     u_start += pack[j, PACK_W]
             else:
                 for e in range(start, stop):
+                    if e < last_ahead:
+                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
                     j = indices[e]
                     x = np.float64(vals[e])
                     u += x * pack[j, PACK_V]
@@ -557,6 +574,7 @@ def shrunk_passes(
         Nonzeros read (of the rows visited, kept or dropped).
     """
     indptr, indices, vals, binary, y, weight, norm_sq = rows
+    last_ahead = indices.shape[0] - PREFETCH_AHEAD
     active = np.empty(visit.shape[0], dtype=np.int64)
     n_active = 0
     for k in range(visit.shape[0]):
@@ -589,9 +607,13 @@ def shrunk_passes(
             u = 0.0
             if binary:
                 for e in range(start, stop):
+                    if e < last_ahead:
+                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
                     u += pack[indices[e], PACK_V]
             else:
                 for e in range(start, stop):
+                    if e < last_ahead:
+                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
                     u += np.float64(vals[e]) * pack[indices[e], PACK_V]
             yi = y[i]
             zi = z[i]

@@ -1,4 +1,5 @@
-"""Two LLVM operations numba does not expose, for the DSO tile loop.
+"""Two LLVM operations numba does not expose, for the DSO tile loop (both) and the CoCoA+
+passes (the prefetch).
 
 - :func:`prefetch_record`: the update reads and writes one record of a random row and one of
   a random column per nonzero; on splice-like tiles the row records miss the core's caches and
