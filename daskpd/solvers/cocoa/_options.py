@@ -48,8 +48,9 @@ class CocoaOptions:
     max_shrunk_passes : int, default=100
         At most this many shrunk passes a round.
     cold_margin : float, default=2.0
-        Kept rows, a round whose full pass saw no row with a positive projected gradient
-        (every row at ``z_i = 0`` before its step: the first round from ``z = 0``): its
+        For rows kept in memory, a round whose full pass saw no row with a positive
+        projected gradient (every row at ``z_i = 0`` before its step: the first round from
+        ``z = 0``): its
         shrunk passes leave out the rows still at 0 whose margin ``y_i x_i . w`` was at
         least this at their visit, where liblinear's rule, which has no threshold then,
         reads them all once more (:func:`daskpd.kernels.cocoa.shrink_candidates`). The
