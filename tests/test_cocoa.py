@@ -637,6 +637,13 @@ def _box_group(loss, seed, zero_weights=0):
     return X, y, c, problem, rows, columns, kernels.PassSteps(1.0, 1.0 / (0.01 * n))
 
 
+def _from_zero(columns, n, order_seed):
+    """``(z, pack, pg_range, orders, held)`` of a group at ``z = 0`` and ``w = 0``, with one
+    random order of its rows and no gradient held yet."""
+    orders = np.random.default_rng(order_seed).permutation(n)[None, :]
+    return np.zeros(n), np.zeros((columns.shape[0], 2)), np.zeros(2), orders, np.full(n, np.nan)
+
+
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
 def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     X, y, c, problem, rows, columns, steps = _box_group(loss, 21)
@@ -676,10 +683,7 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     X, y, c, problem, rows, columns, steps = _box_group(loss, 23, zero_weights=5)
     n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
-    z = np.zeros(n)
-    pack = np.zeros((columns.shape[0], 2))
-    pg_range = np.zeros(2)
-    orders = np.random.default_rng(1).permutation(n)[None, :]
+    z, pack, pg_range, orders, held = _from_zero(columns, n, 1)
     # a few rounds first, so that many rows sit at a bound
     for _ in range(3):
         kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, np.empty(0))
@@ -687,7 +691,6 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
             rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n)
         )
         pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
-    held = np.full(n, np.nan)
     kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 1.0)
     assert pg_range[0] > 0  # the cold threshold plays no part
@@ -717,11 +720,7 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     X, y, c, problem, rows, columns, steps = _box_group(loss, 29, zero_weights=5)
     n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
-    z = np.zeros(n)
-    pack = np.zeros((columns.shape[0], 2))
-    pg_range = np.zeros(2)
-    orders = np.random.default_rng(2).permutation(n)[None, :]
-    held = np.full(n, np.nan)
+    z, pack, pg_range, orders, held = _from_zero(columns, n, 2)
     kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
     # every row was at 0 before its step: no positive projected gradient, no threshold
     assert pg_range[0] <= 0
