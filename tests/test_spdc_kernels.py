@@ -131,6 +131,27 @@ def test_lazy_equals_dense_squared(rng, reg, scheme):
         assert np.any(got[0] == 0.0) and np.any(np.sign(got[0]) != np.sign(w0))
 
 
+@pytest.mark.parametrize("m", [1, 3])
+@pytest.mark.parametrize("reg", [(0.0, 0.05), (0.08, 0.02)])
+def test_rows_longer_than_the_prefetch_distance(rng, m, reg):
+    # the row loops prefetch PREFETCH_AHEAD nonzeros ahead inside a row: rows several times
+    # that long, one row and three an iteration, against the dense reference
+    X = sparse_problem(rng, n=40, d=300, density=0.25)
+    n, d = X.shape
+    assert np.diff(X.indptr).min() > 2 * K.PREFETCH_AHEAD
+    labels = rng.normal(size=n)
+    z0 = rng.normal(size=n) * 0.5
+    w0 = rng.normal(size=d) * 0.3
+    order = np.concatenate([rng.choice(n, m, replace=False) for _ in range(150)])
+    inv_npi = np.full(n, 1.0 / m)
+    steps = theoretical_steps(X, reg[1], m)
+    loss = (scalar.SQUARED, np.zeros(1), 0.0)
+    got = run_kernel(X, labels, z0, w0, order, m, inv_npi, steps, reg, loss, n)
+    ref = dense_reference(X, labels, z0, w0, w0, order, m, inv_npi, steps, reg, loss, n)
+    for a, b in zip(got[:4], ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "code,params,delta",
     [

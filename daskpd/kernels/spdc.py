@@ -42,7 +42,16 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels._config import njit
+from daskpd.kernels.intrinsics import prefetch_record
 from daskpd.kernels.scalar import loss_prox_conjugate
+
+#: How many nonzeros of a row ahead the row loops prefetch a coordinate's ``state`` row. A
+#: sampled row's columns are random rows of ``state`` (150 MB at 4.66M features), so the
+#: catch-up loop waited on memory at every nonzero. At 1e8 splice-like nonzeros (rows of
+#: about 450), one thread, logistic, an epoch of the one-row loop took 4.53 s without the
+#: hint, 3.17 s with 16 ahead, 3.20 s with 8, and 3.83 s and 3.88 s with 32 and 64 (the same
+#: iterates, bit for bit).
+PREFETCH_AHEAD = 16
 
 # The scalar parameters of an update, packed into one float64 array (see
 # :func:`step_scalars`); DSPDC's kernels read the same layout.
@@ -540,7 +549,10 @@ def _batch_rows(block, z, sample, primal, t_start, code, params, scalars):
         # Catch up the support and form the dual steps at xbar^(t).
         for b in range(batch_size):
             k = order[base + b]
-            for p in range(indptr[k], indptr[k + 1]):
+            stop = indptr[k + 1]
+            for p in range(indptr[k], stop):
+                if p + PREFETCH_AHEAD < stop:
+                    prefetch_record(state, indices[p + PREFETCH_AHEAD])
                 j = indices[p]
                 if state[j, LAZY_STAMP] < t:
                     catch_up(j, t, state, tau, l1, l2, factors)
@@ -602,6 +614,8 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
         stop = indptr[k + 1]
         c = 0.0
         for p in range(start, stop):
+            if p + PREFETCH_AHEAD < stop:
+                prefetch_record(state, indices[p + PREFETCH_AHEAD])
             j = indices[p]
             stamp = state[j, LAZY_STAMP]
             if stamp < t:
