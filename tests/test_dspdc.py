@@ -176,8 +176,10 @@ def test_q_equals_p_is_spdc(rng):
     d_opts = dspdc.Options(batch_size=3)
     _, steps, _, _ = dspdc.parameters(problem, data, d_opts)
     spdc = SPDCSolver()
-    # DSPDC's dual step has a 1/n factor: sigma_SPDC = sigma_DSPDC / n.
-    s_opts = spdc.Options(batch_size=3, tau=steps.tau, sigma=steps.sigma / 120, theta=steps.theta)
+    # DSPDC's dual step has a 1/n factor: sigma_SPDC = sigma_DSPDC / n; DSPDC draws i.i.d.
+    s_opts = spdc.Options(
+        batch_size=3, sampling="uniform", tau=steps.tau, sigma=steps.sigma / 120, theta=steps.theta
+    )
     seed = np.random.SeedSequence(9)
     a = dspdc.init(problem, data, seed=seed, client=None, options=d_opts)
     b = spdc.init(problem, data, seed=seed, client=None, options=s_opts)

@@ -221,7 +221,7 @@ def test_weighted_mixing_zero_equals_uniform(rng):
     assert wei.tau == pytest.approx(uni.tau, rel=1e-15)
     assert wei.sigma == pytest.approx(uni.sigma, rel=1e-15)
     solver = SPDCSolver()
-    a = run_solver(solver, problem, data, 4, seed=5, theta=uni.theta)
+    a = run_solver(solver, problem, data, 4, seed=5, theta=uni.theta, sampling="uniform")
     b = run_solver(solver, problem, data, 4, seed=5, theta=uni.theta, sampling="weighted",
                    mixing=0.0)  # fmt: skip
     np.testing.assert_allclose(b.carry.w, a.carry.w, rtol=1e-12, atol=1e-14)
@@ -254,6 +254,35 @@ def test_partition_sampler_marginals():
     assert all(len(set(row)) == m for row in order[:500])
     freq = np.bincount(order.ravel(), minlength=n) / n_iter
     np.testing.assert_allclose(freq, m / n, atol=0.02)
+
+
+def test_shuffle_sampler_visits_every_row_once():
+    rng = np.random.default_rng(0)
+    order = draw_rows(rng, 37, 37, 1, shuffle=True)
+    np.testing.assert_array_equal(np.sort(order), np.arange(37))
+    # batches of 4 taken in turn from the permutation: distinct rows in each
+    batches = draw_rows(rng, 36, 9, 4, shuffle=True)
+    np.testing.assert_array_equal(np.sort(batches), np.arange(36))
+    assert all(len(set(b)) == 4 for b in batches.reshape(9, 4))
+    # rounded up to whole batches: the second permutation supplies the rest
+    longer = draw_rows(rng, 10, 4, 3, shuffle=True)
+    assert longer.shape == (12,)
+    np.testing.assert_array_equal(np.sort(longer[:10]), np.arange(10))
+
+
+@pytest.mark.parametrize("sampling", ["shuffle", "uniform"])
+def test_sampling_option_reaches_the_blocks(rng, sampling):
+    # one epoch: shuffled passes step every row's dual (each is visited once), i.i.d. draws
+    # leave about e^-1 of them untouched at z = 0
+    X = rng.normal(size=(300, 8))
+    y = X @ rng.normal(size=8) + rng.normal(size=300)
+    data = as_dataset(X, y, rows_per_block=100)
+    state = run_solver(SPDCSolver(), Problem("squared", "l2", 0.1), data, 1, sampling=sampling)
+    untouched = np.mean(np.concatenate(state.z_blocks) == 0.0)
+    if sampling == "shuffle":
+        assert untouched == 0.0
+    else:
+        assert 0.25 < untouched < 0.5
 
 
 def test_minibatch_converges(rng):
