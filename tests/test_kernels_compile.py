@@ -353,7 +353,7 @@ def _direct_workload():
     scalars = spdc.step_scalars(0.1, 0.2, 0.5, 0.0, 0.5, 0.0, 2)
     spdc._batch_rows(rows, np.zeros(2), sample, lazy, 0, scalar.LOGISTIC, p, scalars)
     spdc._single_rows(rows, np.zeros(2), sample.order, sample.inv_npi, lazy.state, lazy.factors,
-                      2, scalar.LOGISTIC, p, scalars)  # fmt: skip
+                      2, scalar.LOGISTIC, p, scalars, 0, 1)  # fmt: skip
     spdc.dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0)
     spdc.weighted_dual_step(scalar.SMOOTH_HINGE, p, 0.0, 0.3, 0.5, 0.0, 1.0, 2.0)
     spdc.row_dots(indptr, indices, data, False, w)

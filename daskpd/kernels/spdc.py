@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels._config import njit
-from daskpd.kernels.intrinsics import prefetch_record
+from daskpd.kernels.intrinsics import atomic_add_record, prefetch_record
 from daskpd.kernels.scalar import loss_prox_conjugate
 
 #: How many nonzeros of a row ahead the row loops prefetch a coordinate's ``state`` row. A
@@ -487,7 +487,7 @@ def flush(t, state, tau, l1, l2, factors):
 
 
 @njit
-def spdc_rows(block, z, sample, primal, t_start, code, params, scalars):
+def spdc_rows(block, z, sample, primal, t_start, code, params, scalars, share=0, shares=1):
     """Run SPDC iterations on the rows ``sample.order`` of one CSR block, with lazy updates.
 
     Iteration ``t`` takes the next ``batch_size`` entries of ``order`` as the sample ``K``
@@ -497,6 +497,15 @@ def spdc_rows(block, z, sample, primal, t_start, code, params, scalars):
     update of ``u``. Coordinates outside ``J`` are left stale (Section 6). Cost per
     iteration is O(nnz of the sampled rows). One row an iteration (``batch_size = 1``, the
     default) takes :func:`_single_rows`, the same arithmetic in two loops a row.
+
+    With ``shares > 1`` this call runs the iterations ``it = share, share + shares, ...`` of
+    the block (at times ``t_start + it``), and ``shares`` calls from as many threads run the
+    block together on the one ``state`` and ``z`` (one row an iteration only; each row once,
+    as a shuffled pass has it, so that no two threads step one dual coordinate). They race
+    on ``w`` of the columns their rows share, as asynchronous coordinate methods do
+    (PASSCoDe, Hogwild); their additions to ``u`` are atomic, so ``u = X^T z / n`` holds to
+    rounding. A coordinate another thread stamped later than an iteration's time is read
+    as it is.
 
     Parameters
     ----------
@@ -517,15 +526,20 @@ def spdc_rows(block, z, sample, primal, t_start, code, params, scalars):
     scalars : ndarray of shape (N_SCALARS,)
         ``tau``, ``sigma``, ``theta``, ``l1``, ``l2``, ``delta`` and ``n`` (the rows of the
         whole data set), indexed by the ``SCALAR_*`` constants (:func:`step_scalars`).
+    share, shares : int, default 0 and 1
+        This call's thread and the number of threads (1: the whole block, serially).
 
     Returns
     -------
     int
-        Global iteration counter at exit.
+        Global iteration counter at exit (``t_start`` plus the block's iterations).
     """
     if sample.batch_size == 1:
         return _single_rows(block, z, sample.order, sample.inv_npi, primal.state,
-                            primal.factors, t_start, code, params, scalars)  # fmt: skip
+                            primal.factors, t_start, code, params, scalars, share,
+                            shares)  # fmt: skip
+    if shares != 1:
+        raise ValueError("threaded SPDC rows need one row an iteration")
     return _batch_rows(block, z, sample, primal, t_start, code, params, scalars)
 
 
@@ -597,7 +611,8 @@ def _batch_rows(block, z, sample, primal, t_start, code, params, scalars):
 
 
 @njit
-def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params, scalars):
+def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params, scalars,
+                 share, shares):  # fmt: skip
     # One row an iteration: the union J of the supports is the row (canonical CSR), so the
     # catch-up and <a_k, xbar> share a loop, and so do the primal step and the update of
     # u; no mark/acc scratch. The arithmetic is _batch_rows's operation for operation (the
@@ -607,8 +622,9 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
     tau, sigma, theta, l1, l2, delta, n_total = scalar_values(scalars)
     inv_n = 1.0 / n_total
     has_weights = weights.shape[0] > 0
-    t = t_start
-    for it in range(order.shape[0]):
+    threaded = shares > 1
+    for it in range(share, order.shape[0], shares):
+        t = t_start + it
         k = order[it]
         start = indptr[k]
         stop = indptr[k + 1]
@@ -647,11 +663,15 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
             w_j = state[j, LAZY_W]
             state[j, LAZY_W_PREV] = w_j
             state[j, LAZY_W] = primal_step(w_j, state[j, LAZY_U] + correction, tau, l1, l2)
-            state[j, LAZY_STAMP] = t + 1
             if u_coef != 0.0:
-                state[j, LAZY_U] += u_coef if binary else u_coef * data[p]
-        t += 1
-    return t
+                if threaded:
+                    atomic_add_record(state, j, LAZY_U, u_coef if binary else u_coef * data[p])
+                else:
+                    state[j, LAZY_U] += u_coef if binary else u_coef * data[p]
+            # (serially a stamp is never past t; a thread ahead may have stamped it later)
+            if state[j, LAZY_STAMP] < t + 1:
+                state[j, LAZY_STAMP] = t + 1
+    return t_start + order.shape[0]
 
 
 @njit

@@ -1,4 +1,5 @@
-"""Row groups and their workers: what the grid-based solvers (DSO, cocoa) share.
+"""Row groups and their workers: what the grid-based solvers (DSO, cocoa) share, and the
+threads a task may use (cocoa's rounds, SPDC's blocks).
 
 A row group ``q`` of a ``grid``-group layout lives on one worker for the whole run
 (:func:`group_owner`); its rows are weighted as :class:`daskpd.problem.Problem` weighs them
@@ -14,7 +15,9 @@ __all__ = [
     "group_owner",
     "has_grid",
     "idle_cores",
+    "in_threads",
     "is_on_disk",
+    "machine_threads",
     "resident_bytes",
     "row_weights",
     "worker_list",
@@ -125,3 +128,26 @@ def idle_cores(client, owners):
         host = info.get(owner, {}).get("host", owner)
         groups[host] = groups.get(host, 0) + 1
     return max(1, min(cores.get(host, 1) // count for host, count in groups.items()))
+
+
+def machine_threads(client):
+    """Worker threads of a machine, the fewest over the cluster's machines (at least 1).
+
+    What a task may use when it is the only one running (a chained pass runs one block at a
+    time), whichever machine runs it.
+    """
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    one_per_host = {worker.get("host", address): address for address, worker in info.items()}
+    return idle_cores(client, list(one_per_host.values()))
+
+
+def in_threads(n_threads, work):
+    """``work(t)`` for ``t`` in ``range(n_threads)``, in a pool of that many threads (the
+    kernels release the GIL); inline for one."""
+    if n_threads == 1:
+        work(0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(work, range(n_threads)))

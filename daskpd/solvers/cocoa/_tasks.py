@@ -15,7 +15,7 @@ from daskpd.data.format import NO_VALUES
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
-from daskpd.solvers._groups import row_weights
+from daskpd.solvers._groups import in_threads, row_weights
 from daskpd.solvers.cocoa._options import CACHE_CHUNKS
 
 
@@ -501,18 +501,6 @@ def _cuts(m, n_threads):
     return [t * m // n_threads for t in range(n_threads + 1)]
 
 
-def _in_threads(n_threads, work):
-    """``work(t)`` for ``t`` in ``range(n_threads)``, in a pool of that many threads (the
-    kernels release the GIL); inline for one."""
-    if n_threads == 1:
-        work(0)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(n_threads) as pool:
-        list(pool.map(work, range(n_threads)))
-
-
 def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
     """The full passes over ``group``'s rows in ``orders``, in place on ``z`` (its rows'
     block) and ``v``, in ``sums.shape[0]`` threads (PASSCoDe-wild: thread ``t`` takes the
@@ -533,7 +521,7 @@ def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
         sums[t, 0] += loss_sum
         sums[t, 1] += conj_sum
 
-    _in_threads(len(cuts) - 1, passes)
+    in_threads(len(cuts) - 1, passes)
     # the spread over all threads' rows, as one pass has it
     pg_range[kernels.PG_MAX] = pg[:, kernels.PG_MAX].max()
     pg_range[kernels.PG_MIN] = pg[:, kernels.PG_MIN].min()
@@ -575,7 +563,7 @@ def _shrunk_passes(group, z, visit, shrink_seed, pack, settings, sums, pg_range)
         sums[t, 2] += passes_run
         sums[t, 3] += visited
 
-    _in_threads(n_threads, shrunk)
+    in_threads(n_threads, shrunk)
 
 
 def _exact_change(group, dz, n_threads):
@@ -615,7 +603,7 @@ def _exact_step(group, dz, partial):
             cuts[t], cuts[t + 1], partial[t],
         )  # fmt: skip
 
-    _in_threads(len(cuts) - 1, exact)
+    in_threads(len(cuts) - 1, exact)
 
 
 def _sum_task(w, direct, pick, *parts):
