@@ -371,22 +371,19 @@ def test_an_epoch_keeps_one_lazy_carry_and_brings_it_up_to_date_once(rng, monkey
     for epoch in (1, 2):
         state = solver.run_epoch(state, epoch)
     assert flushes == [200, 400]  # once an epoch, at its last iteration
-    order = list(spdc.block_order(state.seed, 3, 20))
-    assert sorted(order) == list(range(20))
-    segments = {frozenset(s.tolist()) for s in np.array_split(np.arange(20), spdc._SEGMENTS)}
-    visited = []
-    while order:  # each segment's blocks come together, in some order
-        segment = next(s for s in segments if order[0] in s)
-        assert set(order[: len(segment)]) == segment
-        visited.append(segment)
-        order = order[len(segment) :]
-    assert set(visited) == segments and len(visited) == len(segments)
-    # the segments in cyclic order (from a random one, either way): the carry changes worker
-    # about once per worker, each worker keeping a range of blocks
-    starts = sorted(min(s) for s in segments)
-    positions = [starts.index(min(s)) for s in visited]
-    steps = {(b - a) % len(segments) for a, b in zip(positions[:-1], positions[1:], strict=True)}
-    assert steps in ({1}, {len(segments) - 1}), positions
+    for n_blocks in (1, 2, 7, 20, 24):
+        order = spdc.block_order(state.seed, 3, n_blocks)
+        assert sorted(order) == list(range(n_blocks))
+        # each half of every bisection comes in one run: with 2 or 4 workers (consecutive
+        # ranges of blocks) each worker's blocks are visited together
+        for workers in (2, 4):
+            owner = [b * workers // n_blocks for b in order]
+            runs = 1 + sum(a != b for a, b in zip(owner[:-1], owner[1:], strict=True))
+            assert runs == min(workers, n_blocks), (n_blocks, workers, order)
+    orders = {tuple(spdc.block_order(state.seed, epoch, 24)) for epoch in range(1, 30)}
+    assert len(orders) > 20  # a new order each epoch, from 2^23 bisection orders
+    first = [spdc.block_order(state.seed, epoch, 24)[0] for epoch in range(1, 200)]
+    assert set(first) == set(range(24))  # any block can come first
 
 
 def test_resume_is_exact(rng):
@@ -418,12 +415,108 @@ def test_local_cluster_equals_in_process(local_cluster, rng, tmp_path):
     import scipy.sparse as sp
 
     data = write_dataset(sp.csr_matrix(X), y, tmp_path / "d.zarr", rows_per_block=40)
-    kwargs = dict(max_epochs=4, tol=0.0, random_state=4, eval_every=2)
+    # one thread a block (the cluster's default is its machine's 2): the same bits
+    kwargs = dict(max_epochs=4, tol=0.0, random_state=4, eval_every=2, threads=1)
     on_cluster = solve(data, "smooth_hinge", "l2", 0.05, solver="spdc", client=local_cluster,
                        **kwargs)  # fmt: skip
     local = solve(data, "smooth_hinge", "l2", 0.05, solver="spdc", client=False, **kwargs)
     np.testing.assert_array_equal(on_cluster.w, local.w)
     assert on_cluster.history[-1]["gap"] == pytest.approx(local.history[-1]["gap"], rel=1e-12)
+
+
+def test_threads_default_on_a_cluster_and_the_optimum(local_cluster, rng, tmp_path):
+    # two 1-thread workers on one machine: a block runs in 2 threads by default; the run
+    # still reaches liblinear's optimum (its certificate and the primal against it)
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    from daskpd.data import write_dataset
+
+    n, d = 400, 60
+    X = sp.random(n, d, density=0.3, random_state=rng, format="csr")
+    X.data[:] = 1.0
+    y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    data = write_dataset(X, y, tmp_path / "d.zarr", rows_per_block=100)
+    alpha = 0.01
+    solver = SPDCSolver()
+    options = solver.Options()
+    assert spdc.run_threads(options, local_cluster) == 2
+    assert spdc.run_threads(options, None) == 1
+    assert spdc.run_threads(solver.Options(sampling="uniform"), local_cluster) == 1
+    result = solve(data, "logistic", "l2", alpha, solver="spdc", client=local_cluster,
+                   max_epochs=300, tol=1e-9, random_state=1)  # fmt: skip
+    assert result.history[-1]["gap"] <= 1e-9
+    reference = LogisticRegression(C=1.0 / (alpha * n), fit_intercept=False, tol=1e-12,
+                                   max_iter=10_000).fit(X, y)  # fmt: skip
+    problem = Problem("logistic", "l2", alpha)
+    p_star = problem.evaluate(reference.coef_.ravel(), (X, y)).primal
+    assert result.history[-1]["primal"] == pytest.approx(p_star, rel=1e-7)
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_threaded_block_keeps_u_exact_and_converges(rng, binary):
+    # 2 threads on one block, in-process: u = X^T z / n after every epoch (the atomic adds),
+    # and the run's gap falls as a serial run's does
+    import scipy.sparse as sp
+
+    # every row touches half of the 50 columns: without atomic adds the threads lose some
+    n, d = 20_000, 50
+    X = sp.random(n, d, density=0.5, random_state=rng, format="csr")
+    if binary:
+        X.data[:] = 1.0
+    scores = X @ rng.normal(size=d)
+    y = np.where(scores > np.median(scores), 1.0, -1.0)
+    data = as_dataset(X, y, rows_per_block=n)
+    problem = Problem("logistic", "l2", 0.01)
+    state = run_solver(SPDCSolver(), problem, data, 1, seed=3, threads=2)
+    assert state.opts["threads"] == 2
+    solver = SPDCSolver()
+    for epoch in range(2, 40):
+        state = solver.run_epoch(state, epoch)
+        z = np.concatenate(state.z_blocks)
+        np.testing.assert_allclose(state.carry.u, X.T @ z / n, rtol=1e-10, atol=1e-14)
+    ev = problem.evaluate(state.carry.w, data)
+    assert ev.gap <= 1e-8 * ev.primal
+
+
+def test_block_task_realigns_a_carry_from_another_worker(rng):
+    # a carry deserialized on another worker can start at any byte of the message; the
+    # threads' atomic adds need float64 alignment, so the task copies such a state
+    X = rng.normal(size=(60, 7))
+    data = as_dataset(X, np.sign(X[:, 0]), rows_per_block=30)
+    problem = Problem("logistic", "l2", 0.1)
+    solver = SPDCSolver()
+    options = solver.Options(threads=2)
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None,
+                        options=options)  # fmt: skip
+    aligned = spdc._lazy(state.carry, 1)
+    raw = np.zeros(aligned.state.nbytes + 1, dtype=np.uint8)
+    shifted = raw[1:].view(np.float64).reshape(aligned.state.shape)
+    shifted[:] = aligned.state
+    assert not shifted.flags.aligned
+    args = (state.z_blocks[0], data, 0, np.random.SeedSequence(5), 30, state.spec, state.steps,
+            {**state.opts, "threads": 1})  # fmt: skip
+    expected, z_expected = spdc._spdc_block_task(aligned, *args)
+    got, z_got = spdc._spdc_block_task(aligned._replace(state=shifted), *args)
+    assert got.state.flags.aligned
+    np.testing.assert_array_equal(got.state, expected.state)
+    np.testing.assert_array_equal(z_got, z_expected)
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"threads": 0}, "threads must be a positive integer"),
+        ({"threads": True}, "threads must be a positive integer"),
+        ({"threads": 2, "batch_size": 2}, "needs batch_size=1 and sampling='shuffle'"),
+        ({"threads": 2, "sampling": "uniform"}, "needs batch_size=1 and sampling='shuffle'"),
+    ],
+)
+def test_threads_option_checked(rng, options, match):
+    X = rng.normal(size=(40, 5))
+    with pytest.raises(ValueError, match=match):
+        solve((X, np.sign(X[:, 0])), "logistic", "l2", 0.1, solver="spdc", client=False,
+              **options)  # fmt: skip
 
 
 def test_registered():

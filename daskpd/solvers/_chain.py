@@ -91,27 +91,36 @@ def block_seed(seed, epoch, block, n_blocks):
     return block_seeds(epoch_seed(seed, epoch), n_blocks)[block]
 
 
-# Segments of consecutive row blocks that an epoch visits whole (module docstring).
-_SEGMENTS = 8
-
-
 def block_order(seed, epoch, n_blocks):
-    """Shuffled visiting order of the row blocks in ``epoch`` (child ``n_blocks``).
+    """Shuffled visiting order of the row blocks in ``epoch``: a random recursive bisection.
 
-    The blocks are cut into :data:`_SEGMENTS` runs of consecutive blocks; the runs come in
-    their cyclic order from a random one, in a random direction, the blocks of each in a
-    random order. Consecutive blocks live on one worker (each worker keeps a range of them),
-    so the carry changes worker about once per worker and epoch: a random order of the
-    runs moved it about once per run (at 1e8 nonzeros, 4.66M features, 6 moves of 0.2-0.5 s
-    an epoch on 2 workers). The order depends on the seed and the blocks only, so a run
-    gives the same bits on any cluster and in-process.
+    The range of blocks is cut into two halves that come in a random order, each half
+    ordered the same way, down to single blocks. A worker keeps a range of consecutive
+    blocks (:func:`daskpd._cluster.block_worker`), so with 2, 4, ... workers each worker's
+    blocks come in one run and the carry changes worker once per worker and epoch (at 1e8
+    nonzeros, 4.66M features, a move cost 0.2-0.5 s; a random order of the blocks moved it
+    about once a block). Cyclic runs from a random one, as before, kept the moves as few but
+    shifted every block's time between two visits together, and SPDC's primal then
+    oscillated: shuffled passes, logistic, 1e8, three seeds, 3.9e-4 to 1.5e-3 above ``P*``
+    after 12 epochs, against 2.3e-4 in each seed with the bisection and 2.2-2.4e-4 with one
+    permutation of all the rows (BENCHMARKS.md, SPDC). The order depends on the seed and the
+    blocks only, so a run gives the same bits on any cluster and in-process.
     """
     rng = np.random.default_rng(block_seeds(epoch_seed(seed, epoch), n_blocks + 1)[n_blocks])
-    segments = np.array_split(np.arange(n_blocks), min(_SEGMENTS, max(1, n_blocks)))
-    first = int(rng.integers(len(segments)))
-    direction = 1 if rng.random() < 0.5 else -1
-    runs = [(first + direction * k) % len(segments) for k in range(len(segments))]
-    return np.concatenate([rng.permutation(segments[k]) for k in runs]).astype(np.int64)
+    order = []
+    pending = [(0, n_blocks)]  # ranges still to order, the next one last
+    while pending:
+        lo, hi = pending.pop()
+        if hi - lo <= 1:
+            order.extend(range(lo, hi))
+            continue
+        # rounded up, as block_worker's ranges are: with 2, 4, ... workers the cuts agree
+        mid = (lo + hi + 1) // 2
+        halves = [(lo, mid), (mid, hi)]
+        if rng.random() < 0.5:
+            halves.reverse()
+        pending.extend(reversed(halves))
+    return np.array(order, dtype=np.int64)
 
 
 def run_chain(state, epoch, task, finish=None):

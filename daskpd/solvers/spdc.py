@@ -22,10 +22,12 @@ variable follows the paper's ``y`` convention (``z_i = loss'(x_i.w*, y_i)`` at t
 
 Graph shape (DESIGN.md, "chained pass"): one epoch is one pass over the data, ``n``
 iterations of ``batch_size`` rows. The row blocks are visited in a shuffled order
-(:func:`block_order`: segments of consecutive blocks in cyclic order from a random one, the
-blocks of a segment shuffled); the primal carry flows from block to block, each task runs
-the numba kernel :func:`daskpd.kernels.spdc.spdc_rows` on its block and returns the carry
-and the new dual block. Dual blocks stay where they were computed (futures on a distributed client).
+(:func:`block_order`: a random recursive bisection of the range of blocks, so that a
+worker's consecutive blocks come in one run); the primal carry flows from block to block,
+each task runs the numba kernel :func:`daskpd.kernels.spdc.spdc_rows` on its block and
+returns the carry and the new dual block. Dual blocks stay where they were computed
+(futures on a distributed client). A block's iterations can run in several threads of its
+worker (``threads``; on a cluster, by default, the cores of its machine).
 
 The carry stays lazy through the epoch (:class:`LazyCarry`: the coordinates a block's rows
 do not touch are not brought up to date, Section 6 of the paper), and the first task of an
@@ -58,7 +60,6 @@ import numpy as np
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.solvers._capabilities import BUILTIN_LOSSES, Capabilities
-from daskpd.solvers._chain import _SEGMENTS as _SEGMENTS
 from daskpd.solvers._chain import (
     Carry,
     ChainState,
@@ -71,6 +72,7 @@ from daskpd.solvers._chain import (
 from daskpd.solvers._chain import block_order as block_order
 from daskpd.solvers._chain import block_seed as block_seed
 from daskpd.solvers._driver import Iterate, register_solver
+from daskpd.solvers._groups import in_threads, machine_threads
 
 __all__ = [
     "SPDCSolver",
@@ -400,18 +402,24 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     weights = block_weights(data, block, opts["class_pair"], labels)
     # nothing after this line raises: the lazy carry is updated in place
     lazy = _lazy(carry, batch)
-    factors = _factors(steps.tau, spec.l2)
-    t = spdc_kernels.spdc_rows(
+    if not lazy.state.flags.aligned:
+        # a carry that came from another worker can sit at any offset of the message's
+        # buffer; an atomic add on a float64 across two cache lines is a split lock, which
+        # the kernel throttles (2.7 s a block instead of 0.1 s at 1e8 nonzeros, 2 threads)
+        lazy = lazy._replace(state=np.array(lazy.state, copy=True))
+    args = (
         spdc_kernels.BlockRows(indptr, indices, values, binary, labels, weights),
         z,
         spdc_kernels.RowSample(order, batch, inv_npi),
-        spdc_kernels.LazyPrimal(lazy.state, lazy.mark, lazy.acc, factors),
+        spdc_kernels.LazyPrimal(lazy.state, lazy.mark, lazy.acc, _factors(steps.tau, spec.l2)),
         lazy.t,
         spec.loss_code,
         spec.loss_params,
         kernel_scalars(spec, steps, n_total),
     )
-    return lazy._replace(t=int(t)), z
+    threads = int(opts.get("threads", 1))
+    in_threads(threads, lambda share: spdc_kernels.spdc_rows(*args, share, threads))
+    return lazy._replace(t=lazy.t + n_iter), z
 
 
 def _problem_stats(data):
@@ -465,6 +473,18 @@ def kernel_scalars(spec, steps, n_total):
     return spdc_kernels.step_scalars(
         steps.tau, steps.sigma, steps.theta, spec.l1, spec.l2, spec.dual_delta, n_total
     )
+
+
+def run_threads(options, client):
+    """Threads of a block task (``Options.threads``; None resolved, see there; 1 for the
+    solvers that share SPDC's state and have no such option, DSPDC)."""
+    if not hasattr(options, "threads"):
+        return 1
+    if options.threads is not None:
+        return int(options.threads)
+    if client is None or options.batch_size != 1 or options.sampling != "shuffle":
+        return 1
+    return machine_threads(client)
 
 
 def _check_common(problem, data, options):
@@ -525,6 +545,17 @@ class SPDCSolver:
             are not strongly convex).
         tau, sigma, theta : float or None, default=None
             Overrides of the theoretical step sizes.
+        threads : int or None, default=None
+            Threads that run a block's iterations together (one row an iteration and
+            shuffled passes only). They share ``w`` without locks, as asynchronous
+            coordinate methods do, and add to ``u = X^T z / n`` atomically
+            (:func:`daskpd.kernels.spdc.spdc_rows`), so the iterates depend on the threads'
+            timing: not reproducible bit for bit with more than 1. None: on a cluster, the
+            worker threads of a machine (the chain runs one block at a time, so the other
+            workers' cores would idle; a LocalCluster of two 1-thread workers gets 2), 1 with
+            mini-batches or i.i.d. sampling, and 1 in-process. At 1e8 splice-like nonzeros,
+            logistic, an epoch took 1.6-1.9 s in 2 threads against 2.7-2.8 s in one, with the
+            same progress an epoch (BENCHMARKS.md, SPDC).
         """
 
         batch_size: int = 1
@@ -534,6 +565,7 @@ class SPDCSolver:
         tau: float | None = None
         sigma: float | None = None
         theta: float | None = None
+        threads: int | None = None
 
     def check(self, problem, data, options):
         """Raise ValueError for an unsupported problem or option, before any Dask work."""
@@ -557,6 +589,18 @@ class SPDCSolver:
             value = getattr(options, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        threads = options.threads
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, int | np.integer):
+                raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+            if threads < 1:
+                raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+            if threads > 1 and (options.batch_size != 1 or options.sampling != "shuffle"):
+                raise ValueError(
+                    f"threads={threads} needs batch_size=1 and sampling='shuffle' (each row "
+                    f"once a pass, so that no two threads step one dual coordinate), got "
+                    f"batch_size={options.batch_size}, sampling={options.sampling!r}"
+                )
         return spec
 
     def parameters(self, problem, data, options):
@@ -603,6 +647,7 @@ class SPDCSolver:
         w = np.zeros(d) if w0 is None else np.asarray(w0, dtype=np.float64).copy()
         z_blocks, u = initial_dual(data, client, z0)
         carry = Carry(w, w.copy(), u, 0)
+        opts["threads"] = run_threads(options, client)
         return ChainState(
             spec, steps, carry, tuple(z_blocks), block_iters, seed, 0, opts, data, client
         )
@@ -648,6 +693,7 @@ class SPDCSolver:
             np.asarray(arrays["u"], dtype=np.float64).copy(),
             int(np.asarray(arrays["t"])),
         )
+        opts["threads"] = run_threads(options, client)
         return ChainState(
             spec, steps, carry, tuple(blocks), block_iters,
             seed, int(np.asarray(arrays["epoch"])),
