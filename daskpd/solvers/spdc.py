@@ -34,8 +34,8 @@ do not touch are not brought up to date, Section 6 of the paper), and the first 
 epoch copies it, the later ones update it in place (each is its only reader), so an epoch
 costs O(nnz) plus O(n_features) once, at its end (:func:`_flush_task`), not once per
 block. Block ``b`` runs on the worker that keeps its rows between epochs (the placement of
-:func:`daskpd.solvers._data.score_rows`), and a segment's blocks sit on one worker, so the
-carry moves between workers about once per segment, not once per block.
+:func:`daskpd.solvers._data.score_rows`), and a worker's blocks come in one run of the
+order, so the carry moves between workers about once per worker, not once per block.
 Sampling is stratified by block: block ``b`` receives ``n_b / batch_size`` iterations
 (``n P_b`` for weighted sampling, ``P_b`` the block's probability mass), and its rows are
 drawn inside the task from a seed spawned per (epoch, block): by default a fresh random
