@@ -120,10 +120,7 @@ def idle_cores(client, owners):
     over the machines that hold groups (at least 1).
     """
     info = client.scheduler_info(n_workers=-1)["workers"]
-    cores, groups = {}, {}
-    for address, worker in info.items():
-        host = worker.get("host", address)
-        cores[host] = cores.get(host, 0) + int(worker.get("nthreads", 1))
+    cores, groups = _host_cores(info), {}
     for owner in owners:
         host = info.get(owner, {}).get("host", owner)
         groups[host] = groups.get(host, 0) + 1
@@ -136,9 +133,17 @@ def machine_threads(client):
     What a task may use when it is the only one running (a chained pass runs one block at a
     time), whichever machine runs it.
     """
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    one_per_host = {worker.get("host", address): address for address, worker in info.items()}
-    return idle_cores(client, list(one_per_host.values()))
+    cores = _host_cores(client.scheduler_info(n_workers=-1)["workers"])
+    return max(1, min(cores.values(), default=1))
+
+
+def _host_cores(info):
+    """Worker threads per machine, from the scheduler's ``workers`` info."""
+    cores = {}
+    for address, worker in info.items():
+        host = worker.get("host", address)
+        cores[host] = cores.get(host, 0) + int(worker.get("nthreads", 1))
+    return cores
 
 
 def in_threads(n_threads, work):

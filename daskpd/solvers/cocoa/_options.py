@@ -50,10 +50,9 @@ class CocoaOptions:
     cold_margin : float, default=2.0
         For rows kept in memory, a round whose full pass saw no row with a positive
         projected gradient (every row at ``z_i = 0`` before its step: the first round from
-        ``z = 0``): its
-        shrunk passes leave out the rows still at 0 whose margin ``y_i x_i . w`` was at
-        least this at their visit, where liblinear's rule, which has no threshold then,
-        reads them all once more (:func:`daskpd.kernels.cocoa.shrink_candidates`). The
+        ``z = 0``): its shrunk passes leave out the rows still at 0 whose margin ``y_i x_i .
+        w`` was at least this at their visit, where liblinear's rule, which has no threshold
+        then, reads them all once more (:func:`daskpd.kernels.cocoa.shrink_candidates`). The
         first round is then much cheaper (splice-like, 1e8 nonzeros: its shrunk passes
         read 100M nonzeros instead of 335M) and a little less effective; the next full pass
         visits every row again. ``math.inf``: liblinear's rule. Must be above 1 (a row with
