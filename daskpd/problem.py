@@ -31,6 +31,8 @@ get a gap that vanishes; from ``w`` alone the gap stays positive.
 Evaluation is one Dask compute: one task per row block runs the numba kernel of
 :mod:`daskpd.kernels.objective` (loss sum, conjugate sum and the n_features-sized partial
 ``X^T z``), a tree reduction sums them, and the regularizer terms are finished on the client.
+A solver that keeps ``X^T z`` as it goes (SPDC's ``u``) passes it as ``xtz``: the blocks then
+return their two sums only, with no vector of n_features floats to fill, move and add.
 """
 
 from __future__ import annotations
@@ -137,14 +139,17 @@ def _block_partial(*args):
     return _block_partial_into(None, *args)
 
 
-def _block_partial_into(before, data, start, stop, w, code, params, class_weight, pieces, offsets):
+def _block_partial_into(
+    before, data, start, stop, w, code, params, class_weight, pieces, offsets, with_xtz=True
+):
     """Task: ``before`` (a partial of earlier blocks, or None) plus rows ``start:stop``'s.
 
     The ``X^T z`` vector of ``before`` is added to in place: it is the result of the task
     before this one in a chain, which no other task reads (see :meth:`Problem._graph`).
+    Without ``with_xtz`` the vector is empty and stays so (the caller has ``X^T z``).
     """
     if before is None:
-        g = np.zeros(w.shape[0])
+        g = np.zeros(w.shape[0] if with_xtz else 0)
         loss_before = conj_before = 0.0
     else:
         loss_before, conj_before, g = before
@@ -395,7 +400,7 @@ class Problem:
 
     # ---- evaluation
 
-    def _graph(self, w, data, z, z_bounds, workers=()):
+    def _graph(self, w, data, z, z_bounds, workers=(), with_xtz=True):
         """``(graph, root)``: tasks of ``(loss_sum, conj_sum, X^T z)`` over all row blocks.
 
         One task per row block (a :class:`~daskpd._graphs.TaskGraph`, whose tasks cost
@@ -410,7 +415,8 @@ class Problem:
         per chain instead of one per block, to allocate, move between workers and sum (at
         4.66M features and 100 blocks, 3.7 GB before). The chains depend on the blocks
         only, not on the cluster: a run whose worker was replaced, or that sees one worker
-        fewer for a moment, gets the same sums bit for bit.
+        fewer for a moment, gets the same sums bit for bit. Without ``with_xtz`` the third
+        element is an empty array (the caller has ``X^T z``).
         """
         from dask.task_spec import TaskRef
 
@@ -459,7 +465,7 @@ class Problem:
                 block_pieces = [refs[k] for k in keep]
                 block_offsets = [offsets[k] for k in keep]
             args = (data_ref, start, stop, w_ref, code, params, class_weight, block_pieces,
-                    block_offsets)  # fmt: skip
+                    block_offsets, with_xtz)  # fmt: skip
             if not workers:
                 keys.append(graph.task(f"block-{i}", _block_partial, *args))
                 continue
@@ -472,7 +478,7 @@ class Problem:
             keys = [chains[c] for c in sorted(chains)]
         return graph, graph.tree("sum", _sum_partials, keys, fan_in=_FAN_IN, lone_task=True)
 
-    def evaluate(self, w, data, z=None, z_bounds=None, *, client=None) -> Evaluation:
+    def evaluate(self, w, data, z=None, z_bounds=None, *, xtz=None, client=None) -> Evaluation:
         """Primal, dual and gap at ``w`` (and ``z``) in one Dask compute.
 
         Parameters
@@ -487,6 +493,11 @@ class Problem:
             Default: ``z_i = c_i loss'(x_i . w, y_i)``.
         z_bounds : array-like of int, optional
             Row bounds of the pieces of ``z``.
+        xtz : array-like of shape (n_features,), optional
+            ``X^T z`` (unweighted: ``sum_i z_i x_i``) as the caller already has it, e.g. a
+            solver's running sum; needs ``z``. The pass then skips computing it. The dual is
+            exactly as certified as ``xtz`` is equal to ``X^T z``: a running sum differs from
+            the pass's by rounding only if the solver adds every change of ``z`` into it.
         client : distributed.Client, optional
             Compute on this client; default: Dask's current scheduler.
 
@@ -497,18 +508,32 @@ class Problem:
 
         data = self.check(data, w=w, z=z, z_bounds=z_bounds)
         w = np.ascontiguousarray(w, dtype=np.float64)
+        with_xtz = xtz is None
+        if not with_xtz:
+            if z is None:
+                raise ValueError("xtz needs z: it is X^T z for the z given")
+            xtz = np.asarray(xtz, dtype=np.float64)
+            if xtz.shape != w.shape:
+                raise ValueError(
+                    f"xtz must have shape {w.shape} (n_features,), got xtz with shape "
+                    f"{xtz.shape}"
+                )
         if client is not None:
             # w to every worker once, not through the scheduler inside the graph (nor
             # fetched by every worker from one, which the scheduler would then prefer)
             w_future = client.scatter(w, broadcast=True, hash=False)
-            graph, root = self._graph(w_future, data, z, z_bounds, workers=worker_addresses(client))
+            graph, root = self._graph(
+                w_future, data, z, z_bounds, workers=worker_addresses(client), with_xtz=with_xtz
+            )
             loss_sum, conj_sum, g = graph.submit(client, [root])[0].result()
             # held until here: a graph sent by client.get does not hold the futures it reads,
             # and one released before the scheduler has the graph is lost to its tasks
             del w_future
         else:
-            graph, root = self._graph(w, data, z, z_bounds)
+            graph, root = self._graph(w, data, z, z_bounds, with_xtz=with_xtz)
             ((loss_sum, conj_sum, g),) = graph.compute([root])
+        if not with_xtz:
+            g = xtz
         return self._finish(w, int(data.n_samples), loss_sum, conj_sum, g)
 
     def _finish(self, w, n_samples, loss_sum, conj_sum, g) -> Evaluation:

@@ -88,8 +88,12 @@ def make_data(seed=0, n=N, d=D, classification=True):
     return X, y
 
 
-def reference(problem, X, y, w, z=None, weight=None):
-    """Slow NumPy evaluation of the same definitions (module docstring of daskpd.problem)."""
+def reference(problem, X, y, w, z=None, weight=None, xtz=None):
+    """Slow NumPy evaluation of the same definitions (module docstring of daskpd.problem).
+
+    ``xtz`` stands in for ``X^T z`` in the regularizer's conjugate, as ``Problem.evaluate``'s
+    argument of that name does.
+    """
     X = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     n = y.shape[0]
     c = np.ones(n) if weight is None else weight
@@ -101,7 +105,7 @@ def reference(problem, X, y, w, z=None, weight=None):
     conj = np.sum(c * loss.conjugate(z / c, y))
     free = reg.is_indicator or isinstance(reg, Zero)
     regularization = reg.value(w) if free else alpha * reg.value(w)
-    v = -(X.T @ z) / n
+    v = -(X.T @ z if xtz is None else xtz) / n
     u = v if free else v / alpha
     s = reg.feasible_scale(u)
     if s == 0:
@@ -388,6 +392,17 @@ def test_zarr_dataset_equals_numpy_in_one_compute(tmp_path, counting_scheduler, 
         assert result.primal == pytest.approx(expected[0], rel=1e-10)
         assert result.dual == pytest.approx(expected[1], rel=1e-10)
     assert counting_scheduler.calls - before == len(cases)
+    # X^T z given (a solver's running sum): the same values; and it is what the dual reads
+    xtz = X64.T @ z
+    for given, given_bounds in cases[:2]:
+        result = problem.evaluate(w, dataset, z=given, z_bounds=given_bounds, xtz=xtz)
+        assert result.primal == pytest.approx(expected[0], rel=1e-10)
+        assert result.dual == pytest.approx(expected[1], rel=1e-10)
+    other = 0.5 * xtz
+    result = problem.evaluate(w, dataset, z=z, xtz=other)
+    moved = reference(problem, X64, y, w, z=z, weight=weight, xtz=other)
+    assert result.dual == pytest.approx(moved[1], rel=1e-10)
+    assert result.dual != pytest.approx(expected[1], rel=1e-6)
 
 
 def test_class_weight_balanced_on_a_dataset(tmp_path, counting_scheduler):
@@ -415,6 +430,12 @@ def test_futures_on_a_local_cluster(tmp_path, local_cluster):
     futures = local_cluster.scatter([z[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
     result = problem.evaluate(w, dataset, z=futures, z_bounds=bounds, client=local_cluster)
     expected = reference(problem, X, y, w, z=z)
+    assert result.primal == pytest.approx(expected[0], rel=1e-12)
+    assert result.dual == pytest.approx(expected[1], rel=1e-12)
+    # with X^T z given, the chained blocks carry no vector and the values are the same
+    result = problem.evaluate(
+        w, dataset, z=futures, z_bounds=bounds, xtz=X.T @ z, client=local_cluster
+    )
     assert result.primal == pytest.approx(expected[0], rel=1e-12)
     assert result.dual == pytest.approx(expected[1], rel=1e-12)
 
@@ -495,6 +516,11 @@ def test_bad_data_raises_before_any_dask_work(counting_scheduler):
             "z_bounds",
         ),
         (lambda: problem.evaluate(np.zeros(D), (X, y), z=[np.zeros(N)]), "needs z_bounds"),
+        (lambda: problem.evaluate(np.zeros(D), (X, y), xtz=np.zeros(D)), "xtz needs z"),
+        (
+            lambda: problem.evaluate(np.zeros(D), (X, y), z=np.zeros(N), xtz=np.zeros(D - 1)),
+            r"xtz must have shape \(6,\)",
+        ),
         (
             lambda: Problem("squared", GroupLasso([[0, 1], [2]]), 0.1).evaluate(
                 np.zeros(D), (X, y_reg)

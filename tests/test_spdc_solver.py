@@ -9,6 +9,7 @@ import dask
 import numpy as np
 import pytest
 import scipy.optimize
+import scipy.sparse as sp
 
 from daskpd.data import as_dataset
 from daskpd.problem import Problem
@@ -557,3 +558,24 @@ def test_row_weights_match_sklearn(rng, solver):
                    max_epochs=300, tol=1e-13, eval_every=10, client=False)  # fmt: skip
     assert result.gap <= 1e-13
     np.testing.assert_allclose(result.w, ref.coef_.ravel(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("solver", [SPDCSolver(), get_solver("dspdc")], ids=["spdc", "dspdc"])
+def test_iterate_carries_x_transpose_z(rng, solver):
+    # the evaluation reads X^T z from the iterate instead of the rows: it has to be the
+    # X^T z of the iterate's z (row and class weights included), and the evaluation with it
+    # has to give the values of the full pass
+    n, d = 300, 20
+    X = sp.random(n, d, density=0.4, random_state=rng, format="csr")
+    y = np.where(X @ rng.normal(size=d) + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    data = as_dataset(X, y, sample_weight=rng.uniform(0.2, 2.0, size=n), rows_per_block=70)
+    problem = Problem("logistic", "l2", 0.02, class_weight={-1: 1.0, 1: 3.0})
+    state = run_solver(solver, problem, data, 3, seed=5)
+    iterate = solver.iterate(state)
+    z = np.concatenate(iterate.z)
+    np.testing.assert_allclose(iterate.xtz, X.T @ z, rtol=1e-12, atol=1e-12)
+    full = problem.evaluate(iterate.w, data, z=z)
+    given = problem.evaluate(iterate.w, data, z=iterate.z, z_bounds=iterate.z_bounds,
+                             xtz=iterate.xtz)  # fmt: skip
+    assert 0.0 < given.gap == pytest.approx(full.gap, rel=1e-9)
+    assert given.dual == pytest.approx(full.dual, rel=1e-12)

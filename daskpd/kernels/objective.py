@@ -7,7 +7,9 @@ the kernels return
 - ``conj_sum = sum_i (c_i loss)*(z_i) = sum_i c_i loss*(z_i / c_i, y_i)`` (``+inf`` if some z_i
   leaves the domain; for ``c_i = 0`` the conjugate is the indicator of ``{0}``),
 
-and add ``X_block^T z`` into ``g_out`` (length n_features). When no dual values are given
+and add ``X_block^T z`` into ``g_out`` (length n_features; an empty ``g_out`` skips this, for a
+caller that keeps ``X^T z`` already: the pass then reads the rows once and writes nothing of
+length n_features). When no dual values are given
 (``has_z = False``) the kernels use ``z_i = c_i loss'(x_i . w, y_i)``, the dual point that is
 optimal when ``w`` is. :class:`daskpd.problem.Problem` sums these over blocks and finishes the
 dual with the regularizer conjugate.
@@ -74,8 +76,8 @@ def csr_block_partial(block, w, code, params, z, has_z, g_out):
     z : ndarray of shape (n_rows,), float64
         Dual values; ignored (may be empty) unless ``has_z``.
     has_z : bool
-    g_out : ndarray of shape (n_features,), float64
-        Accumulator; ``X_block^T z`` is added to it in place.
+    g_out : ndarray of shape (n_features,) or (0,), float64
+        Accumulator; ``X_block^T z`` is added to it in place (not when it is empty).
 
     Returns
     -------
@@ -84,6 +86,7 @@ def csr_block_partial(block, w, code, params, z, has_z, g_out):
     indptr, indices, data, binary, y, weight, weighted = block
     loss_sum = 0.0
     conj_sum = 0.0
+    accumulate = g_out.shape[0] > 0
     for i in range(indptr.shape[0] - 1):
         start = indptr[i]
         stop = indptr[i + 1]
@@ -101,7 +104,7 @@ def csr_block_partial(block, w, code, params, z, has_z, g_out):
         else:
             zi = c * loss_derivative(code, params, t, y[i])
         conj_sum += _weighted_conjugate(code, params, zi, y[i], c)
-        if zi != 0.0:
+        if accumulate and zi != 0.0:
             if binary:
                 for k in range(start, stop):
                     g_out[indices[k]] += zi
@@ -121,6 +124,7 @@ def dense_block_partial(X, y, weight, weighted, w, code, params, z, has_z, g_out
     loss_sum = 0.0
     conj_sum = 0.0
     n_features = X.shape[1]
+    accumulate = g_out.shape[0] > 0
     for i in range(X.shape[0]):
         t = 0.0
         for j in range(n_features):
@@ -132,7 +136,7 @@ def dense_block_partial(X, y, weight, weighted, w, code, params, z, has_z, g_out
         else:
             zi = c * loss_derivative(code, params, t, y[i])
         conj_sum += _weighted_conjugate(code, params, zi, y[i], c)
-        if zi != 0.0:
+        if accumulate and zi != 0.0:
             for j in range(n_features):
                 g_out[j] += zi * X[i, j]
     return loss_sum, conj_sum

@@ -531,6 +531,8 @@ def _evaluate(problem, iterate, data, test_data, client, epoch, seconds) -> dict
             kwargs["z"] = iterate.z
             if iterate.z_bounds is not None:
                 kwargs["z_bounds"] = iterate.z_bounds
+            if iterate.xtz is not None:
+                kwargs["xtz"] = iterate.xtz
         evaluation = problem.evaluate(
             np.asarray(iterate.w, dtype=np.float64), data, client=client, **kwargs
         )

@@ -101,6 +101,10 @@ class Iterate:
     primal, dual : float or None
         ``P(w)`` and ``D(z)``, when the solver computed them exactly on the way (CoCoA's
         pass); with both given the driver does not evaluate them again.
+    xtz : ndarray of shape (n_features,) or None
+        ``X^T z`` for the dual iterate ``z``, when the solver keeps it as it goes (SPDC's
+        ``n u``): the evaluation then reads ``X`` for the margins only (see
+        :meth:`daskpd.problem.Problem.evaluate`).
     """
 
     w: np.ndarray
@@ -110,6 +114,7 @@ class Iterate:
     z_avg: Any = None
     primal: float | None = None
     dual: float | None = None
+    xtz: np.ndarray | None = None
 
 
 @runtime_checkable

@@ -657,14 +657,20 @@ class SPDCSolver:
         return run_chain(state, epoch, _spdc_block_task, finish=_flush_task)
 
     def iterate(self, state):
-        """The current ``(w, z)``; ``z`` stays per row block (``z_bounds``)."""
+        """The current ``(w, z)``; ``z`` stays per row block (``z_bounds``).
+
+        ``X^T z = n u`` comes along: the chain adds every change of ``z`` into ``u`` (atomically
+        with threads), so the evaluation need not recompute it from the rows.
+        """
         bounds = np.asarray(state.data.row_block_bounds, dtype=np.int64)
+        carry = carry_of(state)
         return Iterate(
-            w=carry_of(state).w.copy(),
+            w=carry.w.copy(),
             z=list(state.z_blocks),
             z_bounds=bounds,
             w_avg=None,
             z_avg=None,
+            xtz=carry.u * float(state.data.shape[0]),
         )
 
     def state_arrays(self, state):
