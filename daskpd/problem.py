@@ -515,8 +515,7 @@ class Problem:
             xtz = np.asarray(xtz, dtype=np.float64)
             if xtz.shape != w.shape:
                 raise ValueError(
-                    f"xtz must have shape {w.shape} (n_features,), got xtz with shape "
-                    f"{xtz.shape}"
+                    f"xtz must have shape {w.shape} (n_features,), got xtz with shape {xtz.shape}"
                 )
         if client is not None:
             # w to every worker once, not through the scheduler inside the graph (nor
