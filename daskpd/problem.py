@@ -30,9 +30,10 @@ get a gap that vanishes; from ``w`` alone the gap stays positive.
 
 Evaluation is one Dask compute: one task per row block runs the numba kernel of
 :mod:`daskpd.kernels.objective` (loss sum, conjugate sum and the n_features-sized partial
-``X^T z``), a tree reduction sums them, and the regularizer terms are finished on the client.
-A solver that keeps ``X^T z`` as it goes (SPDC's ``u``) passes it as ``xtz``: the blocks then
-return their two sums only, with no vector of n_features floats to fill, move and add.
+``X^T z``), a tree reduction sums them, and a last task adds the regularizer terms, so that
+the client receives five numbers, not a vector of n_features floats. A solver that keeps
+``X^T z`` as it goes (SPDC's ``u``) passes it as ``xtz``: the blocks then return their two
+sums only. ``w`` and ``xtz`` can be futures on the cluster (a solver's state where it is).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ __all__ = ["Evaluation", "Problem"]
 
 #: Number of partial results summed by one task of the tree reduction.
 _FAN_IN = 8
-#: Relative size below which a negative primal - dual difference is rounding (see _finish).
+#: Relative size below which a negative primal - dual difference is rounding (see _evaluation).
 _ROUNDING = 1e-12
 
 
@@ -190,6 +191,62 @@ def _rows_partial(data, start, stop, w, code, params, class_weight, pieces, offs
         weighted,
     )
     return csr_block_partial(block, w, code, params, z, has_z, g)
+
+
+def _regularizer_terms(regularizer, alpha, w, g, n_samples):
+    """``(reg_term, scale, conj_term)`` of ``P`` and ``D`` at ``w`` and ``X^T z = g``.
+
+    ``reg_term`` is ``alpha R(w)``; the dual's regularizer term is ``conj_term`` at the dual
+    scale ``scale`` (module docstring; ``conj_term = 0`` when ``scale = 0``).
+    """
+    alpha_free = regularizer.is_indicator or isinstance(regularizer, Zero)
+    reg_term = regularizer.value(w) if alpha_free else alpha * regularizer.value(w)
+    # v = -X^T z / n; the conjugate term is alpha R*(v / alpha), or R*(v) when R is
+    # positively homogeneous of degree one in that role (indicators, Zero).
+    v = -np.asarray(g, dtype=np.float64) / n_samples
+    u = v if alpha_free else v / alpha
+    scale = float(regularizer.feasible_scale(u))
+    if scale == 0.0:
+        return float(reg_term), 0.0, 0.0
+    conj_term = regularizer.conjugate(scale * u)
+    if not alpha_free:
+        conj_term = alpha * conj_term
+    return float(reg_term), scale, float(conj_term)
+
+
+def _finish_task(partials, w, xtz, regularizer, alpha, n_samples):
+    """Task: the blocks' sums and the regularizer terms (``xtz``, when given, for ``X^T z``)."""
+    loss_sum, conj_sum, g = partials
+    g = g if xtz is None else xtz
+    return (loss_sum, conj_sum, *_regularizer_terms(regularizer, alpha, w, g, n_samples))
+
+
+def _evaluation(n_samples, loss_sum, conj_sum, reg_term, scale, conj_term) -> Evaluation:
+    """The :class:`Evaluation` of the five numbers of :func:`_finish_task` (client side)."""
+    loss_term = loss_sum / n_samples
+    primal = loss_term + reg_term
+    # z = 0 is always feasible with D(0) = 0 (every loss*(0) = 0, R*(0) = 0).
+    dual = 0.0 if scale == 0.0 else -scale * conj_sum / n_samples - conj_term
+    gap = primal - dual
+    if math.isnan(gap) and not (math.isnan(primal) or math.isnan(dual)):
+        gap = math.inf
+    elif -_ROUNDING * max(1.0, abs(primal)) <= gap < 0.0:
+        # Weak duality makes the true gap >= 0; a negative value this small is rounding in
+        # the two sums (both are O(n) float additions), so it is reported as 0.
+        gap = 0.0
+    return Evaluation(
+        primal=float(primal),
+        dual=float(dual),
+        gap=float(gap),
+        loss=float(loss_term),
+        regularization=float(reg_term),
+        dual_scale=float(scale),
+        n_samples=n_samples,
+    )
+
+
+def _is_future(value):
+    return hasattr(value, "key") and hasattr(value, "result")
 
 
 def _sum_partials(*parts):
@@ -400,12 +457,13 @@ class Problem:
 
     # ---- evaluation
 
-    def _graph(self, w, data, z, z_bounds, workers=(), with_xtz=True):
-        """``(graph, root)``: tasks of ``(loss_sum, conj_sum, X^T z)`` over all row blocks.
+    def _graph(self, w, data, z, z_bounds, workers=(), xtz=None):
+        """``(graph, root)``: tasks of the five numbers of :func:`_finish_task`.
 
         One task per row block (a :class:`~daskpd._graphs.TaskGraph`, whose tasks cost
-        microseconds each to add: datasets of thousands of blocks stay cheap). ``w`` is an
-        ndarray or a future.
+        microseconds each to add: datasets of thousands of blocks stay cheap), the sum of
+        their ``(loss_sum, conj_sum, X^T z)`` and the regularizer terms. ``w`` and ``xtz``
+        are ndarrays or futures.
 
         Without ``workers``, the blocks' partials are tree-reduced. With ``workers`` (the
         client's worker addresses, sorted), block ``i`` runs on the worker that keeps its
@@ -415,8 +473,8 @@ class Problem:
         per chain instead of one per block, to allocate, move between workers and sum (at
         4.66M features and 100 blocks, 3.7 GB before). The chains depend on the blocks
         only, not on the cluster: a run whose worker was replaced, or that sees one worker
-        fewer for a moment, gets the same sums bit for bit. Without ``with_xtz`` the third
-        element is an empty array (the caller has ``X^T z``).
+        fewer for a moment, gets the same sums bit for bit. With ``xtz`` the blocks' vector
+        is empty (the caller has ``X^T z``).
         """
         from dask.task_spec import TaskRef
 
@@ -427,6 +485,9 @@ class Problem:
         # One node each for the dataset handle and w, so neither is copied into every task.
         data_ref = graph.data("data", data)
         w_ref = w if isinstance(w, TaskRef) else graph.data("w", w)
+        with_xtz = xtz is None
+        if not with_xtz and not isinstance(xtz, TaskRef):
+            xtz = graph.data("xtz", xtz)
         code = int(self.loss.code)
         params = np.asarray(self.loss.params, dtype=np.float64)
         class_weight = self._class_weight_pair(data)
@@ -476,15 +537,19 @@ class Problem:
             )  # fmt: skip
         if workers:
             keys = [chains[c] for c in sorted(chains)]
-        return graph, graph.tree("sum", _sum_partials, keys, fan_in=_FAN_IN, lone_task=True)
+        total = graph.tree("sum", _sum_partials, keys, fan_in=_FAN_IN, lone_task=True)
+        root = graph.task("finish", _finish_task, total, w_ref, xtz, self.regularizer,
+                          self.alpha, n_samples)  # fmt: skip
+        return graph, root
 
     def evaluate(self, w, data, z=None, z_bounds=None, *, xtz=None, client=None) -> Evaluation:
         """Primal, dual and gap at ``w`` (and ``z``) in one Dask compute.
 
         Parameters
         ----------
-        w : array-like of shape (n_features,)
-            Primal point.
+        w : array-like of shape (n_features,), or a Dask future of one
+            Primal point. A future (with ``client``) is read on the workers where it is,
+            not gathered; its shape is the caller's to get right.
         data : Dataset, MemoryDataset or (X, y) pair
         z : ndarray or dask.array.Array of shape (n_samples,), or list of pieces, optional
             Dual point. Pieces (ndarrays, Dask futures or delayed objects holding consecutive
@@ -493,7 +558,7 @@ class Problem:
             Default: ``z_i = c_i loss'(x_i . w, y_i)``.
         z_bounds : array-like of int, optional
             Row bounds of the pieces of ``z``.
-        xtz : array-like of shape (n_features,), optional
+        xtz : array-like of shape (n_features,), or a Dask future of one, optional
             ``X^T z`` (unweighted: ``sum_i z_i x_i``) as the caller already has it, e.g. a
             solver's running sum; needs ``z``. The pass then skips computing it. The dual is
             exactly as certified as ``xtz`` is equal to ``X^T z``: a running sum differs from
@@ -506,74 +571,37 @@ class Problem:
         Evaluation
         """
 
-        data = self.check(data, w=w, z=z, z_bounds=z_bounds)
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        with_xtz = xtz is None
-        if not with_xtz:
+        remote = client is not None and _is_future(w)
+        data = self.check(data, w=None if remote else w, z=z, z_bounds=z_bounds)
+        if not remote:
+            w = np.ascontiguousarray(w, dtype=np.float64)
+        if xtz is not None:
             if z is None:
                 raise ValueError("xtz needs z: it is X^T z for the z given")
-            xtz = np.asarray(xtz, dtype=np.float64)
-            if xtz.shape != w.shape:
-                raise ValueError(
-                    f"xtz must have shape {w.shape} (n_features,), got xtz with shape {xtz.shape}"
-                )
+            if not (client is not None and _is_future(xtz)):
+                xtz = np.asarray(xtz, dtype=np.float64)
+                d = int(data.n_features)
+                if xtz.shape != (d,):
+                    raise ValueError(
+                        f"xtz must have shape ({d},) (n_features,), got xtz with shape {xtz.shape}"
+                    )
+        n_samples = int(data.n_samples)
         if client is not None:
             # w to every worker once, not through the scheduler inside the graph (nor
-            # fetched by every worker from one, which the scheduler would then prefer)
-            w_future = client.scatter(w, broadcast=True, hash=False)
+            # fetched by every worker from one, which the scheduler would then prefer); a
+            # future (a solver's state) is read where it is
+            w_ref = w if remote else client.scatter(w, broadcast=True, hash=False)
             graph, root = self._graph(
-                w_future, data, z, z_bounds, workers=worker_addresses(client), with_xtz=with_xtz
+                w_ref, data, z, z_bounds, workers=worker_addresses(client), xtz=xtz
             )
-            loss_sum, conj_sum, g = graph.submit(client, [root])[0].result()
+            terms = graph.submit(client, [root])[0].result()
             # held until here: a graph sent by client.get does not hold the futures it reads,
             # and one released before the scheduler has the graph is lost to its tasks
-            del w_future
+            del w_ref
         else:
-            graph, root = self._graph(w, data, z, z_bounds, with_xtz=with_xtz)
-            ((loss_sum, conj_sum, g),) = graph.compute([root])
-        if not with_xtz:
-            g = xtz
-        return self._finish(w, int(data.n_samples), loss_sum, conj_sum, g)
-
-    def _finish(self, w, n_samples, loss_sum, conj_sum, g) -> Evaluation:
-        """Client side: the regularizer terms, the dual scaling and the gap."""
-        regularizer, alpha = self.regularizer, self.alpha
-        alpha_free = regularizer.is_indicator or isinstance(regularizer, Zero)
-        loss_term = loss_sum / n_samples
-        if alpha_free:
-            reg_term = regularizer.value(w)
-        else:
-            reg_term = alpha * regularizer.value(w)
-        primal = loss_term + reg_term
-        # v = -X^T z / n; the conjugate term is alpha R*(v / alpha), or R*(v) when R is
-        # positively homogeneous of degree one in that role (indicators, Zero).
-        v = -np.asarray(g, dtype=np.float64) / n_samples
-        u = v if alpha_free else v / alpha
-        scale = float(regularizer.feasible_scale(u))
-        if scale == 0.0:
-            # z = 0 is always feasible with D(0) = 0 (every loss*(0) = 0, R*(0) = 0).
-            dual = 0.0
-        else:
-            conj_term = regularizer.conjugate(scale * u)
-            if not alpha_free:
-                conj_term = alpha * conj_term
-            dual = -scale * conj_sum / n_samples - conj_term
-        gap = primal - dual
-        if math.isnan(gap) and not (math.isnan(primal) or math.isnan(dual)):
-            gap = math.inf
-        elif -_ROUNDING * max(1.0, abs(primal)) <= gap < 0.0:
-            # Weak duality makes the true gap >= 0; a negative value this small is rounding in
-            # the two sums (both are O(n) float additions), so it is reported as 0.
-            gap = 0.0
-        return Evaluation(
-            primal=float(primal),
-            dual=float(dual),
-            gap=float(gap),
-            loss=float(loss_term),
-            regularization=float(reg_term),
-            dual_scale=scale,
-            n_samples=n_samples,
-        )
+            graph, root = self._graph(w, data, z, z_bounds, xtz=xtz)
+            (terms,) = graph.compute([root])
+        return _evaluation(n_samples, *terms)
 
     def primal(self, w, data, *, client=None) -> float:
         """``P(w)`` (one Dask compute)."""

@@ -432,12 +432,15 @@ def test_futures_on_a_local_cluster(tmp_path, local_cluster):
     expected = reference(problem, X, y, w, z=z)
     assert result.primal == pytest.approx(expected[0], rel=1e-12)
     assert result.dual == pytest.approx(expected[1], rel=1e-12)
-    # with X^T z given, the chained blocks carry no vector and the values are the same
-    result = problem.evaluate(
-        w, dataset, z=futures, z_bounds=bounds, xtz=X.T @ z, client=local_cluster
-    )
-    assert result.primal == pytest.approx(expected[0], rel=1e-12)
-    assert result.dual == pytest.approx(expected[1], rel=1e-12)
+    # with X^T z given, the chained blocks carry no vector and the values are the same; w and
+    # X^T z can be futures (a solver's state on a worker), read there
+    w_future, xtz_future = local_cluster.scatter([w, X.T @ z])
+    for given_w, given_xtz in ((w, X.T @ z), (w_future, xtz_future)):
+        result = problem.evaluate(
+            given_w, dataset, z=futures, z_bounds=bounds, xtz=given_xtz, client=local_cluster
+        )
+        assert result.primal == pytest.approx(expected[0], rel=1e-12)
+        assert result.dual == pytest.approx(expected[1], rel=1e-12)
 
 
 def test_on_a_cluster_blocks_are_summed_in_chains_placed_where_their_rows_stay(tmp_path):
@@ -462,14 +465,17 @@ def test_on_a_cluster_blocks_are_summed_in_chains_placed_where_their_rows_stay(t
     other, _ = problem._graph(w, dataset, z, None, workers=("tcp://c:3",))
     other = [t for t in other._tasks.values() if getattr(t, "func", 0) is _block_partial_into]
     assert sorted(task.args[2] for task in other if task.args[0] is None) == heads
-    # the same numbers as the tree of one partial per block, in this process
-    ((loss_sum, conj_sum, g),) = graph.compute([root])
+    # the same numbers as the tree of one partial per block, in this process (the last two,
+    # the dual's scale and alpha R*(-X^T z / (alpha n)), read the summed X^T z)
+    (chained_terms,) = graph.compute([root])
     tree_graph, tree_root = problem._graph(w, dataset, z, None)
-    ((loss_tree, conj_tree, g_tree),) = tree_graph.compute([tree_root])
-    assert loss_sum == pytest.approx(loss_tree, rel=1e-13)
-    assert conj_sum == pytest.approx(conj_tree, rel=1e-13)
-    np.testing.assert_allclose(g, g_tree, rtol=1e-13, atol=1e-15)
+    (tree_terms,) = tree_graph.compute([tree_root])
+    assert chained_terms == pytest.approx(tree_terms, rel=1e-13)
+    loss_sum, _, reg_term, scale, conj_term = chained_terms
     assert loss_sum == pytest.approx(-np.sum(np.log(1 / (1 + np.exp(-y * (X @ w))))), rel=1e-12)
+    assert reg_term == pytest.approx(0.1 * 0.5 * w @ w, rel=1e-13)
+    assert scale == 1.0
+    assert conj_term == pytest.approx(0.5 * np.sum((X.T @ z / (0.1 * 200)) ** 2) * 0.1, rel=1e-12)
 
 
 # ---- bad input -------------------------------------------------------------------------------

@@ -579,3 +579,60 @@ def test_iterate_carries_x_transpose_z(rng, solver):
                              xtz=iterate.xtz)  # fmt: skip
     assert 0.0 < given.gap == pytest.approx(full.gap, rel=1e-9)
     assert given.dual == pytest.approx(full.dual, rel=1e-12)
+
+
+def test_certificate_is_the_evaluation_of_the_iterate(local_cluster, rng, tmp_path):
+    # on a cluster the certificate reads w and X^T z where the chain left them: the same
+    # numbers as the client's evaluation of the gathered iterate (which recomputes X^T z)
+    from daskpd.data import write_dataset
+
+    n, d = 240, 30
+    X = sp.random(n, d, density=0.3, random_state=rng, format="csr")
+    y = np.where(X @ rng.normal(size=d) > 0, 1.0, -1.0)
+    data = write_dataset(X, y, tmp_path / "d.zarr", rows_per_block=60)
+    problem = Problem("logistic", "l2", 0.01)
+    solver = SPDCSolver()
+    for client in (local_cluster, None):
+        # in-process: the local scheduler, not the session's cluster (as solve does)
+        context = dask.config.set(scheduler="threads") if client is None else client.as_current()
+        with context:
+            state = run_solver(solver, problem, data, 3, seed=2, client=client, threads=1)
+            assert hasattr(state.carry, "key") == (client is not None)
+            primal, dual = solver.certificate(state)
+            iterate = solver.iterate(state)
+        full = problem.evaluate(iterate.w, (X, y), z=np.concatenate(solver_dual(state)))
+        assert primal == pytest.approx(full.primal, rel=1e-12)
+        assert dual == pytest.approx(full.dual, rel=1e-12)
+        assert 0.0 < primal - dual < primal
+
+
+def solver_dual(state):
+    from daskpd.solvers._chain import gather_dual
+
+    return gather_dual(state)
+
+
+def test_driver_certifies_at_the_cadence_and_evaluates_at_the_end(rng):
+    # SPDC's certificate stands in for the cadence's evaluations; the run's last epoch, a
+    # stop by tol and test metrics get the full evaluation of the gathered iterate
+    n, d = 300, 12
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ rng.normal(size=d) > 0, 1.0, -1.0)
+    data = as_dataset(X, y, rows_per_block=100)
+    result = solve(data, "logistic", "l2", 0.05, solver="spdc", max_epochs=6, tol=0.0,
+                   eval_every=2, client=False)  # fmt: skip
+    rows = [(r["epoch"], r.get("certificate_only", False)) for r in result.history]
+    assert rows == [(2, True), (4, True), (6, False)]
+    # a stop by tol: the first certificate within tol, then the full evaluation of that epoch
+    result = solve(data, "logistic", "l2", 0.05, solver="spdc", max_epochs=200, tol=1e-6,
+                   eval_every=1, client=False)  # fmt: skip
+    assert result.stop_reason == "tol"
+    last = result.history[-1]
+    assert not last.get("certificate_only", False) and last["gap"] <= 1e-6
+    assert all(r["gap"] > 1e-6 for r in result.history[:-1])
+    assert all(r.get("certificate_only", False) for r in result.history[:-1])
+    # with test data every evaluation is a full one (the metrics need w)
+    result = solve(data, "logistic", "l2", 0.05, solver="spdc", max_epochs=4, tol=0.0,
+                   eval_every=2, client=False, test_data=(X, y))  # fmt: skip
+    assert [r.get("certificate_only", False) for r in result.history] == [False, False]
+    assert all(any(key.startswith("test_") for key in r) for r in result.history)

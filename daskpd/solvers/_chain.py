@@ -84,6 +84,8 @@ class ChainState:
     #: low-priority reads of the blocks into their workers (futures held for the run;
     #: None: not asked yet, so a run whose blocks are not kept asks once)
     reads: tuple | None = None
+    #: the Problem, for the certificate (:meth:`daskpd.solvers.spdc.SPDCSolver.certificate`)
+    problem: Any = None
 
 
 def block_seed(seed, epoch, block, n_blocks):

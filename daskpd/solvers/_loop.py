@@ -136,6 +136,9 @@ def _loop(
         )
     lost = _lost_worker_errors()
     certify = getattr(method, "certificate", None)
+    # a certificate that reads the data is taken in place of the cadence's evaluations; one
+    # that the epoch computed anyway (CoCoA's), after every epoch that is not evaluated
+    certificate_is_pass = bool(getattr(method, "certificate_reads_data", False))
     stop_reason = "max_epochs"
     converged = False
     last_iterate = None
@@ -166,16 +169,24 @@ def _loop(
                     eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
                     progress.last_eval_cost, last_epoch, elapsed,
                     _wall_to_come(elapsed, max_epochs - epoch, time_limit, progress.seconds),
-                    stops_at_evaluations=tol > 0 and certify is None,
+                    stops_at_evaluations=tol > 0 and (certify is None or certificate_is_pass),
                 )  # fmt: skip
-                if not evaluate and certify is not None:
-                    row = _certified_row(certify, state, progress, divergence_factor, store)
-                    # The first certified epoch gets the full evaluation (test metrics, the
-                    # gathered w) that a stop by ``tol`` reports.
-                    evaluate = row is not None and row["gap"] <= tol
-                    if evaluate:
-                        progress.history.pop()
-                        row = None
+                if certificate_is_pass:
+                    # the run's last evaluation and test metrics need the gathered iterate
+                    by_certificate = evaluate and not last_epoch and test_data is None
+                else:
+                    by_certificate = not evaluate and certify is not None
+                if by_certificate:
+                    row = _certified_row(
+                        certify, state, progress, divergence_factor, store, certificate_is_pass
+                    )
+                    if row is not None:
+                        # The first certified epoch gets the full evaluation (test metrics,
+                        # the gathered w) that a stop by ``tol`` reports.
+                        evaluate = row["gap"] <= tol
+                        if evaluate:
+                            progress.history.pop()
+                            row = None
                 if evaluate:
                     evaluation_started = time.perf_counter()
                     iterate = method.iterate(state)
@@ -456,12 +467,13 @@ def _checked_row(
     return row
 
 
-def _certified_row(certify, state, progress, factor, store) -> dict | None:
+def _certified_row(certify, state, progress, factor, store, is_pass=False) -> dict | None:
     """The history row of the solver's own certificate ``certify(state)``, or None without one.
 
     Rows from a certificate carry ``certificate_only=True`` and no test metrics; reading
-    the certificate counts as evaluation time but does not set the cadence's cost of an
-    evaluation (it is much cheaper than one).
+    the certificate counts as evaluation time. It sets the cadence's cost of an evaluation
+    only when it is a pass over the data (``is_pass``): one read from the epoch's sums is
+    much cheaper than an evaluation.
     """
     started = time.perf_counter()
     certificate = certify(state)
@@ -477,7 +489,10 @@ def _certified_row(certify, state, progress, factor, store) -> dict | None:
         "gap": _rounded_gap(primal, dual),
         "certificate_only": True,
     }
-    progress.eval_seconds += time.perf_counter() - started
+    cost = time.perf_counter() - started
+    progress.eval_seconds += cost
+    if is_pass:
+        progress.last_eval_cost = cost
     row["wall_seconds"] = progress.wall_seconds()
     row["eval_seconds"] = progress.eval_seconds
     if progress.reference_primal is None and math.isfinite(primal):

@@ -327,7 +327,7 @@ class DSPDCSolver(SPDCSolver):
         z_blocks, u = initial_dual(data, client, z0)
         return ChainState(
             spec, steps, Carry(w, w.copy(), u, 0), tuple(z_blocks), block_iters,
-            seed, 0, opts, data, client,
+            seed, 0, opts, data, client, problem=problem,
         )  # fmt: skip
 
     def run_epoch(self, state, epoch):

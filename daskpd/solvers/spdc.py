@@ -422,6 +422,14 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     return lazy._replace(t=lazy.t + n_iter), z
 
 
+def _carry_w(carry):
+    return carry.w
+
+
+def _carry_xtz(carry, n):
+    return carry.u * n
+
+
 def _problem_stats(data):
     norms = np.sqrt(np.maximum(np.asarray(data.row_norm_sq, dtype=np.float64), 0.0))
     return norms
@@ -649,8 +657,9 @@ class SPDCSolver:
         carry = Carry(w, w.copy(), u, 0)
         opts["threads"] = run_threads(options, client)
         return ChainState(
-            spec, steps, carry, tuple(z_blocks), block_iters, seed, 0, opts, data, client
-        )
+            spec, steps, carry, tuple(z_blocks), block_iters, seed, 0, opts, data, client,
+            problem=problem,
+        )  # fmt: skip
 
     def run_epoch(self, state, epoch):
         """One pass over the data as one Dask compute."""
@@ -672,6 +681,39 @@ class SPDCSolver:
             z_avg=None,
             xtz=carry.u * float(state.data.shape[0]),
         )
+
+    #: The certificate is an evaluation pass (the margins; ``w`` and ``X^T z`` stay where
+    #: the chain left them): the driver takes it at the epochs its evaluation cadence picks.
+    certificate_reads_data = True
+
+    def certificate(self, state):
+        """``(primal, dual)`` of :meth:`iterate`'s point, evaluated where the state is.
+
+        The evaluation reads ``w`` and ``X^T z = n u`` from the last epoch's carry on its
+        worker and the dual blocks on theirs: the client receives a few numbers, where
+        :meth:`iterate` gathers ``n_features`` floats three times (0.4 s at 4.66M
+        features) and an evaluation from the client sends ``w`` back.
+
+        Returns
+        -------
+        tuple of float or None
+            None when the state has no problem (built by hand) or at epoch 0.
+        """
+        if state.problem is None or state.epoch == 0:
+            return None
+        n = int(state.data.shape[0])
+        carry, client = state.carry, state.client
+        if client is not None and hasattr(carry, "key"):
+            w = client.submit(_carry_w, carry)
+            xtz = client.submit(_carry_xtz, carry, n)
+        else:
+            carry = carry_of(state)
+            w, xtz = carry.w, carry.u * n
+        evaluation = state.problem.evaluate(
+            w, state.data, z=list(state.z_blocks), xtz=xtz, client=client,
+            z_bounds=np.asarray(state.data.row_block_bounds, dtype=np.int64),
+        )  # fmt: skip
+        return evaluation.primal, evaluation.dual
 
     def state_arrays(self, state):
         """Arrays that resume the run exactly."""
@@ -703,5 +745,5 @@ class SPDCSolver:
         return ChainState(
             spec, steps, carry, tuple(blocks), block_iters,
             seed, int(np.asarray(arrays["epoch"])),
-            opts, data, client,
+            opts, data, client, problem=problem,
         )  # fmt: skip
