@@ -591,13 +591,16 @@ class Problem:
             # fetched by every worker from one, which the scheduler would then prefer); a
             # future (a solver's state) is read where it is
             w_ref = w if remote else client.scatter(w, broadcast=True, hash=False)
+            if isinstance(xtz, np.ndarray):
+                # read by the last task only: to one worker, not inside the graph
+                xtz = client.scatter(xtz, hash=False)
             graph, root = self._graph(
                 w_ref, data, z, z_bounds, workers=worker_addresses(client), xtz=xtz
             )
             terms = graph.submit(client, [root])[0].result()
             # held until here: a graph sent by client.get does not hold the futures it reads,
             # and one released before the scheduler has the graph is lost to its tasks
-            del w_ref
+            del w_ref, xtz
         else:
             graph, root = self._graph(w, data, z, z_bounds, xtz=xtz)
             (terms,) = graph.compute([root])
