@@ -381,6 +381,17 @@ def test_an_epoch_keeps_one_lazy_carry_and_brings_it_up_to_date_once(rng, monkey
             owner = [b * workers // n_blocks for b in order]
             runs = 1 + sum(a != b for a, b in zip(owner[:-1], owner[1:], strict=True))
             assert runs == min(workers, n_blocks), (n_blocks, workers, order)
+    # one task a run of a worker's blocks (the order cut where the worker changes)
+    from daskpd._cluster import block_worker
+    from daskpd.solvers._chain import _runs
+
+    workers = ("tcp://a:1", "tcp://b:2")
+    order = [int(b) for b in spdc.block_order(state.seed, 3, 24)]
+    runs = _runs(order, workers, 24)
+    assert len(runs) == 2 and [b for _, blocks in runs for b in blocks] == order
+    for worker, blocks in runs:
+        assert {block_worker(workers, b, 24) for b in blocks} == {worker}
+    assert _runs(order, (), 24) == [(None, order)]
     orders = {tuple(spdc.block_order(state.seed, epoch, 24)) for epoch in range(1, 30)}
     assert len(orders) > 20  # a new order each epoch, from 2^23 bisection orders
     first = [spdc.block_order(state.seed, epoch, 24)[0] for epoch in range(1, 200)]
