@@ -273,3 +273,54 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     again = capsys.readouterr().out
     assert "daskpd bench --dataset splice --scales 4e5 --loss logistic" in again
     assert "| sgd | failed: RuntimeError" in again and lines[0] in again
+
+
+def test_recorder_gathers_w_for_the_chosen_model_only():
+    # certificate-only rows move no w; the recorder gathers it once, for the first point
+    # within the rule, and a stop by the budget at an epoch without a row needs none
+    from daskpd.bench.runners import _Recorder
+    from daskpd.solvers._types import EpochInfo, Iterate
+
+    fetched = []
+
+    def fetch():
+        fetched.append(1)
+        return Iterate(w=np.full(3, float(len(fetched))))
+
+    def info(epoch, row):
+        return EpochInfo(epoch=epoch, max_epochs=10, seconds=float(epoch), wall_seconds=0.0,
+                         row=row, history=(), iterate=None, solver="spdc", fetch=fetch)  # fmt: skip
+
+    recorder = _Recorder(start=0.0, p_star=1.0, rule_tol=1e-3, budget=1e9)
+    row = {"epoch": 1, "seconds": 1.0, "primal": 2.0, "gap": 1.0, "certificate_only": True}
+    assert recorder.on_epoch_end(info(1, row)) is False
+    assert fetched == [] and recorder.chosen is None and len(recorder.points) == 1
+    row = {"epoch": 2, "seconds": 2.0, "primal": 1.5, "gap": 1e-4, "certificate_only": True}
+    assert recorder.on_epoch_end(info(2, row)) is False
+    assert fetched == [1] and recorder.chosen["primal"] == 1.5
+    np.testing.assert_array_equal(recorder.chosen["w"], np.ones(3))
+    recorder.budget = 0.0  # spent: an epoch without a row stops the run, gathering nothing
+    assert recorder.on_epoch_end(info(3, None)) is True
+    assert fetched == [1]
+
+
+@pytest.mark.cluster
+def test_a_run_without_a_certified_model_reports_the_model_it_returned(tmp_path):
+    # the rule never met: the chosen model is the one solve returned, evaluated at its end
+    # (SPDC's rows before the last are certificates that gather no w)
+    import scipy.sparse as sp
+
+    from daskpd.bench.runners import run_daskpd
+    from daskpd.data import write_dataset
+
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 30, density=0.3, random_state=rng, format="csr")
+    y = np.where(X @ rng.normal(size=30) > 0, 1.0, -1.0)
+    train = write_dataset(X, y, tmp_path / "t.zarr", rows_per_block=100)
+    config = BenchConfig(workdir=str(tmp_path), loss="logistic", max_epochs=4, budget=60,
+                         rule_tol=1e-15, memory_limit="1GiB")  # fmt: skip
+    # (a P* far below: no line ends the run early)
+    run = run_daskpd(config, "spdc", train, (X, y), "auprc", 1e-9, 0.01, workers=2, seed=0)
+    assert run.chosen["rule"] == "budget"
+    assert run.points[-1][3] == 4 and run.chosen["primal"] == run.points[-1][2]
+    assert 0.5 < run.chosen["metric"] <= 1.0

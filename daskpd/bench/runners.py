@@ -86,9 +86,9 @@ class _Recorder:
     """The bench's callback: the wall clock of every evaluated epoch, the chosen model, the stop.
 
     ``chosen`` is the first evaluated point whose duality gap is at most ``rule_tol`` times
-    its primal (the certificate; the test set plays no part). The run is stopped once the
-    primal is at or below the last line of the ladder (nothing more to time) or the wall
-    budget is spent.
+    its primal (the certificate; the test set plays no part); without one the run's
+    returned model is (:func:`run_daskpd`). The run is stopped once the primal is at or
+    below the last line of the ladder (nothing more to time) or the wall budget is spent.
     """
 
     def __init__(self, start, p_star, rule_tol, budget):
@@ -100,7 +100,6 @@ class _Recorder:
         #: (training seconds, epoch) at every epoch's end, evaluated or not
         self.clock = []
         self.chosen = None
-        self.last = None
         self.best_dual = -math.inf
 
     def on_train_begin(self, run):
@@ -119,22 +118,15 @@ class _Recorder:
         self.points.append((wall, float(row["seconds"]), primal, int(row["epoch"])))
         self.best_dual = max(self.best_dual, primal - gap)
         stop = primal <= self.bound or wall >= self.budget
-        chosen_now = self.chosen is None and gap <= self.rule_tol * abs(primal)
-        # w is gathered only when it can be needed: the chosen model, the run's last point,
-        # or an evaluation that gathered it anyway (a certificate-only row moves no w).
-        w = None
-        if chosen_now or stop or info.iterate is not None:
-            w = np.array(info.current_iterate().w, dtype=np.float64)
-        if w is not None:
-            self.last = {
-                "rule": "budget",
+        if self.chosen is None and gap <= self.rule_tol * abs(primal):
+            # w gathered for the chosen model only (a certificate-only row moves no w)
+            self.chosen = {
+                "rule": f"gap <= {self.rule_tol:g} P",
                 "wall_seconds": wall,
                 "primal": primal,
                 "gap": gap,
-                "w": w,
+                "w": np.array(info.current_iterate().w, dtype=np.float64),
             }
-        if chosen_now:
-            self.chosen = {**self.last, "rule": f"gap <= {self.rule_tol:g} P"}
         return stop
 
 
@@ -163,7 +155,7 @@ def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers
 
     with fresh_cluster(workers, config.memory_limit) as client, PeakMemory() as memory:
         recorder = _Recorder(time.perf_counter(), p_star, config.rule_tol, config.budget)
-        solve(
+        result = solve(
             train,
             loss=config.loss,
             regularizer="l2",
@@ -176,7 +168,18 @@ def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers
             client=client,
             callbacks=[recorder],
         )
-    chosen = recorder.chosen or recorder.last
+        returned = time.perf_counter() - recorder.start
+    chosen = recorder.chosen
+    if chosen is None:
+        # no certificate within the rule: the model the call returned, evaluated at its end
+        final = result.history[-1]
+        chosen = {
+            "rule": "budget",
+            "wall_seconds": returned,
+            "primal": float(final["primal"]),
+            "gap": float(final["gap"]),
+            "w": np.asarray(result.w, dtype=np.float64),
+        }
     w = chosen.pop("w")
     X_test, y_test = test_xy
     chosen["metric"] = score(metric, y_test, X_test @ w)
