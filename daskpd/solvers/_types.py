@@ -53,6 +53,10 @@ one is left to its ``check``), and these methods::
         reading them costs a few numbers, not a pass or a gather of ``w``. The driver asks
         for it after every epoch that the ``eval_every`` cadence skips, so that a run stops
         by ``tol`` at the first certified epoch and the history has a row per epoch.
+        A solver whose certificate is a pass over the rows without gathering ``w`` (SPDC:
+        its state on the workers, with ``X^T z``) sets ``certificate_reads_data = True``:
+        the driver then asks for it at the epochs the cadence evaluates, instead of the
+        evaluation, except the run's last, a stop by ``tol`` and with test data.
 
 The solver never prints, never evaluates the objective for the driver's sake, and never
 calls ``compute`` inside an inner loop.
@@ -163,7 +167,8 @@ class SolveResult:
         any, was up) and ``eval_seconds`` (the part of it spent in evaluations). All three
         clocks continue across a resume. A solver with a certificate of its own (cocoa) also
         has a row for each epoch between evaluations, from that certificate:
-        ``certificate_only=True``, the same keys but no test metrics.
+        ``certificate_only=True``, the same keys but no test metrics (SPDC and DSPDC: such
+        rows in place of the evaluations before the last, without test data).
     n_epochs : int
         Epochs run in total (including those before a resume).
     gap : float
