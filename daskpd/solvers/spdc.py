@@ -427,6 +427,7 @@ def _carry_w(carry):
 
 
 def _carry_xtz(carry, n):
+    """``X^T z`` of the carry's dual: ``u = X^T z / n`` times ``n`` (a task, or in-process)."""
     return carry.u * n
 
 
@@ -679,7 +680,7 @@ class SPDCSolver:
             z_bounds=bounds,
             w_avg=None,
             z_avg=None,
-            xtz=carry.u * float(state.data.shape[0]),
+            xtz=_carry_xtz(carry, int(state.data.shape[0])),
         )
 
     #: The certificate is an evaluation pass (the margins; ``w`` and ``X^T z`` stay where
@@ -708,7 +709,7 @@ class SPDCSolver:
             xtz = client.submit(_carry_xtz, carry, n)
         else:
             carry = carry_of(state)
-            w, xtz = carry.w, carry.u * n
+            w, xtz = _carry_w(carry), _carry_xtz(carry, n)
         evaluation = state.problem.evaluate(
             w, state.data, z=list(state.z_blocks), xtz=xtz, client=client,
             z_bounds=np.asarray(state.data.row_block_bounds, dtype=np.int64),
