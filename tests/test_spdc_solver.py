@@ -623,7 +623,7 @@ def solver_dual(state):
     return gather_dual(state)
 
 
-def test_driver_certifies_at_the_cadence_and_evaluates_at_the_end(rng):
+def test_driver_certifies_at_the_cadence_and_evaluates_at_the_end(rng, monkeypatch):
     # SPDC's certificate stands in for the cadence's evaluations; the run's last epoch, a
     # stop by tol and test metrics get the full evaluation of the gathered iterate
     n, d = 300, 12
@@ -634,14 +634,29 @@ def test_driver_certifies_at_the_cadence_and_evaluates_at_the_end(rng):
                    eval_every=2, client=False)  # fmt: skip
     rows = [(r["epoch"], r.get("certificate_only", False)) for r in result.history]
     assert rows == [(2, True), (4, True), (6, False)]
-    # a stop by tol: the first certificate within tol, then the full evaluation of that epoch
+    # a stop by tol: the first certificate within tol becomes the full row of that epoch,
+    # with w gathered and no second pass (one evaluation a row, counted by a spy)
+    calls = []
+    evaluate = Problem.evaluate
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Problem, "evaluate", counted)
     result = solve(data, "logistic", "l2", 0.05, solver="spdc", max_epochs=200, tol=1e-6,
                    eval_every=1, client=False)  # fmt: skip
-    assert result.stop_reason == "tol"
+    monkeypatch.setattr(Problem, "evaluate", evaluate)
+    assert result.stop_reason == "tol" and result.converged
     last = result.history[-1]
     assert not last.get("certificate_only", False) and last["gap"] <= 1e-6
     assert all(r["gap"] > 1e-6 for r in result.history[:-1])
     assert all(r.get("certificate_only", False) for r in result.history[:-1])
+    assert len(calls) == len(result.history) == result.n_epochs
+    # the row's numbers are those of the returned (w, z), evaluated independently
+    full = Problem("logistic", "l2", 0.05).evaluate(result.w, (X, y), z=np.concatenate(result.z))
+    assert last["primal"] == pytest.approx(full.primal, rel=1e-12)
+    assert last["dual"] == pytest.approx(full.dual, rel=1e-12)
     # with test data every evaluation is a full one (the metrics need w)
     result = solve(data, "logistic", "l2", 0.05, solver="spdc", max_epochs=4, tol=0.0,
                    eval_every=2, client=False, test_data=(X, y))  # fmt: skip

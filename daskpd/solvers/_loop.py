@@ -11,7 +11,7 @@ import functools
 import inspect
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -176,20 +176,28 @@ def _loop(
                     by_certificate = evaluate and not last_epoch and test_data is None
                 else:
                     by_certificate = not evaluate and certify is not None
+                certified = None
                 if by_certificate:
                     row = _certified_row(
                         certify, state, progress, divergence_factor, store, certificate_is_pass
                     )
                     if row is not None:
-                        # The first certified epoch gets the full evaluation (test metrics,
-                        # the gathered w) that a stop by ``tol`` reports.
+                        # The first certified epoch gets the full row (the gathered w) that
+                        # a stop by ``tol`` reports.
                         evaluate = row["gap"] <= tol
                         if evaluate:
                             progress.history.pop()
+                            # a pass certificate is of iterate()'s very point: its numbers
+                            # stand, only w is gathered (not a second pass over the rows)
+                            certified = row if certificate_is_pass else None
                             row = None
                 if evaluate:
                     evaluation_started = time.perf_counter()
                     iterate = method.iterate(state)
+                    if certified is not None:
+                        iterate = replace(
+                            iterate, primal=certified["primal"], dual=certified["dual"]
+                        )
                     row = _checked_row(
                         problem, iterate, data, test_data, client, progress, store,
                         divergence_factor, evaluation_started,
