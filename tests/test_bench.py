@@ -304,6 +304,24 @@ def test_recorder_gathers_w_for_the_chosen_model_only():
     assert fetched == [1]
 
 
+def test_recorder_lets_the_epochs_after_a_certified_start_run():
+    # a start's row (epoch 0) at the last line is chosen but does not stop the run: the
+    # method's own epochs are timed too; the same primal at epoch 1 stops it
+    from daskpd.bench.runners import _Recorder
+    from daskpd.solvers._types import EpochInfo, Iterate
+
+    def info(epoch, row):
+        return EpochInfo(epoch=epoch, max_epochs=10, seconds=float(epoch), wall_seconds=0.0,
+                         row=row, history=(), iterate=None, solver="dso",
+                         fetch=lambda: Iterate(w=np.zeros(3)))  # fmt: skip
+
+    recorder = _Recorder(start=0.0, p_star=1.0, rule_tol=1e-3, budget=1e9)
+    row = {"epoch": 0, "seconds": 0.5, "primal": 1.0, "gap": 1e-5, "certificate_only": True}
+    assert recorder.on_epoch_end(info(0, row)) is False
+    assert recorder.chosen["primal"] == 1.0 and recorder.points[0][3] == 0
+    assert recorder.on_epoch_end(info(1, dict(row, epoch=1, seconds=1.0))) is True
+
+
 @pytest.mark.cluster
 def test_a_run_without_a_certified_model_reports_the_model_it_returned(tmp_path):
     # the rule never met: the chosen model is the one solve returned, evaluated at its end

@@ -538,6 +538,49 @@ def test_cocoa_start_is_certified_and_the_epochs_keep_it(tmp_path):
         DSOOptions(start_rounds=0)
 
 
+def test_cocoa_start_is_the_runs_epoch_0_row_and_dso_still_runs(tmp_path):
+    # the start's certificate is reported (epoch 0) without a pass, equal to an independent
+    # evaluation of the start's point; a tol it meets does not end the run before DSO's
+    # first epoch, a callback's stop does
+    from daskpd.generators import make_splice_like
+
+    path = tmp_path / "splice.zarr"
+    make_splice_like(path, 3000, degree=6, hash_bits=16, random_state=0)
+    data = partition_dataset(path, grid=2)
+    problem = Problem("hinge", "l2", 1e-4)
+    seen = []
+    common = dict(client=False, grid=2, eval_every=1, init="cocoa", start_gap=1e-3)
+    run = solve(data, "hinge", "l2", 1e-4, "dso", max_epochs=2, tol=0.0,
+                callbacks=[lambda info: seen.append(info.epoch)], **common)  # fmt: skip
+    first = run.history[0]
+    assert [r["epoch"] for r in run.history] == [0, 1, 2] and seen == [0, 1, 2]
+    assert first["certificate_only"] and first["gap"] <= 1e-3 * first["primal"]
+    solver = DSO()
+    options = DSOOptions(grid=2, init="cocoa", start_gap=1e-3)
+    state = solver.init(problem, data, seed=np.random.SeedSequence(0), client=None, options=options)
+    start = solver.iterate(state)
+    assert solver.start_certificate(state) == (first["primal"], first["dual"])
+    evaluated = problem.evaluate(start.w, data, z=start.z, z_bounds=start.z_bounds)
+    assert first["primal"] == pytest.approx(evaluated.primal, rel=1e-12)
+    # the dual of the start's z (DSO keeps it clipped to its box: the same z here)
+    assert first["dual"] == pytest.approx(evaluated.dual, rel=1e-9)
+    met = solve(data, "hinge", "l2", 1e-4, "dso", max_epochs=3, tol=1.01 * first["gap"],
+                **common)  # fmt: skip
+    assert met.n_epochs >= 1 and met.history[-1]["epoch"] == met.n_epochs
+    assert met.history[0]["epoch"] == 0
+    stopped = solve(data, "hinge", "l2", 1e-4, "dso", max_epochs=3, tol=0.0,
+                    callbacks=[lambda info: True], **common)  # fmt: skip
+    assert stopped.stop_reason == "callback" and stopped.n_epochs == 0
+    assert [r["epoch"] for r in stopped.history] == [0]
+    assert not stopped.history[0].get("certificate_only", False)
+    assert np.array_equal(stopped.w, start.w)
+    assert stopped.history[0]["primal"] == pytest.approx(evaluated.primal, rel=1e-12)
+    # other starts have no epoch-0 row
+    zero = solve(data, "hinge", "l2", 1e-4, "dso", max_epochs=1, tol=0.0, client=False, grid=2,
+                 init="zero")  # fmt: skip
+    assert [r["epoch"] for r in zero.history] == [1]
+
+
 @pytest.mark.parametrize("snapshots", [False, True])
 def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
     import pickle

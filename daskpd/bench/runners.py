@@ -117,7 +117,9 @@ class _Recorder:
         primal, gap = float(row["primal"]), float(row["gap"])
         self.points.append((wall, float(row["seconds"]), primal, int(row["epoch"])))
         self.best_dual = max(self.best_dual, primal - gap)
-        stop = primal <= self.bound or wall >= self.budget
+        # a certified start (epoch 0, DSO's) within the last line still lets the method's
+        # own epochs run: their clock is what the epoch columns compare
+        stop = (primal <= self.bound and info.epoch > 0) or wall >= self.budget
         if self.chosen is None and gap <= self.rule_tol * abs(primal):
             # w gathered for the chosen model only (a certificate-only row moves no w)
             self.chosen = {

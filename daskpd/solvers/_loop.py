@@ -100,6 +100,7 @@ def _loop(
     eval_seconds_before = progress.eval_seconds
     # the test rows read by idle workers meanwhile, for the evaluations (held to the end)
     prefetched = prefetch_rows(test_data, client)
+    fresh = state is None
     if state is None:
         tick = time.perf_counter()
         state = method.init(
@@ -144,7 +145,18 @@ def _loop(
     last_iterate = None
     retries = 0
     try:
-        while progress.epoch < max_epochs:
+        try:
+            start = _start_row(
+                method, problem, data, state, progress, fresh, max_epochs, test_data, client,
+                store, divergence_factor, callback_list,
+            )  # fmt: skip
+        except lost:
+            # a worker lost while the start's model was gathered: no row; the first epoch
+            # meets the loss and replays as any epoch does
+            start = None
+        if start is not None:
+            last_iterate, stop_reason = start
+        while start is None and progress.epoch < max_epochs:
             epoch = progress.epoch + 1
             tick = time.perf_counter()
             try:
@@ -473,6 +485,49 @@ def _checked_row(
     _check_objective(row, progress.reference_primal, factor, store, progress.history)
     progress.history.append(row)
     return row
+
+
+def _start_row(method, problem, data, state, progress, fresh, max_epochs, test_data, client,
+               store, factor, callbacks):  # fmt: skip
+    """The epoch-0 row of a solver whose start comes certified (DSO's from the dual solver).
+
+    ``method.start_certificate(state)`` gives ``(primal, dual)`` of the epoch-0 iterate, or
+    None. Its row is a certificate-only one, or with test data a full one (the iterate
+    gathered for the metrics, its numbers kept: no pass); the callbacks see it as epoch 0.
+    ``tol`` does not end the run here: the solver asked for runs at least one epoch (DSO's
+    start meets the default ``tol`` on most problems, and a user who picks DSO wants its
+    epochs). Returns ``(iterate, "callback")`` when a callback asks to stop, else None.
+    """
+    certify = getattr(method, "start_certificate", None)
+    if not fresh or certify is None:
+        return None
+    started = time.perf_counter()
+    certificate = certify(state)
+    if certificate is None:
+        return None
+    primal, dual = (float(v) for v in certificate)
+    iterate = None
+    if test_data is not None:
+        iterate = replace(method.iterate(state), primal=primal, dual=dual)
+        row = _checked_row(problem, iterate, data, test_data, client, progress, store, factor,
+                           started)  # fmt: skip
+    else:
+        row = _certified_row(lambda _: (primal, dual), state, progress, factor, store)
+    info = EpochInfo(
+        epoch=0,
+        max_epochs=max_epochs,
+        seconds=progress.seconds,
+        wall_seconds=progress.wall_seconds(),
+        row=row,
+        history=tuple(progress.history),
+        iterate=iterate,
+        solver=method.name,
+        fetch=functools.partial(method.iterate, state),
+    )
+    asked_stop = False
+    for callback in callbacks:
+        asked_stop = bool(callback.on_epoch_end(info)) or asked_stop
+    return (iterate, "callback") if asked_stop else None
 
 
 def _certified_row(certify, state, progress, factor, store, is_pass=False) -> dict | None:

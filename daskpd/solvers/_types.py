@@ -56,7 +56,12 @@ one is left to its ``check``), and these methods::
         A solver whose certificate is a pass over the rows without gathering ``w`` (SPDC:
         its state on the workers, with ``X^T z``) sets ``certificate_reads_data = True``:
         the driver then asks for it at the epochs the cadence evaluates, instead of the
-        evaluation, except the run's last, a stop by ``tol`` and with test data.
+        evaluation, except the run's last and with test data; a certificate within ``tol``
+        becomes the run's last row with the iterate gathered, and is not evaluated again.
+    start_certificate(state) -> (primal, dual) or None   (optional)
+        The exact primal and dual of the epoch-0 iterate when ``init`` produced them (DSO
+        started from the dual solver's rounds). The driver reports it as an epoch-0 row
+        (callbacks see epoch 0); ``tol`` is checked from epoch 1 on.
 
 The solver never prints, never evaluates the objective for the driver's sake, and never
 calls ``compute`` inside an inner loop.

@@ -129,6 +129,9 @@ class _State:
     handoff: tuple = ()
     #: bytes of the largest ``z`` arrays a task's tuple holds (see _whole)
     tuple_bytes: int = 0
+    #: ``(primal, dual)`` of the epoch-0 iterate, certified by the dual solver's start
+    #: (None: another start, or one whose ``w`` the box of the saddle point clipped)
+    start_certificate: tuple | None = None
     #: set by run_epoch: the epoch's tasks update this state's w blocks in place
     spent: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -100,6 +100,8 @@ class DSOOptions:
         Passes of the local dual coordinate ascent of ``init="dcd"``.
     start_gap : float, default=1e-3
         With ``init="cocoa"``: the relative duality gap at which the start's rounds stop.
+        The start's certificate is the run's epoch-0 row (no pass: the rounds computed it);
+        ``tol`` is checked from the first DSO epoch on.
     start_rounds : int, default=20
         With ``init="cocoa"``: the most rounds the start runs.
     svrg_every : int or None, default=None

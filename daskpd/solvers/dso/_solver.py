@@ -282,7 +282,11 @@ class DSO:
             w = client.gather(w) if client is not None and on_disk else w
         else:
             w = np.zeros(settings.n_features)
+        unclipped = w
         w = np.clip(w, -settings.w_bound, settings.w_bound)
+        start_certificate = None
+        if start == "cocoa" and np.array_equal(w, unclipped):
+            start_certificate = (float(warm_start.primal), float(warm_start.dual))
         empty = np.zeros(0)
         wstates = [
             _ColumnBlock(w[block_cols[r]], np.zeros(block_cols[r].shape[0]), empty, empty)
@@ -337,7 +341,22 @@ class DSO:
             tuple_bytes=int(np.diff(row_bounds).max(initial=0))
             * 8
             * (5 if settings.svrg_every > 0 else 3),
+            start_certificate=start_certificate,
         )
+
+    def start_certificate(self, state):
+        """``(primal, dual)`` of the epoch-0 iterate when the dual solver's start certified it.
+
+        The start's rounds end with a certificate of the point they hand over
+        (:func:`_start._cocoa_start`), so the driver reports it as the run's epoch-0 row
+        without a pass, and a run whose ``tol`` it meets stops there with that model.
+
+        Returns
+        -------
+        tuple of float or None
+            None after epoch 0 and for the other starts.
+        """
+        return state.start_certificate if state.epoch == 0 else None
 
     def run_epoch(self, state, epoch):
         """Run one epoch: ``grid`` rounds of ``grid`` tile tasks, one compute or one wave.

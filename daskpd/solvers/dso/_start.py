@@ -64,7 +64,8 @@ def _cocoa_start(problem, data, seed, client, options):
     Returns
     -------
     Iterate
-        ``w`` and the whole dual ``z`` (gathered in row order).
+        ``w`` and the whole dual ``z`` (gathered in row order), with the last round's
+        certificate of that point (``primal``, ``dual``).
     """
     solver, cocoa_options = _cocoa_start_solver(), _cocoa_start_options()
     start_seed = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1 << 30))
@@ -82,6 +83,8 @@ def _cocoa_start(problem, data, seed, client, options):
     return Iterate(
         w=np.asarray(point.w, dtype=np.float64),
         z=np.concatenate([np.asarray(part, dtype=np.float64) for part in z]),
+        primal=float(primal),
+        dual=float(dual),
     )
 
 
