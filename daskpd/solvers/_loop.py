@@ -249,21 +249,9 @@ def _loop(
                 converged = False
                 last_iterate = None
                 continue
-            info = EpochInfo(
-                epoch=epoch,
-                max_epochs=max_epochs,
-                seconds=progress.seconds,
-                wall_seconds=progress.wall_seconds(),
-                row=row,
-                history=tuple(progress.history),
-                iterate=iterate,
-                solver=method.name,
-                fetch=functools.partial(method.iterate, state),
+            asked_stop = _tell_callbacks(
+                callback_list, method, state, progress, epoch, max_epochs, row, iterate
             )
-            asked_stop = False
-            for callback in callback_list:
-                # Every callback sees every epoch, even after an earlier one asked to stop.
-                asked_stop = bool(callback.on_epoch_end(info)) or asked_stop
             if converged:
                 stop_reason = "tol"
                 break
@@ -513,8 +501,14 @@ def _start_row(method, problem, data, state, progress, fresh, max_epochs, test_d
                            started)  # fmt: skip
     else:
         row = _certified_row(lambda _: (primal, dual), state, progress, factor, store)
+    asked_stop = _tell_callbacks(callbacks, method, state, progress, 0, max_epochs, row, iterate)
+    return (iterate, "callback") if asked_stop else None
+
+
+def _tell_callbacks(callbacks, method, state, progress, epoch, max_epochs, row, iterate) -> bool:
+    """Give every callback the :class:`EpochInfo` of ``epoch``; whether one asked to stop."""
     info = EpochInfo(
-        epoch=0,
+        epoch=epoch,
         max_epochs=max_epochs,
         seconds=progress.seconds,
         wall_seconds=progress.wall_seconds(),
@@ -526,8 +520,9 @@ def _start_row(method, problem, data, state, progress, fresh, max_epochs, test_d
     )
     asked_stop = False
     for callback in callbacks:
+        # Every callback sees every epoch, even after an earlier one asked to stop.
         asked_stop = bool(callback.on_epoch_end(info)) or asked_stop
-    return (iterate, "callback") if asked_stop else None
+    return asked_stop
 
 
 def _certified_row(certify, state, progress, factor, store, is_pass=False) -> dict | None:

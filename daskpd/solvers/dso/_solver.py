@@ -349,7 +349,7 @@ class DSO:
 
         The start's rounds end with a certificate of the point they hand over
         (:func:`_start._cocoa_start`), so the driver reports it as the run's epoch-0 row
-        without a pass, and a run whose ``tol`` it meets stops there with that model.
+        without a pass (``tol`` is checked from the first DSO epoch on).
 
         Returns
         -------
