@@ -611,9 +611,17 @@ def test_certificate_is_the_evaluation_of_the_iterate(local_cluster, rng, tmp_pa
             assert hasattr(state.carry, "key") == (client is not None)
             primal, dual = solver.certificate(state)
             iterate = solver.iterate(state)
-        full = problem.evaluate(iterate.w, (X, y), z=np.concatenate(solver_dual(state)))
+            # on the cluster only w comes to the client; X^T z stays a future on its worker
+            assert hasattr(iterate.xtz, "key") == (client is not None)
+            xtz = iterate.xtz.result() if client is not None else iterate.xtz
+            given = problem.evaluate(iterate.w, data, z=iterate.z, z_bounds=iterate.z_bounds,
+                                     xtz=iterate.xtz, client=client)  # fmt: skip
+        z = np.concatenate(solver_dual(state))
+        np.testing.assert_allclose(xtz, X.T @ z, rtol=1e-12, atol=1e-12)
+        full = problem.evaluate(iterate.w, (X, y), z=z)
         assert primal == pytest.approx(full.primal, rel=1e-12)
         assert dual == pytest.approx(full.dual, rel=1e-12)
+        assert given.dual == pytest.approx(full.dual, rel=1e-12)
         assert 0.0 < primal - dual < primal
 
 

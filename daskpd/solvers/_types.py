@@ -110,10 +110,10 @@ class Iterate:
     primal, dual : float or None
         ``P(w)`` and ``D(z)``, when the solver computed them exactly on the way (CoCoA's
         pass); with both given the driver does not evaluate them again.
-    xtz : ndarray of shape (n_features,) or None
+    xtz : ndarray of shape (n_features,), Future or None
         ``X^T z`` for the dual iterate ``z``, when the solver keeps it as it goes (SPDC's
-        ``n u``): the evaluation then reads ``X`` for the margins only (see
-        :meth:`daskpd.problem.Problem.evaluate`).
+        ``n u``, a future on its worker on a cluster): the evaluation then reads ``X`` for
+        the margins only (see :meth:`daskpd.problem.Problem.evaluate`).
     """
 
     w: np.ndarray
