@@ -431,6 +431,17 @@ def _carry_xtz(carry, n):
     return carry.u * n
 
 
+def _carry_point(state):
+    """``(w, X^T z)`` of the state's carry: futures on the carry's worker when it is one there
+    (nothing gathered), else the in-process arrays (``w`` the carry's own)."""
+    n = int(state.data.shape[0])
+    carry, client = state.carry, state.client
+    if client is not None and hasattr(carry, "key"):
+        return client.submit(_carry_w, carry), client.submit(_carry_xtz, carry, n)
+    carry = carry_of(state)
+    return _carry_w(carry), _carry_xtz(carry, n)
+
+
 def _problem_stats(data):
     norms = np.sqrt(np.maximum(np.asarray(data.row_norm_sq, dtype=np.float64), 0.0))
     return norms
@@ -676,14 +687,9 @@ class SPDCSolver:
         would send ``X^T z`` back to a worker).
         """
         bounds = np.asarray(state.data.row_block_bounds, dtype=np.int64)
-        n = int(state.data.shape[0])
-        carry, client = state.carry, state.client
-        if client is not None and hasattr(carry, "key"):
-            w = np.array(client.submit(_carry_w, carry).result(), dtype=np.float64)
-            xtz = client.submit(_carry_xtz, carry, n)
-        else:
-            carry = carry_of(state)
-            w, xtz = carry.w.copy(), _carry_xtz(carry, n)
+        w, xtz = _carry_point(state)
+        # the client's own copy (the carry's w is updated in place by the next epoch)
+        w = np.array(w.result() if hasattr(w, "key") else w, dtype=np.float64)
         return Iterate(
             w=w, z=list(state.z_blocks), z_bounds=bounds, w_avg=None, z_avg=None, xtz=xtz
         )
@@ -707,16 +713,9 @@ class SPDCSolver:
         """
         if state.problem is None or state.epoch == 0:
             return None
-        n = int(state.data.shape[0])
-        carry, client = state.carry, state.client
-        if client is not None and hasattr(carry, "key"):
-            w = client.submit(_carry_w, carry)
-            xtz = client.submit(_carry_xtz, carry, n)
-        else:
-            carry = carry_of(state)
-            w, xtz = _carry_w(carry), _carry_xtz(carry, n)
+        w, xtz = _carry_point(state)
         evaluation = state.problem.evaluate(
-            w, state.data, z=list(state.z_blocks), xtz=xtz, client=client,
+            w, state.data, z=list(state.z_blocks), xtz=xtz, client=state.client,
             z_bounds=np.asarray(state.data.row_block_bounds, dtype=np.int64),
         )  # fmt: skip
         return evaluation.primal, evaluation.dual
