@@ -238,6 +238,18 @@ def test_geometric_table_is_the_formula(rng):
     assert np.all(flushed[:, K.LAZY_STAMP] == t)
 
 
+def test_primal_step_is_the_soft_threshold_prox(rng):
+    # The prox of tau (l1 |w| + (l2 / 2) w^2) in NumPy, at both signs, a zero threshold
+    # (the kernel's branch-free path) included: the same numbers (the sign of a zero apart).
+    v_in = rng.normal(size=300) * rng.choice([0.0, 1e-3, 1.0, 10.0], size=300)
+    u = rng.normal(size=300)
+    for tau, l1, l2 in ((0.3, 0.0, 2e-3), (0.3, 0.0, 0.0), (0.05, 0.4, 1e-2), (2.0, 1e-3, 0.0)):
+        v = v_in - tau * u
+        want = np.sign(v) * np.maximum(np.abs(v) - tau * l1, 0.0) / (1.0 + l2 * tau)
+        got = np.array([K.primal_step(a, b, tau, l1, l2) for a, b in zip(v_in, u, strict=True)])
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("l2", [1e-1, 1e-3, 1e-6, 1e-9, 0.0])
 def test_lazy_steps_match_iteration(rng, l2):
     worst = 0.0
