@@ -4,6 +4,7 @@ rules, sampling, Dask integration (one compute per epoch, LocalCluster, resume).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import dask
 import numpy as np
@@ -434,6 +435,79 @@ def test_local_cluster_equals_in_process(local_cluster, rng, tmp_path):
     local = solve(data, "smooth_hinge", "l2", 0.05, solver="spdc", client=False, **kwargs)
     np.testing.assert_array_equal(on_cluster.w, local.w)
     assert on_cluster.history[-1]["gap"] == pytest.approx(local.history[-1]["gap"], rel=1e-12)
+
+
+@pytest.mark.cluster
+def test_carry_through_shared_memory_on_one_machine(local_cluster, rng, tmp_path):
+    # Two worker processes of one machine hand the epoch's carry over as a shared-memory
+    # file: the same bits as through Dask (shared_memory=False) and as in-process; the file
+    # of the last epoch was handed over once and consumed by the epoch's flush.
+    from daskpd.data import write_dataset
+    from daskpd.solvers import _shared
+
+    X = sp.random(120, 30, density=0.3, random_state=rng, format="csr")
+    y = np.where(rng.normal(size=120) > 0, 1.0, -1.0)
+    data = write_dataset(X, y, tmp_path / "d.zarr", rows_per_block=30)
+    problem = Problem("logistic", "l2", 0.05)
+    solver = SPDCSolver()
+    finals = []
+    for shared_memory in (True, False):
+        options = solver.Options(threads=1, shared_memory=shared_memory)
+        state = solver.init(problem, data, seed=np.random.SeedSequence(2), client=local_cluster,
+                            options=options)  # fmt: skip
+        assert (state.shared is not None) == shared_memory
+        for epoch in (1, 2, 3):
+            state = solver.run_epoch(state, epoch)
+        if shared_memory:
+            d = data.shape[1]
+            path = f"{_shared.run_dir(state.shared.name)}/{spdc.SHARED_CARRY}"
+            header = np.fromfile(path, dtype=np.float64)[-4:]
+            assert np.fromfile(path).size == (d + 1) * 4
+            assert header[0] == 1.0 and header[1] == 1.0  # one hand-over; the flush holds it
+        finals.append(spdc.carry_of(state))
+        solver.close(state)
+        if shared_memory:
+            assert not os.path.exists(_shared.run_dir(state.shared.name))
+    local = solver.init(problem, data, seed=np.random.SeedSequence(2), client=None,
+                        options=solver.Options(threads=1))  # fmt: skip
+    for epoch in (1, 2, 3):
+        local = solver.run_epoch(local, epoch)
+    for final in finals:
+        for name in ("w", "w_prev", "u"):
+            np.testing.assert_array_equal(getattr(final, name), getattr(local.carry, name))
+
+
+def test_shared_carry_is_handed_over_once(rng, tmp_path, monkeypatch):
+    # The hand-over's header: a shared carry maps once per hand-over; a second claim (a
+    # retry of a task whose worker died half-way) or a stale one raises SharedStateLost,
+    # which the driver replays like a lost worker. To another machine it goes as bytes.
+    from daskpd.solvers import _loop, _shared
+
+    monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
+    run = "daskpd-test-handover"
+    assert _shared.join(run) is not None
+    w = rng.normal(size=9)
+    lazy = spdc._lazy(spdc.Carry(w, w + 1.0, w - 1.0, 7), 1)
+    expected = lazy.state.copy()
+    handed = spdc._hand_over(lazy, run)
+    assert isinstance(handed, spdc.SharedLazyCarry) and handed.generation == 1
+    mapped = spdc._lazy(handed, 1)
+    np.testing.assert_array_equal(mapped.state, expected)
+    assert mapped.t == 7 and mapped.shared is not None
+    with pytest.raises(_shared.SharedStateLost, match="busy: 1"):
+        spdc._lazy(handed, 1)
+    mapped.state[0, 0] = 42.0
+    again = spdc._hand_over(mapped, run)
+    assert again.generation == 2 and again.handle == handed.handle
+    with pytest.raises(_shared.SharedStateLost, match="expected 1"):
+        spdc._lazy(handed, 1)
+    plain = spdc._hand_over(spdc._lazy(again, 1), None)
+    assert isinstance(plain, spdc.LazyCarry) and plain.shared is None
+    assert plain.state[0, 0] == 42.0
+    assert _shared.SharedStateLost in _loop._lost_worker_errors()
+    _shared.remove(run)
+    with pytest.raises(_shared.SharedStateLost, match="cannot be mapped"):
+        spdc._lazy(again, 1)
 
 
 def test_threads_default_on_a_cluster_and_the_optimum(local_cluster, rng, tmp_path):

@@ -86,6 +86,9 @@ class ChainState:
     reads: tuple | None = None
     #: the Problem, for the certificate (:meth:`daskpd.solvers.spdc.SPDCSolver.certificate`)
     problem: Any = None
+    #: the run's shared-memory files (:class:`daskpd.solvers._shared.SharedRun`; None: the
+    #: carry travels by Dask), for a ``handoff`` of :func:`run_chain`
+    shared: Any = None
 
 
 def block_seed(seed, epoch, block, n_blocks):
@@ -142,13 +145,15 @@ def _runs(order, workers, n_blocks):
     return runs
 
 
-def _run_blocks(task, finish, carry, z_blocks, data, blocks, seeds, n_iters, spec, steps, opts):
+def _run_blocks(task, finish, carry, z_blocks, data, blocks, seeds, n_iters, spec, steps, opts,
+                handoff=None, share=None):  # fmt: skip
     """Task: one worker's run of the chain, ``task`` on each of ``blocks`` in turn.
 
     Returns ``(carry, z_1, ..., z_k)``; with ``finish`` (the epoch's last run) the carry is
-    finished here too. One task a run, not one a block: each task of a chain waits for the
-    scheduler to hear of the one before (10-20 ms), and 24 blocks an epoch at 1e8 nonzeros
-    spent 0.3-0.4 s of a 3 s epoch so.
+    finished here too, otherwise, with ``handoff``, the carry is ``handoff(carry, share)``
+    (:func:`run_chain`). One task a run, not one a block: each task of a chain waits for
+    the scheduler to hear of the one before (10-20 ms), and 24 blocks an epoch at 1e8
+    nonzeros spent 0.3-0.4 s of a 3 s epoch so.
     """
     new_z = []
     for z_block, block, seed, n_iter in zip(z_blocks, blocks, seeds, n_iters, strict=True):
@@ -156,17 +161,22 @@ def _run_blocks(task, finish, carry, z_blocks, data, blocks, seeds, n_iters, spe
         new_z.append(z)
     if finish is not None:
         carry = finish(carry, steps, spec)
+    elif handoff is not None:
+        carry = handoff(carry, share)
     return (carry, *new_z)
 
 
-def run_chain(state, epoch, task, finish=None):
+def run_chain(state, epoch, task, finish=None, handoff=None):
     """Run one epoch of a chained pass as ONE Dask compute (or one wave of futures).
 
     ``task(carry, z_block, data, block, seed, n_iter, spec, steps, opts) -> (carry, z)``;
     ``finish(carry, steps, spec) -> Carry``, when given, ends the epoch. On a client, block
     ``b`` runs on :func:`daskpd._cluster.block_worker`'s worker (which keeps its rows from
     one epoch to the next); the blocks of a worker that come in a row are one task
-    (:func:`_run_blocks`).
+    (:func:`_run_blocks`). ``handoff(carry, share) -> carry``, when given, is what a run
+    that is not the epoch's last hands to the next: ``share`` is the name of the run's
+    shared-memory files (``state.shared``) when the next run's worker maps the same ones
+    (the same machine), else None.
     """
     from daskpd._cluster import block_worker, worker_addresses
 
@@ -199,12 +209,15 @@ def run_chain(state, epoch, task, finish=None):
     runs = _runs([int(b) for b in order], workers, n_blocks)
     for k, (worker, blocks) in enumerate(runs):
         last = k == len(runs) - 1
+        share = None
+        if not last and state.shared is not None and state.shared.same(worker, runs[k + 1][0]):
+            share = state.shared.name
         out = graph.task(
             f"run-{k}", _run_blocks, task, finish if last else None, carry,
             [state.z_blocks[b] for b in blocks], data, blocks,
             [block_seed(state.seed, epoch, b, n_blocks) for b in blocks],
             [state.block_iters[b] for b in blocks], state.spec, state.steps, state.opts,
-            worker=worker, allow_other_workers=True,
+            None if last else handoff, share, worker=worker, allow_other_workers=True,
         )  # fmt: skip
         carry, *z_parts = graph.parts(out, len(blocks) + 1, f"run-{k}")
         for b, z_part in zip(blocks, z_parts, strict=True):

@@ -35,8 +35,11 @@ def _lost_worker_errors() -> tuple:
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
+    from daskpd.solvers._shared import SharedStateLost
+
     return (
         KilledWorker,
+        SharedStateLost,
         CommClosedError,
         FutureCancelledError,
         asyncio.CancelledError,

@@ -49,6 +49,16 @@ _MAPPED_LOCK = threading.Lock()
 KEEP_FRACTION = 0.125
 
 
+class SharedStateLost(RuntimeError):
+    """A shared array is not in the state its handle promised (see its raiser).
+
+    A task that updates a shared array in place and died half-way (its worker lost) leaves
+    the array changed: a retry of that task, or of one before it, would start from it as if
+    it were the handed-over state. The driver treats this as a lost worker and replays the
+    epoch from its recovery point.
+    """
+
+
 def root():
     """This process's directory for shared files, or ``None`` where there is none."""
     configured = os.environ.get(ROOT_VARIABLE)
