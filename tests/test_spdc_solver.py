@@ -541,11 +541,12 @@ def test_threads_default_on_a_cluster_and_the_optimum(local_cluster, rng, tmp_pa
 
 @pytest.mark.parametrize("binary", [True, False])
 def test_threaded_block_keeps_u_exact_and_converges(rng, binary):
-    # 2 threads on one block, in-process: u = X^T z / n after every epoch (the atomic adds),
-    # and the run's gap falls as a serial run's does
+    # 2 threads on one block, in-process: u = X^T z / n after every epoch (each thread adds
+    # into its own share of u), and the run's gap falls as a serial run's does
     import scipy.sparse as sp
 
-    # every row touches half of the 50 columns: without atomic adds the threads lose some
+    # every row touches half of the 50 columns: with both threads adding into one u (plain
+    # additions) they lose some
     n, d = 20_000, 50
     X = sp.random(n, d, density=0.5, random_state=rng, format="csr")
     if binary:
@@ -566,8 +567,8 @@ def test_threaded_block_keeps_u_exact_and_converges(rng, binary):
 
 
 def test_block_task_realigns_a_carry_from_another_worker(rng):
-    # a carry deserialized on another worker can start at any byte of the message; the
-    # threads' atomic adds need float64 alignment, so the task copies such a state
+    # a carry deserialized on another worker can start at any byte of the message; its
+    # records would straddle cache lines, so the task copies such a state
     X = rng.normal(size=(60, 7))
     data = as_dataset(X, np.sign(X[:, 0]), rows_per_block=30)
     problem = Problem("logistic", "l2", 0.1)
