@@ -210,7 +210,7 @@ class LazyPrimal(NamedTuple):
     factors: np.ndarray
 
 
-def lazy_state(w, w_prev, u, t, width=LAZY_WIDTH):
+def lazy_state(w, w_prev, u, t, width=LAZY_WIDTH, out=None):
     """A :class:`LazyPrimal` ``state`` of coordinates all current at time ``t``.
 
     Parameters
@@ -219,12 +219,18 @@ def lazy_state(w, w_prev, u, t, width=LAZY_WIDTH):
     t : int
     width : int, default=LAZY_WIDTH
         Fields a record (:func:`lazy_width`); the threads' shares of ``u`` start at 0.
+    out : ndarray of shape (n_features, width), optional
+        Where to write it (every field); a new array when None.
 
     Returns
     -------
     state : ndarray of shape (n_features, width)
     """
-    state = np.zeros((np.shape(w)[0], width))
+    if out is None:
+        state = np.zeros((np.shape(w)[0], width))
+    else:
+        state = out
+        state[:, LAZY_PARTS:] = 0.0
     state[:, LAZY_W] = w
     state[:, LAZY_W_PREV] = w_prev
     state[:, LAZY_U] = u

@@ -399,20 +399,36 @@ def _hand_over(carry, share):
     return SharedLazyCarry(handle, d, width, generation + 1, int(carry.t))
 
 
-def _lazy(carry, batch_size, threads=1):
+def _lazy(carry, batch_size, threads=1, share=None):
     """The carry a block task updates: a copy of an epoch's start (with a share of ``u``
     for each of ``threads``, :func:`daskpd.kernels.spdc.lazy_width`), or the lazy carry
-    itself (mapped, when it came through shared memory)."""
+    itself (mapped, when it came through shared memory).
+
+    With ``share`` (the run's shared-memory name; one row an iteration) the copy is made
+    in the run's file, claimed by this task, so that its hand-over copies nothing.
+    """
     if isinstance(carry, LazyCarry):
         return carry
     if isinstance(carry, SharedLazyCarry):
         return _attach_carry(carry)
     d = carry.w.shape[0] if batch_size > 1 else 0
     width = spdc_kernels.lazy_width(threads)
+    scratch = (np.full(d, -1, dtype=np.int64), np.zeros(d), int(carry.t))
+    if share is not None and batch_size == 1:
+        n_features = carry.w.shape[0]
+        try:
+            full, handle = _shared.create(share, SHARED_CARRY, (n_features + 1, width))
+        except OSError:
+            pass  # no shared directory here (or it is full): the carry travels by Dask
+        else:
+            spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, width,
+                                    out=full[:n_features])  # fmt: skip
+            full[n_features, _HEADER_GENERATION] = 0.0
+            full[n_features, _HEADER_BUSY] = 1.0
+            return LazyCarry(full[:n_features], *scratch, shared=(handle, 0))
     return LazyCarry(
-        spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, width),
-        np.full(d, -1, dtype=np.int64), np.zeros(d), int(carry.t),
-    )  # fmt: skip
+        spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, width), *scratch
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -493,7 +509,7 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     weights = block_weights(data, block, opts["class_pair"], labels)
     threads = int(opts.get("threads", 1))
     # nothing after this line raises: the lazy carry is updated in place
-    lazy = _lazy(carry, batch, threads)
+    lazy = _lazy(carry, batch, threads, opts.get("shared_run"))
     if not lazy.state.flags.aligned:
         # a carry that came from another worker through Dask can sit at any offset of the
         # message's buffer: its records would straddle cache lines (and when the threads'
@@ -779,9 +795,11 @@ class SPDCSolver:
         z_blocks, u = initial_dual(data, client, z0)
         carry = Carry(w, w.copy(), u, 0)
         opts["threads"] = run_threads(options, client)
+        shared = _open_shared(client, options)
+        opts["shared_run"] = None if shared is None else shared.name
         return ChainState(
             spec, steps, carry, tuple(z_blocks), block_iters, seed, 0, opts, data, client,
-            problem=problem, shared=_open_shared(client, options),
+            problem=problem, shared=shared,
         )  # fmt: skip
 
     def run_epoch(self, state, epoch):
@@ -858,10 +876,12 @@ class SPDCSolver:
             int(np.asarray(arrays["t"])),
         )
         opts["threads"] = run_threads(options, client)
+        shared = _open_shared(client, options)
+        opts["shared_run"] = None if shared is None else shared.name
         return ChainState(
             spec, steps, carry, tuple(blocks), block_iters,
             seed, int(np.asarray(arrays["epoch"])),
-            opts, data, client, problem=problem, shared=_open_shared(client, options),
+            opts, data, client, problem=problem, shared=shared,
         )  # fmt: skip
 
     def close(self, state):
