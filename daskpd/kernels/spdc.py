@@ -239,10 +239,16 @@ def lazy_state(w, w_prev, u, t, width=LAZY_WIDTH, out=None):
 
 
 @njit
-def current_u(state, j):
-    """``u_j``: ``state[j, LAZY_U]`` plus the threads' shares of it (none at width 4)."""
+def current_u(state, j, end=-1):
+    """``u_j``: ``state[j, LAZY_U]`` plus the threads' shares of it (none at width 4).
+
+    ``end``: one past the last share field to add (the row loops pass their threads', so
+    as not to add the padding's zeros); -1: all the record's fields.
+    """
+    if end < 0:
+        end = state.shape[1]
     uj = state[j, LAZY_U]
-    for f in range(LAZY_PARTS, state.shape[1]):
+    for f in range(LAZY_PARTS, end):
         uj += state[j, f]
     return uj
 
@@ -683,6 +689,8 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
     has_weights = weights.shape[0] > 0
     threaded = shares > 1
     part = LAZY_PARTS + share
+    # the fields of u to add: the threads' shares (a serial call adds whatever it finds)
+    u_end = min(state.shape[1], LAZY_PARTS + shares) if threaded else state.shape[1]
     for it in range(share, order.shape[0], shares):
         t = t_start + it
         k = order[it]
@@ -700,7 +708,7 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
                 else:
                     # catch_up's L2 branch written out: called, it took twice this loop's
                     # time (61-73 against 34-40 ns a nonzero at 1e8, inline="always" or not)
-                    uj = current_u(state, j)
+                    uj = current_u(state, j, u_end)
                     skipped = t - 1 - np.int64(stamp)
                     prev = lazy_l2(state[j, LAZY_W], uj, skipped, tau, l2, factors)
                     state[j, LAZY_W_PREV] = prev
@@ -722,7 +730,8 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
                 correction += coef if binary else coef * data[p]
             w_j = state[j, LAZY_W]
             state[j, LAZY_W_PREV] = w_j
-            state[j, LAZY_W] = primal_step(w_j, current_u(state, j) + correction, tau, l1, l2)
+            uj = current_u(state, j, u_end)
+            state[j, LAZY_W] = primal_step(w_j, uj + correction, tau, l1, l2)
             if u_coef != 0.0:
                 if threaded:
                     # this thread's own share: a plain addition no other thread makes
