@@ -343,8 +343,6 @@ def _direct_workload():
     spdc.lazy_steps(1.0, 0.2, 3, 0.1, 0.05, 0.5)
     spdc.catch_up(0, 3, spdc.lazy_state(w, w, w, 0), 0.1, 0.05, 0.5, np.ones((4, 2)))
     spdc.skip_factors(5, 0.1, 0.5, np.ones((4, 2)))
-    spdc.current_u(spdc.lazy_state(w, w, w, 0, spdc.lazy_width(2)), 1)
-    spdc.fold_parts(spdc.lazy_state(w, w, w, 0, spdc.lazy_width(2)))
     spdc.lazy_l2(1.0, 0.2, 3, 0.1, 0.5, np.ones((4, 2)))
     spdc.scalar_values(spdc.step_scalars(0.1, 0.2, 0.5, 0.0, 0.5, 0.0, 2))
     # spdc_rows's two loops (compiled into it, their own dispatchers called here)

@@ -238,31 +238,17 @@ def test_geometric_table_is_the_formula(rng):
     assert np.all(flushed[:, K.LAZY_STAMP] == t)
 
 
-def test_threads_shares_of_u(rng):
-    # A record holds a share of u per thread, padded to whole cache lines; u_j is the sum,
-    # and fold_parts moves the shares into u (as the epoch's flush does).
-    assert [K.lazy_width(t) for t in (1, 2, 3, 4, 5, 12, 13)] == [4, 8, 8, 8, 16, 16, 24]
-    d = 6
-    w, u = rng.normal(size=d), rng.normal(size=d)
-    state = K.lazy_state(w, w, u, 3, K.lazy_width(2))
-    assert state.shape == (d, 8) and not state[:, K.LAZY_PARTS :].any()
-    state[:, K.LAZY_PARTS] = 0.25
-    state[:, K.LAZY_PARTS + 1] = -1.0
-    np.testing.assert_array_equal([K.current_u(state, j) for j in range(d)], u + 0.25 - 1.0)
-    K.fold_parts(state)
-    np.testing.assert_array_equal(state[:, K.LAZY_U], u + 0.25 - 1.0)
-    assert not state[:, K.LAZY_PARTS :].any()
-    # a state without the threads' shares is refused to a threaded call
-    X = sp.random(10, d, density=0.5, random_state=rng, format="csr")
-    block = K.BlockRows(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, False,
-                        np.ones(10), np.empty(0))  # fmt: skip
-    sample = K.RowSample(np.arange(10, dtype=np.int64), 1, np.ones(10))
-    narrow = K.LazyPrimal(K.lazy_state(w, w, u, 0), np.empty(0, dtype=np.int64), np.empty(0),
-                          np.empty((0, 2)))  # fmt: skip
-    scalars = K.step_scalars(0.1, 0.2, 0.5, 0.0, 0.5, 0.0, 10)
-    with pytest.raises(ValueError, match="a share of u per thread"):
-        K.spdc_rows(block, np.zeros(10), sample, narrow, 0, scalar.LOGISTIC, np.zeros(0),
-                    scalars, 0, 2)  # fmt: skip
+def test_lazy_state_records_start_on_a_cache_line(rng):
+    # each 32-byte record in one cache line, wherever NumPy's allocation starts
+    for n in (1, 7, 1000, 300_000):
+        w = rng.normal(size=n)
+        state = K.lazy_state(w, 2 * w, 3 * w, 5)
+        assert K.is_record_aligned(state) and state.flags.c_contiguous
+        np.testing.assert_array_equal(state[:, K.LAZY_W_PREV], 2 * w)
+        assert np.all(state[:, K.LAZY_STAMP] == 5.0)
+    out = np.zeros((3, K.LAZY_WIDTH))
+    assert K.lazy_state(np.ones(3), np.ones(3), np.ones(3), 2, out=out) is out
+    assert np.all(out[:, K.LAZY_STAMP] == 2.0)
 
 
 def test_primal_step_is_the_soft_threshold_prox(rng):

@@ -456,8 +456,9 @@ def test_carry_through_shared_memory_on_one_machine(local_cluster, rng, tmp_path
         state = solver.init(problem, data, seed=np.random.SeedSequence(2), client=local_cluster,
                             options=options)  # fmt: skip
         assert (state.shared is not None) == shared_memory
-        for epoch in (1, 2, 3):
-            state = solver.run_epoch(state, epoch)
+        with local_cluster.as_current():
+            for epoch in (1, 2, 3):
+                state = solver.run_epoch(state, epoch)
         if shared_memory:
             d = data.shape[1]
             path = f"{_shared.run_dir(state.shared.name)}/{spdc.SHARED_CARRY}"
@@ -541,12 +542,11 @@ def test_threads_default_on_a_cluster_and_the_optimum(local_cluster, rng, tmp_pa
 
 @pytest.mark.parametrize("binary", [True, False])
 def test_threaded_block_keeps_u_exact_and_converges(rng, binary):
-    # 2 threads on one block, in-process: u = X^T z / n after every epoch (each thread adds
-    # into its own share of u), and the run's gap falls as a serial run's does
+    # 2 threads on one block, in-process: u = X^T z / n after every epoch (the atomic adds),
+    # and the run's gap falls as a serial run's does
     import scipy.sparse as sp
 
-    # every row touches half of the 50 columns: with both threads adding into one u (plain
-    # additions) they lose some
+    # every row touches half of the 50 columns: without atomic adds the threads lose some
     n, d = 20_000, 50
     X = sp.random(n, d, density=0.5, random_state=rng, format="csr")
     if binary:
@@ -585,7 +585,8 @@ def test_block_task_realigns_a_carry_from_another_worker(rng):
             {**state.opts, "threads": 1})  # fmt: skip
     expected, z_expected = spdc._spdc_block_task(aligned, *args)
     got, z_got = spdc._spdc_block_task(aligned._replace(state=shifted), *args)
-    assert got.state.flags.aligned
+    assert spdc.spdc_kernels.is_record_aligned(got.state)
+    assert spdc.spdc_kernels.is_record_aligned(aligned.state)  # made so
     np.testing.assert_array_equal(got.state, expected.state)
     np.testing.assert_array_equal(z_got, z_expected)
 

@@ -42,7 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels._config import njit
-from daskpd.kernels.intrinsics import prefetch_record
+from daskpd.kernels.intrinsics import atomic_add_record, prefetch_record
 from daskpd.kernels.scalar import loss_prox_conjugate
 
 #: How many nonzeros of a row ahead the row loops prefetch a coordinate's ``state`` row. A
@@ -164,25 +164,6 @@ LAZY_U = 2
 #: ``stamp_j``, the last update time (an integer held in a float64: exact below ``2**53``)
 LAZY_STAMP = 3
 LAZY_WIDTH = 4
-#: With threads (:func:`lazy_width`), the fields from here on hold each thread's own share
-#: of ``u``: ``u_j`` is ``state[j, LAZY_U]`` plus all of them (:func:`current_u`).
-LAZY_PARTS = 4
-
-
-def lazy_width(threads):
-    """Fields of a state record for a kernel run in ``threads`` threads.
-
-    One thread: :data:`LAZY_WIDTH` (four fields, 32 bytes). Several: one more field per
-    thread for its own share of ``u`` (:data:`LAZY_PARTS`), padded to whole cache lines (8
-    fields), so that each thread adds its dual steps into ``u`` with plain additions that no
-    other thread writes. Atomic additions to one ``u`` cost SPDC's 2-thread epoch a quarter
-    of its time at 1e8 splice-like nonzeros (1.2 s against 0.9 s; the record's cache line is
-    fetched either way).
-    """
-    threads = int(threads)
-    if threads <= 1:
-        return LAZY_WIDTH
-    return -(-(LAZY_PARTS + threads) // 8) * 8
 
 
 class LazyPrimal(NamedTuple):
@@ -190,10 +171,9 @@ class LazyPrimal(NamedTuple):
 
     Attributes
     ----------
-    state : ndarray of shape (n_features, width)
+    state : ndarray of shape (n_features, LAZY_WIDTH)
         ``w``, ``w_prev``, ``u`` and the last update time of each coordinate, side by side
-        (:data:`LAZY_W`, :data:`LAZY_W_PREV`, :data:`LAZY_U`, :data:`LAZY_STAMP`), and with
-        threads their shares of ``u`` (:func:`lazy_width`).
+        (:data:`LAZY_W`, :data:`LAZY_W_PREV`, :data:`LAZY_U`, :data:`LAZY_STAMP`).
     mark : ndarray of shape (n_features,), int64
         Scratch of the mini-batch loop: the last iteration that touched each coordinate;
         must hold values below the kernel's ``t_start``.
@@ -210,47 +190,51 @@ class LazyPrimal(NamedTuple):
     factors: np.ndarray
 
 
-def lazy_state(w, w_prev, u, t, width=LAZY_WIDTH, out=None):
+#: Bytes a state's first record is aligned to (a cache line): each 32-byte record then sits
+#: in one line. NumPy's large arrays start 16 bytes past a page (glibc's mmap chunks), where
+#: every other record straddles two lines: one epoch of the 2-thread row loop at 1e8
+#: splice-like nonzeros took 1.21-1.24 s on such a state against 1.08-1.10 s aligned.
+RECORD_ALIGN = 64
+
+
+def aligned_records(n, width=LAZY_WIDTH):
+    """An uninitialized ``(n, width)`` float64 array starting at a :data:`RECORD_ALIGN` byte.
+
+    Returns
+    -------
+    ndarray of shape (n, width)
+    """
+    per = RECORD_ALIGN // 8
+    raw = np.empty(n * width + per, dtype=np.float64)
+    shift = (-raw.ctypes.data % RECORD_ALIGN) // 8
+    return raw[shift : shift + n * width].reshape(n, width)
+
+
+def is_record_aligned(state):
+    """Whether ``state``'s first record starts at a :data:`RECORD_ALIGN` byte."""
+    return state.ctypes.data % RECORD_ALIGN == 0
+
+
+def lazy_state(w, w_prev, u, t, out=None):
     """A :class:`LazyPrimal` ``state`` of coordinates all current at time ``t``.
 
     Parameters
     ----------
     w, w_prev, u : ndarray of shape (n_features,)
     t : int
-    width : int, default=LAZY_WIDTH
-        Fields a record (:func:`lazy_width`); the threads' shares of ``u`` start at 0.
-    out : ndarray of shape (n_features, width), optional
-        Where to write it (every field); a new array when None.
+    out : ndarray of shape (n_features, LAZY_WIDTH), optional
+        Where to write it; a new array (:func:`aligned_records`) when None.
 
     Returns
     -------
-    state : ndarray of shape (n_features, width)
+    state : ndarray of shape (n_features, LAZY_WIDTH)
     """
-    if out is None:
-        state = np.zeros((np.shape(w)[0], width))
-    else:
-        state = out
-        state[:, LAZY_PARTS:] = 0.0
+    state = aligned_records(np.shape(w)[0]) if out is None else out
     state[:, LAZY_W] = w
     state[:, LAZY_W_PREV] = w_prev
     state[:, LAZY_U] = u
     state[:, LAZY_STAMP] = float(t)
     return state
-
-
-@njit
-def current_u(state, j, end=-1):
-    """``u_j``: ``state[j, LAZY_U]`` plus the threads' shares of it (none at width 4).
-
-    ``end``: one past the last share field to add (the row loops pass their threads', so
-    as not to add the padding's zeros); -1: all the record's fields.
-    """
-    if end < 0:
-        end = state.shape[1]
-    uj = state[j, LAZY_U]
-    for f in range(LAZY_PARTS, end):
-        uj += state[j, f]
-    return uj
 
 
 #: Skipped-step counts below this take their geometric factors from a table
@@ -488,7 +472,7 @@ def catch_up(j, t, state, tau, l1, l2, factors):
     if k <= 0:
         return
     x0 = state[j, LAZY_W]
-    uj = current_u(state, j)
+    uj = state[j, LAZY_U]
     if l1 != 0.0:
         prev = lazy_steps(x0, uj, k - 1, tau, l1, l2) if k > 1 else x0
     else:
@@ -496,18 +480,6 @@ def catch_up(j, t, state, tau, l1, l2, factors):
     state[j, LAZY_W_PREV] = prev
     state[j, LAZY_W] = primal_step(prev, uj, tau, l1, l2)
     state[j, LAZY_STAMP] = t
-
-
-@njit
-def fold_parts(state):
-    """Add the threads' shares of ``u`` into ``state[:, LAZY_U]`` and zero them (between
-    kernel runs: no thread may be adding)."""
-    if state.shape[1] <= LAZY_PARTS:
-        return
-    for j in range(state.shape[0]):
-        state[j, LAZY_U] = current_u(state, j)
-        for f in range(LAZY_PARTS, state.shape[1]):
-            state[j, f] = 0.0
 
 
 #: The most factors :func:`flush` tabulates for itself (64 MiB).
@@ -525,7 +497,6 @@ def flush(t, state, tau, l1, l2, factors):
     ``exp`` and ``expm1`` (at 4.66M coordinates: 0.35 s an epoch).
     """
     d = state.shape[0]
-    fold_parts(state)
     if l1 != 0.0:
         for j in range(d):
             catch_up(j, t, state, tau, l1, l2, factors)
@@ -562,13 +533,11 @@ def spdc_rows(block, z, sample, primal, t_start, code, params, scalars, share=0,
     With ``shares > 1`` this call runs the iterations ``it = share, share + shares, ...`` of
     the block (at times ``t_start + it``), and ``shares`` calls from as many threads run the
     block together on the one ``state`` and ``z`` (one row an iteration only; each row once,
-    as a shuffled pass has it, so that no two threads step one dual coordinate; ``state``
-    needs a share of ``u`` per thread, :func:`lazy_width`). They race
+    as a shuffled pass has it, so that no two threads step one dual coordinate). They race
     on ``w`` of the columns their rows share, as asynchronous coordinate methods do
-    (PASSCoDe, Hogwild); each adds its dual steps into its own share of ``u``, and every
-    read of ``u_j`` sums the shares (:func:`current_u`), so no addition is lost and
-    ``u = X^T z / n`` holds to rounding. A coordinate another thread stamped later than an
-    iteration's time is read as it is.
+    (PASSCoDe, Hogwild); their additions to ``u`` are atomic, so ``u = X^T z / n`` holds to
+    rounding. A coordinate another thread stamped later than an iteration's time is read
+    as it is.
 
     Parameters
     ----------
@@ -597,8 +566,6 @@ def spdc_rows(block, z, sample, primal, t_start, code, params, scalars, share=0,
     int
         Global iteration counter at exit (``t_start`` plus the block's iterations).
     """
-    if shares > 1 and primal.state.shape[1] < LAZY_PARTS + shares:
-        raise ValueError("threaded SPDC rows need a share of u per thread (lazy_width)")
     if sample.batch_size == 1:
         return _single_rows(block, z, sample.order, sample.inv_npi, primal.state,
                             primal.factors, t_start, code, params, scalars, share,
@@ -663,7 +630,7 @@ def _batch_rows(block, z, sample, primal, t_start, code, params, scalars):
             j = touched[q]
             w_j = state[j, LAZY_W]
             state[j, LAZY_W_PREV] = w_j
-            state[j, LAZY_W] = primal_step(w_j, current_u(state, j) + acc[j], tau, l1, l2)
+            state[j, LAZY_W] = primal_step(w_j, state[j, LAZY_U] + acc[j], tau, l1, l2)
             state[j, LAZY_STAMP] = t + 1
         for b in range(batch_size):
             k = order[base + b]
@@ -688,9 +655,6 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
     inv_n = 1.0 / n_total
     has_weights = weights.shape[0] > 0
     threaded = shares > 1
-    part = LAZY_PARTS + share
-    # the fields of u to add: the threads' shares (a serial call adds whatever it finds)
-    u_end = min(state.shape[1], LAZY_PARTS + shares) if threaded else state.shape[1]
     for it in range(share, order.shape[0], shares):
         t = t_start + it
         k = order[it]
@@ -708,7 +672,7 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
                 else:
                     # catch_up's L2 branch written out: called, it took twice this loop's
                     # time (61-73 against 34-40 ns a nonzero at 1e8, inline="always" or not)
-                    uj = current_u(state, j, u_end)
+                    uj = state[j, LAZY_U]
                     skipped = t - 1 - np.int64(stamp)
                     prev = lazy_l2(state[j, LAZY_W], uj, skipped, tau, l2, factors)
                     state[j, LAZY_W_PREV] = prev
@@ -730,12 +694,10 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
                 correction += coef if binary else coef * data[p]
             w_j = state[j, LAZY_W]
             state[j, LAZY_W_PREV] = w_j
-            uj = current_u(state, j, u_end)
-            state[j, LAZY_W] = primal_step(w_j, uj + correction, tau, l1, l2)
+            state[j, LAZY_W] = primal_step(w_j, state[j, LAZY_U] + correction, tau, l1, l2)
             if u_coef != 0.0:
                 if threaded:
-                    # this thread's own share: a plain addition no other thread makes
-                    state[j, part] += u_coef if binary else u_coef * data[p]
+                    atomic_add_record(state, j, LAZY_U, u_coef if binary else u_coef * data[p])
                 else:
                     state[j, LAZY_U] += u_coef if binary else u_coef * data[p]
             # (serially a stamp is never past t; a thread ahead may have stamped it later)

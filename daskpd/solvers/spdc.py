@@ -331,7 +331,6 @@ class SharedLazyCarry(NamedTuple):
 
     handle: tuple
     n_features: int
-    width: int
     generation: int
     t: int
 
@@ -355,7 +354,7 @@ def _attach_carry(carry):
     """
     d = carry.n_features
     try:
-        full = _shared.attach(carry.handle, (d + 1, carry.width))
+        full = _shared.attach(carry.handle, (d + 1, spdc_kernels.LAZY_WIDTH))
     except (OSError, RuntimeError) as exc:
         raise _shared.SharedStateLost(f"SPDC's shared carry cannot be mapped here: {exc}") from exc
     header = full[d]
@@ -386,23 +385,23 @@ def _hand_over(carry, share):
             return carry
         # the next worker is on another machine: the bytes (the file is not used again)
         return carry._replace(state=np.array(carry.state, copy=True), shared=None)
-    d, width = carry.state.shape
+    d = carry.state.shape[0]
+    shape = (d + 1, spdc_kernels.LAZY_WIDTH)
     if carry.shared is None:
-        full, handle = _shared.create(share, SHARED_CARRY, (d + 1, width))
+        full, handle = _shared.create(share, SHARED_CARRY, shape)
         full[:d] = carry.state
         generation = 0
     else:
         handle, generation = carry.shared
-        full = _shared.attach(handle, (d + 1, width))
+        full = _shared.attach(handle, shape)
     full[d, _HEADER_GENERATION] = generation + 1
     full[d, _HEADER_BUSY] = 0.0
-    return SharedLazyCarry(handle, d, width, generation + 1, int(carry.t))
+    return SharedLazyCarry(handle, d, generation + 1, int(carry.t))
 
 
-def _lazy(carry, batch_size, threads=1, share=None):
-    """The carry a block task updates: a copy of an epoch's start (with a share of ``u``
-    for each of ``threads``, :func:`daskpd.kernels.spdc.lazy_width`), or the lazy carry
-    itself (mapped, when it came through shared memory).
+def _lazy(carry, batch_size, share=None):
+    """The carry a block task updates: a copy of an epoch's start, or the lazy carry itself
+    (mapped, when it came through shared memory).
 
     With ``share`` (the run's shared-memory name; one row an iteration) the copy is made
     in the run's file, claimed by this task, so that its hand-over copies nothing.
@@ -412,23 +411,21 @@ def _lazy(carry, batch_size, threads=1, share=None):
     if isinstance(carry, SharedLazyCarry):
         return _attach_carry(carry)
     d = carry.w.shape[0] if batch_size > 1 else 0
-    width = spdc_kernels.lazy_width(threads)
     scratch = (np.full(d, -1, dtype=np.int64), np.zeros(d), int(carry.t))
     if share is not None and batch_size == 1:
         n_features = carry.w.shape[0]
         try:
-            full, handle = _shared.create(share, SHARED_CARRY, (n_features + 1, width))
+            full, handle = _shared.create(
+                share, SHARED_CARRY, (n_features + 1, spdc_kernels.LAZY_WIDTH)
+            )
         except OSError:
             pass  # no shared directory here (or it is full): the carry travels by Dask
         else:
-            spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, width,
-                                    out=full[:n_features])  # fmt: skip
+            spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, full[:n_features])
             full[n_features, _HEADER_GENERATION] = 0.0
             full[n_features, _HEADER_BUSY] = 1.0
             return LazyCarry(full[:n_features], *scratch, shared=(handle, 0))
-    return LazyCarry(
-        spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, width), *scratch
-    )
+    return LazyCarry(spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t), *scratch)
 
 
 @functools.lru_cache(maxsize=4)
@@ -509,14 +506,16 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     weights = block_weights(data, block, opts["class_pair"], labels)
     threads = int(opts.get("threads", 1))
     # nothing after this line raises: the lazy carry is updated in place
-    lazy = _lazy(carry, batch, threads, opts.get("shared_run"))
-    if not lazy.state.flags.aligned:
+    lazy = _lazy(carry, batch, opts.get("shared_run"))
+    if not spdc_kernels.is_record_aligned(lazy.state):
         # a carry that came from another worker through Dask can sit at any offset of the
-        # message's buffer: its records would straddle cache lines (and when the threads'
-        # additions to u were atomic, an atomic add across two lines was a split lock, 2.7
-        # s a block instead of 0.1 s at 1e8 nonzeros). A mapped shared carry is
+        # message's buffer: its records would straddle cache lines, and an atomic add on a
+        # float64 across two lines is a split lock, which the kernel throttles (2.7 s a
+        # block instead of 0.1 s at 1e8 nonzeros, 2 threads). A mapped shared carry is
         # page-aligned; were it not, the copy is what goes on.
-        lazy = lazy._replace(state=np.array(lazy.state, copy=True), shared=None)
+        state = spdc_kernels.aligned_records(lazy.state.shape[0])
+        state[:] = lazy.state
+        lazy = lazy._replace(state=state, shared=None)
     args = (
         spdc_kernels.BlockRows(indptr, indices, values, binary, labels, weights),
         z,
@@ -687,7 +686,7 @@ class SPDCSolver:
         threads : int or None, default=None
             Threads that run a block's iterations together (one row an iteration and
             shuffled passes only). They share ``w`` without locks, as asynchronous
-            coordinate methods do, and each adds into its own share of ``u = X^T z / n``
+            coordinate methods do, and add to ``u = X^T z / n`` atomically
             (:func:`daskpd.kernels.spdc.spdc_rows`), so the iterates depend on the threads'
             timing: not reproducible bit for bit with more than 1. None: on a cluster, the
             worker threads of a machine (the chain runs one block at a time, so the other
@@ -809,11 +808,11 @@ class SPDCSolver:
     def iterate(self, state):
         """The current ``(w, z)``; ``z`` stays per row block (``z_bounds``).
 
-        ``X^T z = n u`` comes along: the chain adds every change of ``z`` into ``u`` (into
-        each thread's share of it with threads), so the evaluation need not recompute it
-        from the rows. On a cluster only ``w`` is gathered and ``xtz`` is a future on the
-        carry's worker (the carry is ``n_features`` floats three times, 112 MB at 4.66M
-        features, and the evaluation would send ``X^T z`` back to a worker).
+        ``X^T z = n u`` comes along: the chain adds every change of ``z`` into ``u``
+        (atomically with threads), so the evaluation need not recompute it from the rows.
+        On a cluster only ``w`` is gathered and ``xtz`` is a future on the carry's worker
+        (the carry is ``n_features`` floats three times, 112 MB at 4.66M features, and the
+        evaluation would send ``X^T z`` back to a worker).
         """
         bounds = np.asarray(state.data.row_block_bounds, dtype=np.int64)
         w, xtz = _carry_point(state)
