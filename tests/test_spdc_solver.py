@@ -505,10 +505,19 @@ def test_shared_carry_is_handed_over_once(rng, tmp_path, monkeypatch):
     plain = spdc._hand_over(spdc._lazy(again, 1), None)
     assert isinstance(plain, spdc.LazyCarry) and plain.shared is None
     assert plain.state[0, 0] == 42.0
+    # the next epoch's first task fills the same file again (made in place, claimed)
+    nxt = spdc._lazy(spdc.Carry(w, w, w, 70), 1, share=run)
+    assert nxt.shared == (handed.handle, 0)
+    np.testing.assert_array_equal(nxt.state[:, spdc.spdc_kernels.LAZY_W], w)
+    later = spdc._hand_over(nxt._replace(t=80), run)
+    assert later.generation == 1 and later.handle == handed.handle
+    with pytest.raises(_shared.SharedStateLost, match="another epoch's"):
+        spdc._lazy(handed, 1)  # the first epoch's hand-over 1, iteration 7
+    assert spdc._lazy(later, 1).t == 80
     assert _shared.SharedStateLost in _loop._lost_worker_errors()
     _shared.remove(run)
     with pytest.raises(_shared.SharedStateLost, match="cannot be mapped"):
-        spdc._lazy(again, 1)
+        spdc._lazy(later, 1)
 
 
 def test_threads_default_on_a_cluster_and_the_optimum(local_cluster, rng, tmp_path):

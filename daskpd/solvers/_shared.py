@@ -209,6 +209,36 @@ def create(run, name, shape):
     return array, (run, name, domain, inode)
 
 
+def reuse(run, name, shape):
+    """The float64 array of file ``name`` of the run, as :func:`create` returns it, reusing
+    the file this process made or mapped last when it is still there with ``shape``.
+
+    A file made anew has pages that every process touches for the first time (at 149 MB, 0.06
+    s to reserve and 0.08 s to fill here, where filling a mapped one takes 0.035 s, and the
+    other processes fault them in again). The contents of a reused file are what was left
+    in it, not zeros: the caller writes every element.
+
+    Returns
+    -------
+    array, handle
+        As :func:`create`.
+    """
+    directory = run_dir(run)
+    if directory is not None:
+        path = os.path.join(directory, name)
+        with _MAPPED_LOCK:
+            known = _MAPPED.get(path)
+        if known is not None and known[1].shape == tuple(shape):
+            try:
+                inode = os.stat(path).st_ino
+            except FileNotFoundError:
+                inode = None
+            domain = _domain_of(directory)
+            if inode == known[0] and domain is not None:
+                return known[1].view(), (run, name, domain, inode)
+    return create(run, name, shape)
+
+
 def attach(handle, shape):
     """Map the array of ``handle`` (from :func:`create`): the same pages, writable.
 

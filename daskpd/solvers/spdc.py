@@ -335,12 +335,14 @@ class SharedLazyCarry(NamedTuple):
     t: int
 
 
-#: File of a run's shared lazy carry (one a run: an epoch's replaces the last epoch's).
+#: File of a run's shared lazy carry (one a run: each epoch's first task fills it again).
 SHARED_CARRY = "spdc-carry"
-#: Header fields of a shared lazy carry (its last record): hand-overs so far, and 1 while a
-#: task updates the state (0 when it is handed over).
+#: Header fields of a shared lazy carry (its last record): hand-overs so far in the epoch, 1
+#: while a task updates the state (0 when it is handed over), and the iteration counter at
+#: the hand-over (it grows every epoch, so a hand-over of an earlier epoch never matches).
 _HEADER_GENERATION = 0
 _HEADER_BUSY = 1
+_HEADER_T = 2
 
 
 def _attach_carry(carry):
@@ -358,11 +360,16 @@ def _attach_carry(carry):
     except (OSError, RuntimeError) as exc:
         raise _shared.SharedStateLost(f"SPDC's shared carry cannot be mapped here: {exc}") from exc
     header = full[d]
-    if header[_HEADER_GENERATION] != carry.generation or header[_HEADER_BUSY] != 0:
+    if (
+        header[_HEADER_GENERATION] != carry.generation
+        or header[_HEADER_T] != carry.t
+        or header[_HEADER_BUSY] != 0
+    ):
         raise _shared.SharedStateLost(
-            f"SPDC's shared carry is at hand-over {header[_HEADER_GENERATION]:.0f} (busy: "
-            f"{header[_HEADER_BUSY]:.0f}), this task expected {carry.generation}: a task "
-            "that updated it stopped half-way"
+            f"SPDC's shared carry is at hand-over {header[_HEADER_GENERATION]:.0f}, "
+            f"iteration {header[_HEADER_T]:.0f} (busy: {header[_HEADER_BUSY]:.0f}); this task "
+            f"expected {carry.generation}, iteration {carry.t}: a task that updated it "
+            "stopped half-way, or another epoch's filled it since"
         )
     header[_HEADER_BUSY] = 1.0
     empty = np.zeros(0)
@@ -388,13 +395,15 @@ def _hand_over(carry, share):
     d = carry.state.shape[0]
     shape = (d + 1, spdc_kernels.LAZY_WIDTH)
     if carry.shared is None:
-        full, handle = _shared.create(share, SHARED_CARRY, shape)
+        full, handle = _shared.reuse(share, SHARED_CARRY, shape)
         full[:d] = carry.state
+        full[d] = 0.0
         generation = 0
     else:
         handle, generation = carry.shared
         full = _shared.attach(handle, shape)
     full[d, _HEADER_GENERATION] = generation + 1
+    full[d, _HEADER_T] = float(carry.t)
     full[d, _HEADER_BUSY] = 0.0
     return SharedLazyCarry(handle, d, generation + 1, int(carry.t))
 
@@ -415,7 +424,7 @@ def _lazy(carry, batch_size, share=None):
     if share is not None and batch_size == 1:
         n_features = carry.w.shape[0]
         try:
-            full, handle = _shared.create(
+            full, handle = _shared.reuse(
                 share, SHARED_CARRY, (n_features + 1, spdc_kernels.LAZY_WIDTH)
             )
         except OSError:
@@ -423,6 +432,7 @@ def _lazy(carry, batch_size, share=None):
         else:
             spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t, full[:n_features])
             full[n_features, _HEADER_GENERATION] = 0.0
+            full[n_features, _HEADER_T] = float(carry.t)
             full[n_features, _HEADER_BUSY] = 1.0
             return LazyCarry(full[:n_features], *scratch, shared=(handle, 0))
     return LazyCarry(spdc_kernels.lazy_state(carry.w, carry.w_prev, carry.u, carry.t), *scratch)
