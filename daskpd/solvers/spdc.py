@@ -35,7 +35,9 @@ epoch copies it, the later ones update it in place (each is its only reader), so
 costs O(nnz) plus O(n_features) once, at its end (:func:`_flush_task`), not once per
 block. Block ``b`` runs on the worker that keeps its rows between epochs (the placement of
 :func:`daskpd.solvers._data.score_rows`), and a worker's blocks come in one run of the
-order, so the carry moves between workers about once per worker, not once per block.
+order, so the carry moves between workers about once per worker, not once per block; between
+two workers of one machine it moves as a file of shared memory that both map
+(:class:`SharedLazyCarry`), not through Dask.
 Sampling is stratified by block: block ``b`` receives ``n_b / batch_size`` iterations
 (``n P_b`` for weighted sampling, ``P_b`` the block's probability mass), and its rows are
 drawn inside the task from a seed spawned per (epoch, block): by default a fresh random
@@ -702,8 +704,8 @@ class SPDCSolver:
             worker threads of a machine (the chain runs one block at a time, so the other
             workers' cores would idle; a LocalCluster of two 1-thread workers gets 2), 1 with
             mini-batches or i.i.d. sampling, and 1 in-process. At 1e8 splice-like nonzeros,
-            logistic, an epoch took 1.6-1.9 s in 2 threads against 2.7-2.8 s in one, with the
-            same progress an epoch (BENCHMARKS.md, SPDC).
+            logistic, one process, an epoch took 1.1-1.2 s in 2 threads against 1.8-1.95 s in
+            one, with the same progress an epoch (BENCHMARKS.md, SPDC).
         shared_memory : bool, default=True
             Hand the epoch's carry between the worker processes of one machine through
             shared memory (``/dev/shm``, or ``$DASKPD_SHM_DIR``): the next run maps the
