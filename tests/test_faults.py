@@ -107,6 +107,27 @@ def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path
     _wait_for_two_workers(client)
 
 
+def test_spdc_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
+    # The carry goes between the two workers through shared memory; a worker lost while it
+    # holds it (or the dual blocks) replays from the checkpoint: the same bits as a run
+    # that lost nothing (one thread a block, so the iterates are reproducible).
+    client = local_cluster
+    _wait_for_two_workers(client)
+    kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "spdc", "threads": 1, "tol": 0.0,
+              "eval_every": 1, "random_state": 5}  # fmt: skip
+    straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
+    killer = _WorkerKiller(client, after=3, delay=0.02)
+    survived = solve(
+        disk_data, client=client, max_epochs=6, callbacks=killer,
+        checkpoint_dir=tmp_path / "ck", checkpoint_every=2, **kwargs,
+    )  # fmt: skip
+    killer.check_mid_epoch()
+    assert np.array_equal(survived.w, straight.w)
+    assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
+    assert survived.recoveries >= 1
+    _wait_for_two_workers(client)
+
+
 def _train_args(data, *extra):
     return [
         "train", str(data.path), "--solver", "batch", "--loss", "logistic", "--alpha", "1e-3",
