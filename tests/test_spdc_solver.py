@@ -515,6 +515,11 @@ def test_shared_carry_is_handed_over_once(rng, tmp_path, monkeypatch):
         spdc._lazy(handed, 1)  # the first epoch's hand-over 1, iteration 7
     assert spdc._lazy(later, 1).t == 80
     assert _shared.SharedStateLost in _loop._lost_worker_errors()
+    # where the run has no directory (a worker that did not join, a full /dev/shm), the
+    # carry stays plain: made in process memory, handed over as bytes
+    alone = spdc._lazy(spdc.Carry(w, w, w, 90), 1, share="daskpd-test-no-such-run")
+    assert alone.shared is None
+    assert spdc._hand_over(alone, "daskpd-test-no-such-run") is alone
     _shared.remove(run)
     with pytest.raises(_shared.SharedStateLost, match="cannot be mapped"):
         spdc._lazy(later, 1)

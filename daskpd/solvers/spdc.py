@@ -397,7 +397,10 @@ def _hand_over(carry, share):
     d = carry.state.shape[0]
     shape = (d + 1, spdc_kernels.LAZY_WIDTH)
     if carry.shared is None:
-        full, handle = _shared.reuse(share, SHARED_CARRY, shape)
+        try:
+            full, handle = _shared.reuse(share, SHARED_CARRY, shape)
+        except OSError:
+            return carry  # no shared directory here (or it is full): through Dask
         full[:d] = carry.state
         full[d] = 0.0
         generation = 0
