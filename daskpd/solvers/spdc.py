@@ -325,7 +325,8 @@ class SharedLazyCarry(NamedTuple):
 
     The lazy state (``n_features`` records of 32 bytes, 149 MB at 4.66M features) sits in a
     file of the run's shared-memory directory (:mod:`daskpd.solvers._shared`), one record
-    more at its end for a header: the hand-overs so far and whether a task is updating it.
+    more at its end for a header: the hand-overs so far, the iteration of the last one and
+    whether a task is updating it (``_HEADER_*``).
     The next run maps the same pages and updates them in place, as a run does with the
     carry it got from its own worker. Through Dask the carry was pickled, sent over TCP and
     copied again for alignment (0.09-0.12 s and 0.05 s a move at 1e8 nonzeros, 2 workers).
