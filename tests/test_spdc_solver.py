@@ -612,6 +612,7 @@ def test_block_task_realigns_a_carry_from_another_worker(rng):
         ({"threads": True}, "threads must be a positive integer"),
         ({"threads": 2, "batch_size": 2}, "needs batch_size=1 and sampling='shuffle'"),
         ({"threads": 2, "sampling": "uniform"}, "needs batch_size=1 and sampling='shuffle'"),
+        ({"shared_memory": "yes"}, "shared_memory must be True or False, got 'yes'"),
     ],
 )
 def test_threads_option_checked(rng, options, match):
