@@ -311,15 +311,19 @@ def test_recorder_lets_the_epochs_after_a_certified_start_run():
     from daskpd.solvers._types import EpochInfo, Iterate
 
     def info(epoch, row):
+        # each epoch's model is told apart by its w (all entries = the epoch)
         return EpochInfo(epoch=epoch, max_epochs=10, seconds=float(epoch), wall_seconds=0.0,
                          row=row, history=(), iterate=None, solver="dso",
-                         fetch=lambda: Iterate(w=np.zeros(3)))  # fmt: skip
+                         fetch=lambda: Iterate(w=np.full(3, float(epoch))))  # fmt: skip
 
     recorder = _Recorder(start=0.0, p_star=1.0, rule_tol=1e-3, budget=1e9)
     row = {"epoch": 0, "seconds": 0.5, "primal": 1.0, "gap": 1e-5, "certificate_only": True}
     assert recorder.on_epoch_end(info(0, row)) is False
-    assert recorder.chosen["primal"] == 1.0
-    assert recorder.on_epoch_end(info(1, dict(row, epoch=1, seconds=1.0))) is True
+    # epoch 1 is certified too, with a primal still at the last line: it stops the run, and
+    # the chosen model stays the first certified one, the start's
+    later = dict(row, epoch=1, seconds=1.0, primal=1.00005, certificate_only=False)
+    assert recorder.on_epoch_end(info(1, later)) is True
+    assert recorder.chosen["primal"] == 1.0 and np.array_equal(recorder.chosen["w"], np.zeros(3))
     # the budget still ends a run at its start
     spent = _Recorder(start=0.0, p_star=1.0, rule_tol=1e-3, budget=0.0)
     assert spent.on_epoch_end(info(0, row)) is True
