@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import signal
-import threading
 import time
 
 import numpy as np
@@ -883,59 +880,19 @@ def test_a_round_reports_before_its_shrunk_passes_finish(local_cluster, disk_dat
     assert [r["gap"] for r in local.history] == [r["gap"] for r in result.history]
 
 
-class _WorkerKiller:
-    """Kill one worker process (SIGKILL; its nanny starts a new one) ``delay`` seconds after
-    epoch ``after`` ends, i.e. while the next epoch runs (tests/test_faults.py)."""
-
-    def __init__(self, client, after, delay):
-        self.client, self.after, self.delay = client, after, delay
-        self.epoch_ends: dict[int, float] = {}
-        self.killed_at = None
-        self.timer = None
-
-    def _kill(self):
-        pids = self.client.run(os.getpid)
-        self.killed_at = time.monotonic()
-        os.kill(sorted(pids.values())[0], signal.SIGKILL)
-
-    def __call__(self, info):
-        self.epoch_ends.setdefault(info.epoch, time.monotonic())
-        if info.epoch == self.after and self.timer is None:
-            self.timer = threading.Timer(self.delay, self._kill)
-            self.timer.start()
-        return None
-
-    def check_mid_epoch(self):
-        self.timer.join()
-        assert self.killed_at is not None
-        assert self.epoch_ends[self.after] < self.killed_at < self.epoch_ends[self.after + 1]
-
-
-def _wait_for_two_workers(client):
-    client.wait_for_workers(2, timeout=60)
-    deadline = time.monotonic() + 60
-    while len(client.run(os.getpid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
 @pytest.mark.cluster
 def test_survives_a_worker_killed_mid_round(local_cluster, disk_data, tmp_path):
+    from _faults import straight_and_killed, wait_for_two_workers
+
     client = local_cluster
-    _wait_for_two_workers(client)
     # many local passes: a round long enough to be killed in
     kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "grid": 2, "tol": 0.0,
               "eval_every": 1, "local_passes": 1000}  # fmt: skip
-    straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
-    killer = _WorkerKiller(client, after=3, delay=0.05)
-    survived = solve(
-        disk_data, client=client, max_epochs=6, callbacks=killer,
-        checkpoint_dir=tmp_path / "ck", checkpoint_every=2, **kwargs,
-    )  # fmt: skip
-    killer.check_mid_epoch()
+    straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.05, **kwargs)
     assert np.array_equal(survived.w, straight.w)
     assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
     assert survived.recoveries <= 1
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
 
 
 _REHEARSAL_CHECK = """

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _faults import WorkerKiller, straight_and_killed, wait_for_two_workers
 
 from daskpd._cluster import worker_addresses
 from daskpd.checkpoint import CheckpointStore
@@ -35,76 +35,31 @@ def disk_data(tmp_path_factory):
     return partition_dataset(path, 2)
 
 
-class _WorkerKiller:
-    """Kill one worker process (SIGKILL; its nanny starts a new one) ``delay`` seconds after
-    epoch ``after`` ends, i.e. while the next epoch runs."""
-
-    def __init__(self, client, after, delay):
-        self.client, self.after, self.delay = client, after, delay
-        self.epoch_ends: dict[int, float] = {}
-        self.killed_at = None
-        self.killed_pid = None
-        self.timer = None
-
-    def _kill(self):
-        pids = self.client.run(os.getpid)
-        self.killed_pid = sorted(pids.values())[0]
-        self.killed_at = time.monotonic()
-        os.kill(self.killed_pid, signal.SIGKILL)
-
-    def __call__(self, info):
-        # First end only: epochs replayed after a recovery report again.
-        self.epoch_ends.setdefault(info.epoch, time.monotonic())
-        if info.epoch == self.after and self.timer is None:
-            self.timer = threading.Timer(self.delay, self._kill)
-            self.timer.start()
-        return None
-
-    def check_mid_epoch(self):
-        self.timer.join()
-        assert self.killed_at is not None
-        assert self.epoch_ends[self.after] < self.killed_at < self.epoch_ends[self.after + 1]
-
-
-def _wait_for_two_workers(client):
-    client.wait_for_workers(2, timeout=60)
-    deadline = time.monotonic() + 60
-    while len(client.run(os.getpid)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
 def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
     client = local_cluster
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
     kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "batch", "tol": 0.0, "max_epochs": 5,
               "eval_every": 1}  # fmt: skip
     straight = solve(disk_data, client=client, **kwargs)
-    killer = _WorkerKiller(client, after=2, delay=0.05)
+    killer = WorkerKiller(client, after=2, delay=0.05)
     survived = solve(disk_data, client=client, callbacks=killer, **kwargs)
     killer.check_mid_epoch()
     assert np.array_equal(survived.w, straight.w)
     assert [r["primal"] for r in survived.history] == [r["primal"] for r in straight.history]
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
     assert killer.killed_pid not in set(client.run(os.getpid).values())
 
 
 def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     client = local_cluster
-    _wait_for_two_workers(client)
     kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "dso", "grid": 2, "tol": 0.0,
               "eval_every": 1}  # fmt: skip
-    straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
-    killer = _WorkerKiller(client, after=3, delay=0.05)
-    survived = solve(
-        disk_data, client=client, max_epochs=6, callbacks=killer,
-        checkpoint_dir=tmp_path / "ck", checkpoint_every=2, **kwargs,
-    )  # fmt: skip
-    killer.check_mid_epoch()
+    straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.05, **kwargs)
     assert np.array_equal(survived.w, straight.w)
     assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
     # DSO's dual blocks live on their workers, so losing one replays from the checkpoint.
     assert survived.recoveries <= 1
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
 
 
 def test_spdc_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
@@ -112,20 +67,13 @@ def test_spdc_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_pat
     # holds it (or the dual blocks) replays from the checkpoint: the same bits as a run
     # that lost nothing (one thread a block, so the iterates are reproducible).
     client = local_cluster
-    _wait_for_two_workers(client)
     kwargs = {"loss": "logistic", "alpha": 1e-3, "solver": "spdc", "threads": 1, "tol": 0.0,
               "eval_every": 1, "random_state": 5}  # fmt: skip
-    straight = solve(disk_data, client=client, max_epochs=6, **kwargs)
-    killer = _WorkerKiller(client, after=3, delay=0.02)
-    survived = solve(
-        disk_data, client=client, max_epochs=6, callbacks=killer,
-        checkpoint_dir=tmp_path / "ck", checkpoint_every=2, **kwargs,
-    )  # fmt: skip
-    killer.check_mid_epoch()
+    straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.02, **kwargs)
     assert np.array_equal(survived.w, straight.w)
     assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
     assert survived.recoveries >= 1
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
 
 
 def _train_args(data, *extra):
@@ -137,7 +85,7 @@ def _train_args(data, *extra):
 
 def test_killed_training_process_resumes_to_the_same_model(local_cluster, disk_data, tmp_path):
     address = local_cluster.scheduler.address
-    _wait_for_two_workers(local_cluster)
+    wait_for_two_workers(local_cluster)
     checkpoints = tmp_path / "ck"
     command = [sys.executable, "-m", "daskpd.cli"] + _train_args(
         disk_data, "--scheduler", address, "--checkpoint-dir", str(checkpoints),
@@ -273,7 +221,7 @@ def own_cluster():
 @pytest.mark.parametrize("with_checkpoints", [True, False])
 def test_unrecoverable_data_loss_is_replayed(own_cluster, disk_data, tmp_path, with_checkpoints):
     client = own_cluster
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
     kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "test-pinned-gd", "tol": 0.0,
               "max_epochs": 6, "eval_every": 6, "client": client}  # fmt: skip
     straight = solve(disk_data, **kwargs)
@@ -294,7 +242,7 @@ def test_unrecoverable_data_loss_is_replayed(own_cluster, disk_data, tmp_path, w
 @pytest.mark.slow  # kills a worker every epoch: each restart costs seconds
 def test_replays_are_bounded(local_cluster, disk_data):
     client = local_cluster
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
 
     def kill_every_epoch(info):
         _kill_first_worker(client)
@@ -305,7 +253,7 @@ def test_replays_are_bounded(local_cluster, disk_data):
             disk_data, loss="logistic", alpha=1e-2, solver="test-pinned-gd", max_epochs=50,
             tol=0.0, client=client, callbacks=kill_every_epoch, max_retries=1,
         )  # fmt: skip
-    _wait_for_two_workers(client)
+    wait_for_two_workers(client)
 
 
 def test_client_policy(local_cluster, counting_scheduler):
