@@ -82,19 +82,25 @@ _BOX_CURVATURE = {
 }
 
 
+def _v(pack):
+    """``v`` of every record of a pack: ``w_j`` plus the threads' slots."""
+    return pack[:, kernels.PACK_W] + pack[:, kernels.PACK_SLOT :].sum(axis=1)
+
+
 def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha, held=None):
     """One CoCoA+ local pass in plain Python: returns (z, v, loss_sum, conj_sum).
 
     ``held`` (box losses): filled with each visited row's gradient ``G`` before its step
     where the step is 0, else NaN."""
-    z, v = z.copy(), w.copy()
+    # v = w + d, d the pass's change of v (the kernel's slot, added to separately)
+    z, d = z.copy(), np.zeros_like(w)
     loss_obj = Problem(loss, "l2", alpha).loss
     loss_sum = conj_sum = 0.0
     for i in order:
         if c[i] == 0:
             continue
         cols, vals = _row(X, i)
-        u = sum(float(x) * v[j] for j, x in zip(cols, vals, strict=True))
+        u = sum(float(x) * (w[j] + d[j]) for j, x in zip(cols, vals, strict=True))
         u0 = sum(float(x) * w[j] for j, x in zip(cols, vals, strict=True))
         loss_sum += c[i] * float(loss_obj.value(np.array([u0]), np.array([y[i]]))[0])
         conj_sum += c[i] * float(loss_obj.conjugate(np.array([z[i] / c[i]]), np.array([y[i]]))[0])
@@ -108,8 +114,8 @@ def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha, he
             gradient = y[i] * u - 1.0 + _BOX_CURVATURE[loss](gamma, c[i]) * a
             held[i] = gradient if delta == 0.0 else math.nan
         z[i] = new
-        v[cols] += -(sigma * delta) * inv_alpha_n * vals
-    return z, v, loss_sum, conj_sum
+        d[cols] += -(sigma * delta) * inv_alpha_n * vals
+    return z, w + d, loss_sum, conj_sum
 
 
 def _reference_rounds(X, y, c, alpha, loss, grid, n_rounds, seed, gamma=1.0, sigma=None):
@@ -175,7 +181,7 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     columns, local = kernels.local_columns(X.indices, 12)
     assert np.array_equal(columns, np.unique(X.indices))
     assert np.array_equal(columns[local], X.indices)
-    pack = np.empty((columns.shape[0], 2))
+    pack = np.empty((columns.shape[0], kernels.pack_width(1)))
     kernels.start_pack(w, columns, pack)
     norm_sq = np.empty(60)
     kernels.row_norms(X.indptr.astype(np.int64), X.data, False, norm_sq)
@@ -185,7 +191,7 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     loss_sum, conj_sum = kernels.cocoa_pass(
         kernels.GroupRows(X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq),
         z, pack, order[None, :], problem.loss.code, problem.loss.params,
-        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range, held,
+        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range, held, kernels.PACK_SLOT,
     )  # fmt: skip
     ref_held = np.full(60, np.nan) if boxed else None
     ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
@@ -195,7 +201,7 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
         # NaN where the row stepped (or has weight 0), in both
         np.testing.assert_allclose(held, ref_held, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(z, ref_z, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(pack[:, kernels.PACK_V], ref_v[columns], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(_v(pack), ref_v[columns], rtol=1e-12, atol=1e-14)
     assert np.array_equal(pack[:, kernels.PACK_W], w[columns])
     # the group's update, added to w on its columns
     step = np.empty(columns.shape[0])
@@ -324,21 +330,28 @@ def test_threads_race_on_v_but_the_certificate_stays_exact(loss):
         CocoaOptions(threads=0)
 
 
-@pytest.mark.parametrize("changed", [3, 200], ids=["few-rows-serial", "all-rows-threaded"])
-def test_exact_change_is_the_transpose_product(changed):
+@pytest.mark.parametrize("loss", ["hinge", "logistic"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_rounds_step_is_the_exact_change_of_w_in_any_number_of_threads(loss, threads):
+    # each thread adds its steps to its own slot of the records: none is lost to a race, so
+    # the slots' sum is -X^T dz / (alpha n) of the round's change of z, the certificate's w
     from daskpd.solvers.cocoa import _tasks
+    from daskpd.solvers.cocoa._options import _settings
 
-    X, y = _data(n=200, d=30, seed=31)
-    group = _tasks._load_group(MemoryDataset(X, y), 0, 200, None, False)
-    rng = np.random.default_rng(31)
-    dz = np.zeros(200)
-    dz[rng.choice(200, changed, replace=False)] = rng.normal(size=changed)
-    # 3 rows hold fewer nonzeros than two threads' partial sums of 30 columns: one thread
-    expected = X.T.astype(np.float64) @ dz
-    np.testing.assert_allclose(_tasks._exact_change(group, dz, 2), expected, rtol=1e-12,
-                               atol=1e-14)  # fmt: skip
-    np.testing.assert_allclose(_tasks._exact_change(group, dz, 1), expected, rtol=1e-12,
-                               atol=1e-14)  # fmt: skip
+    X, y = _data(n=400, d=30, seed=31)
+    data = MemoryDataset(X, y)
+    problem = Problem(loss, "l2", 1e-3)
+    settings = dataclasses.replace(_settings(problem, data, CocoaOptions(), 1), threads=threads)
+    group = _tasks._load_group(data, 0, 400, None, False)
+    z = np.zeros(400)
+    w = np.zeros(30)
+    for round_ in range(3):
+        new_z, step, _ = _tasks._round_task(group, z, None, w, round_, settings, True)
+        exact = w - X.T.astype(np.float64) @ (new_z - z) / (problem.alpha * 400)
+        # direct (one group): the step is the next w itself
+        np.testing.assert_allclose(step, exact, rtol=1e-12, atol=1e-14)
+        assert not np.array_equal(new_z, z)
+        z, w = new_z, step
 
 
 def test_smooth_hinge_reaches_the_lbfgs_optimum():
@@ -650,19 +663,19 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     pg_range = np.zeros(2)
     code, params = problem.loss.code, problem.loss.params
     order = np.random.default_rng(0).permutation(n)[None, :]
-    kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range, np.empty(0))
+    kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range, np.empty(0), 1)
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
     assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
     before, _ = _dual_value(problem, X, y, c, z, alpha)
     passes, visited = kernels.shrunk_passes(
-        rows, z, pack, code, params, steps, pg_range, 0.0, 25, 7, np.arange(n, dtype=np.int64)
+        rows, z, pack, code, params, steps, pg_range, 0.0, 25, 7, np.arange(n, dtype=np.int64), 1
     )
     after, w = _dual_value(problem, X, y, c, z, alpha)
     assert passes == 25
     assert after > before
     # v is still w(z) of the dual point the passes reached
-    np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(_v(pack), w[columns], rtol=1e-10, atol=1e-13)
     # the dual stays in its box: a = -y z in [0, c] ([0, inf) for the squared hinge)
     a = -y * z
     assert np.all(a >= 0.0)
@@ -683,12 +696,14 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     z, pack, pg_range, orders, held = _from_zero(columns, n, 1)
     # a few rounds first, so that many rows sit at a bound
     for _ in range(3):
-        kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, np.empty(0))
+        kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, np.empty(0), 1)
         kernels.shrunk_passes(
-            rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n)
+            rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n), 1
         )
-        pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
+        # the next round's start: w = v, the slot empty
+        pack[:, kernels.PACK_W] = _v(pack)
+        pack[:, kernels.PACK_SLOT :] = 0.0
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, 1)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 1.0)
     assert pg_range[0] > 0  # the cold threshold plays no part
     # liblinear's test, written out
@@ -704,10 +719,10 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     # (the rows of weight 0 keep z = 0 and add nothing)
     on = c > 0
     before, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept)
+    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, 1)
     assert np.all(z[~on] == 0.0)
     after, w = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(_v(pack), w[columns], rtol=1e-10, atol=1e-13)
     primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
     assert after >= before and primal - after <= 1e-4 * primal
 
@@ -718,7 +733,7 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
     z, pack, pg_range, orders, held = _from_zero(columns, n, 2)
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, 1)
     # every row was at 0 before its step: no positive projected gradient, no threshold
     assert pg_range[0] <= 0
     everyone = [i for i in orders[0] if c[i] != 0]
@@ -735,14 +750,14 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     # the shrunk passes over them, and a full pass after, still climb to the optimum
     on = c > 0
     before, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept)
+    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, 1)
     middle, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, 1)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 0.5)
-    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept)
+    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept, 1)
     after, w = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
     assert before <= middle <= after
-    np.testing.assert_allclose(pack[:, kernels.PACK_V], w[columns], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(_v(pack), w[columns], rtol=1e-10, atol=1e-13)
     primal = problem.loss.value(X @ w, y) @ c / n + 0.5 * alpha * (w @ w)
     assert primal - after <= 1e-4 * primal
 

@@ -368,9 +368,10 @@ def _direct_workload():
     z = np.zeros(2)
     pack = np.zeros((3, 2))
     cocoa.step_row(scalar.HINGE, p, z, 0, 0.3, 0.5, 1.0, 1.0)
-    cocoa.add_row(pack, indices, data, False, 0, 2, 0.1)
+    cocoa.add_row(pack, 1, indices, data, False, 0, 2, 0.1)
+    cocoa.slots_sum(pack, 0)
+    cocoa.column_value(pack, 0)
     cocoa.local_columns(indices, 3)
-    cocoa.add_transpose_dot(indptr, indices, data, False, np.ones(2), 0, 2, np.zeros(3))
     packed = dso.pack_columns(w, w.copy(), w.copy())
     dso.unpack_columns(packed, np.empty(3), np.empty(3))
 

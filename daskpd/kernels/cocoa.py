@@ -7,8 +7,8 @@ schedule lives in :mod:`daskpd.solvers.cocoa`; here is one row group's local pas
 
 Translation table (paper -> code): ``lambda`` -> ``alpha``, ``alpha_i`` -> ``-z[i]`` (the
 project's dual sign, DESIGN.md), ``A`` -> ``X^T``, ``sigma'`` -> ``sigma``, ``P_k`` -> row
-group ``k``, ``v`` (the local copy of ``w``) -> ``pack[:, PACK_V]``, ``H`` -> one pass (or
-``local_passes``) over the group's rows, ``K`` -> ``grid``.
+group ``k``, ``v`` (the local copy of ``w``) -> :func:`column_value` of ``pack``, ``H`` -> one
+pass (or ``local_passes``) over the group's rows, ``K`` -> ``grid``.
 
 Derivation of the coordinate step (project conventions, row weights ``c_i``)::
 
@@ -64,9 +64,20 @@ Rows of weight 0 keep ``z_i = 0``. The same loop that computes ``u = x_i.v`` als
 ``c_i loss(x_i.w)`` and ``c_i loss*(z_i/c_i)`` (``z_i`` before its step) to the round's sums,
 which with ``||w||^2`` give the exact ``P(w)`` and ``D(z)`` of the round's start.
 
-``v`` and ``w`` sit side by side in ``pack`` (``pack[l] = (v_j, w_j)``, ``j`` the ``l``-th
-column the group uses): one cache line brings both for each nonzero, and the O(columns) work
-of a round (copying ``w`` in, the update out) covers the group's columns only.
+``pack`` holds one record per column the group uses (``j`` the ``l``-th of them): ``w_j`` and
+one slot per thread of the round, ``pack[l] = (w_j, d_0, d_1, ..., 0)``, where slot ``t``
+sums the changes ``-sigma delta x_ij / (alpha n)`` of the steps thread ``t`` took, so
+``v_j = w_j + (d_0 + d_1 + ...)`` (:func:`column_value`). Each slot has one writer: threads
+that share ``v`` (PASSCoDe) read each other's steps, perhaps late, but lose none of them, as
+they would adding to one ``v_j`` without locks (a lost addend made a round's steps worse and
+``v`` no longer ``w(z)``), and atomic additions cost more than the second thread gains
+(1e8 nonzeros, logistic: a full pass 1.0 s in 2 threads with atomic additions to one ``v``
+against 0.8 s in one thread without). So the slots' sum is the round's exact ``sigma dw =
+-sigma X_k^T dz / (alpha n)`` to rounding, with no second read of the nonzeros. A record is
+:func:`pack_width` values wide (a power of two, zeros past the last slot): the records of
+up to 7 threads share no cache line, and one cache line brings all of a column's values for
+each nonzero. The O(columns) work of a round (``w`` in, the update out) covers the group's
+columns only.
 """
 
 from __future__ import annotations
@@ -106,12 +117,21 @@ COCOA_LOSSES = (HINGE, SMOOTH_HINGE, SQUARED_HINGE, LOGISTIC, SQUARED)
 NEWTON_STEPS = 60
 
 # Fields of a ``pack`` record, one per column the group uses (the layout is defined here
-# once, for the kernels and for the tasks that make and read packs).
-#: ``v_j``, the local copy of ``w`` the passes update
-PACK_V = 0
+# once, for the kernels and for the tasks that make and read packs; module docstring).
 #: ``w_j``, the round's start (read only)
-PACK_W = 1
-PACK_WIDTH = 2
+PACK_W = 0
+#: thread ``t``'s slot is field ``PACK_SLOT + t``: the sum of its steps' changes of ``v_j``
+PACK_SLOT = 1
+
+
+def pack_width(n_threads):
+    """Values in a ``pack`` record for a round in ``n_threads`` threads: ``w_j`` and one slot
+    per thread, rounded up to a power of two (2 for one thread, 4 for two or three)."""
+    width = 2
+    while width < n_threads + 1:
+        width *= 2
+    return width
+
 
 # Fields of ``pg_range``, the spread of the projected gradients of a pass.
 PG_MAX = 0
@@ -274,36 +294,58 @@ def step_row(code, params, z, i, u, kappa, c, y):
 
 
 @njit
-def add_row(pack, indices, vals, binary, start, stop, coef):
-    """``v = pack[:, PACK_V] += coef x_i`` over the row's nonzeros ``start:stop``.
+def slots_sum(pack, local):
+    """The slots of record ``local`` added in slot order: the change of ``v`` there."""
+    width = pack.shape[1]
+    if width == 2:
+        return pack[local, PACK_SLOT]
+    if width == 4:
+        # the common widths spelled out: the loop's count is not known to the compiler
+        return pack[local, PACK_SLOT] + pack[local, PACK_SLOT + 1] + pack[local, PACK_SLOT + 2]
+    total = pack[local, PACK_SLOT]
+    for field in range(PACK_SLOT + 1, width):
+        total += pack[local, field]
+    return total
+
+
+@njit
+def column_value(pack, local):
+    """``v`` of record ``local``: ``w_j`` plus the threads' changes (module docstring)."""
+    return pack[local, PACK_W] + slots_sum(pack, local)
+
+
+@njit
+def add_row(pack, slot, indices, vals, binary, start, stop, coef):
+    """``pack[:, slot] += coef x_i`` over the row's nonzeros ``start:stop`` (``slot``: the
+    calling thread's field).
 
     Arrays, not a :class:`GroupRows`: this runs once per row, and a record passed to a call
     LLVM does not inline is copied at each call.
     """
     if binary:
         for e in range(start, stop):
-            pack[indices[e], PACK_V] += coef
+            pack[indices[e], slot] += coef
     else:
         for e in range(start, stop):
-            pack[indices[e], PACK_V] += coef * np.float64(vals[e])
+            pack[indices[e], slot] += coef * np.float64(vals[e])
 
 
 @njit
 def start_pack(w, columns, pack):
-    """``pack[l] = (w_j, w_j)`` for ``j = columns[l]``: the group's columns of ``w``.
+    """``pack[l] = (w_j, 0, ..., 0)`` for ``j = columns[l]``: the group's columns of ``w``.
 
     Parameters
     ----------
     w : ndarray of shape (n_features,)
     columns : ndarray of shape (n_columns,), int32
         The columns the group's rows use, increasing.
-    pack : ndarray of shape (n_columns, 2)
-        Output.
+    pack : ndarray of shape (n_columns, width)
+        Output (:func:`pack_width`).
     """
     for local in range(columns.shape[0]):
-        value = w[columns[local]]
-        pack[local, PACK_V] = value
-        pack[local, PACK_W] = value
+        pack[local, PACK_W] = w[columns[local]]
+        for field in range(PACK_SLOT, pack.shape[1]):
+            pack[local, field] = 0.0
 
 
 @njit
@@ -319,12 +361,13 @@ def squared_norm(w):
 def finish_pack(pack, sigma, direct, out):
     """The group's contribution to the next ``w``: ``(v - w) / sigma``, or ``v`` if ``direct``.
 
-    ``direct`` (one group, ``sigma = 1``): ``v`` is the next ``w`` itself, so one group is
-    serial dual coordinate ascent bit for bit.
+    ``direct`` (one group, ``sigma = 1``): ``v``, the point the passes ended at, is the next
+    ``w`` itself. ``v - w`` is the slots' sum (:func:`slots_sum`), not a difference of two
+    large numbers.
 
     Parameters
     ----------
-    pack : ndarray of shape (n_columns, 2)
+    pack : ndarray of shape (n_columns, width)
     sigma : float
     direct : bool
     out : ndarray of shape (n_columns,)
@@ -332,10 +375,10 @@ def finish_pack(pack, sigma, direct, out):
     """
     if direct:
         for local in range(out.shape[0]):
-            out[local] = pack[local, PACK_V]
+            out[local] = column_value(pack, local)
         return
     for local in range(out.shape[0]):
-        out[local] = (pack[local, PACK_V] - pack[local, PACK_W]) / sigma
+        out[local] = slots_sum(pack, local) / sigma
 
 
 @njit
@@ -419,12 +462,13 @@ def row_norms(indptr, vals, binary, out):
 
 
 @njit
-def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, held):
-    """CoCoA+ local passes over one row group, in place on ``z`` and ``pack[:, PACK_V]``.
+def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, held, slot):
+    """CoCoA+ local passes over one row group, in place on ``z`` and ``pack[:, slot]``.
 
     Pass ``p`` visits the rows in the order ``orders[p]``; each visit takes the exact step
-    of :func:`dual_step` and adds ``-sigma delta x_i / (alpha n)`` to ``v``. The first pass
-    also sums the certificate terms of the start point (module docstring).
+    of :func:`dual_step` and adds ``-sigma delta x_i / (alpha n)`` to ``v`` (to its slot
+    ``slot``; the steps read ``v``, every thread's slots). The first pass also sums the
+    certificate terms of the start point (module docstring).
 
     Parameters
     ----------
@@ -432,9 +476,9 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
         The group's rows.
     z : ndarray of shape (m,)
         The group's dual block, updated in place.
-    pack : ndarray of shape (n_columns, PACK_WIDTH)
-        ``(v_j, w_j)`` of the group's columns; ``PACK_V`` updated in place, ``PACK_W`` read
-        only.
+    pack : ndarray of shape (n_columns, width)
+        The group's columns' records (module docstring): field ``slot`` updated in place,
+        the others read only here.
     orders : ndarray of shape (n_passes, m), int64
     loss_code : int
     loss_params : ndarray of float64
@@ -449,6 +493,8 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
         Output, unless empty (box losses): for each row the last pass visits, its gradient
         ``G`` where the pass left it at a bound without a step, else NaN; what
         :func:`shrink_candidates` reads.
+    slot : int
+        The field this call adds its steps to (``PACK_SLOT + t`` for thread ``t``).
 
     Returns
     -------
@@ -487,7 +533,7 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
                     if e < last_ahead:
                         prefetch_record(pack, indices[e + PREFETCH_AHEAD])
                     j = indices[e]
-                    u += pack[j, PACK_V]
+                    u += column_value(pack, j)
                     u_start += pack[j, PACK_W]
             else:
                 for e in range(start, stop):
@@ -495,7 +541,7 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
                         prefetch_record(pack, indices[e + PREFETCH_AHEAD])
                     j = indices[e]
                     x = np.float64(vals[e])
-                    u += x * pack[j, PACK_V]
+                    u += x * column_value(pack, j)
                     u_start += x * pack[j, PACK_W]
             yi = y[i]
             zi = z[i]
@@ -511,7 +557,8 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
                 pg_min = min(pg_min, pg)
             delta = step_row(loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi)
             if delta != 0.0:
-                add_row(pack, indices, vals, binary, start, stop, -(sigma * delta) * inv_alpha_n)
+                coef = -(sigma * delta) * inv_alpha_n
+                add_row(pack, slot, indices, vals, binary, start, stop, coef)
             if record and last:
                 held[i] = gradient if delta == 0.0 else math.nan
     if pg_max < pg_min:
@@ -539,9 +586,9 @@ def shrinks(a, gradient, upper, old_max, old_min):
 
 @njit
 def shrunk_passes(
-    rows, z, pack, loss_code, loss_params, steps, pg_range, ratio, max_passes, seed, visit
+    rows, z, pack, loss_code, loss_params, steps, pg_range, ratio, max_passes, seed, visit, slot
 ):
-    """Passes with shrinking after a full pass, in place on ``z`` and ``pack[:, PACK_V]``.
+    """Passes with shrinking after a full pass, in place on ``z`` and ``pack[:, slot]``.
 
     liblinear's heuristic (module docstring, "Shrinking"): a row with ``a = 0`` and
     ``G`` above the previous pass's largest projected gradient, or with ``a = U`` and ``G``
@@ -565,6 +612,8 @@ def shrunk_passes(
     visit : ndarray of int64
         The rows these passes may visit (those of weight 0 are skipped): all of the
         group's, or one thread's share of them.
+    slot : int
+        The field the steps are added to (as for :func:`cocoa_pass`).
 
     Returns
     -------
@@ -609,12 +658,12 @@ def shrunk_passes(
                 for e in range(start, stop):
                     if e < last_ahead:
                         prefetch_record(pack, indices[e + PREFETCH_AHEAD])
-                    u += pack[indices[e], PACK_V]
+                    u += column_value(pack, indices[e])
             else:
                 for e in range(start, stop):
                     if e < last_ahead:
                         prefetch_record(pack, indices[e + PREFETCH_AHEAD])
-                    u += np.float64(vals[e]) * pack[indices[e], PACK_V]
+                    u += np.float64(vals[e]) * column_value(pack, indices[e])
             yi = y[i]
             zi = z[i]
             c = weight[i]
@@ -634,7 +683,8 @@ def shrunk_passes(
                 continue
             delta = step_row(loss_code, loss_params, z, i, u, curvature * norm_sq[i], c, yi)
             if delta != 0.0:
-                add_row(pack, indices, vals, binary, start, stop, -(sigma * delta) * inv_alpha_n)
+                coef = -(sigma * delta) * inv_alpha_n
+                add_row(pack, slot, indices, vals, binary, start, stop, coef)
         passes += 1
         if pg_max - pg_min <= target:
             break
@@ -683,34 +733,3 @@ def shrink_candidates(rows, z, held, loss_code, loss_params, pg_range, visit, co
         kept[n_kept] = i
         n_kept += 1
     return kept[:n_kept].copy()
-
-
-@njit
-def add_transpose_dot(indptr, indices, vals, binary, dz, start, stop, out):
-    """``out += X[start:stop]^T dz[start:stop]`` (``out`` on the group's columns).
-
-    The exact change of ``w`` of a round whose passes ran in several threads
-    (:mod:`daskpd.solvers.cocoa`, ``threads``): their racing additions to ``v`` are not
-    used for the next ``w``, so ``w`` stays ``w(z)`` to rounding and the certificate exact.
-
-    Parameters
-    ----------
-    indptr, indices, vals, binary
-        The group's rows (as for :func:`cocoa_pass`).
-    dz : ndarray of shape (m,)
-        The round's change of the group's dual block.
-    start, stop : int
-        The rows this call adds.
-    out : ndarray of shape (n_columns,)
-        Added to in place.
-    """
-    for i in range(start, stop):
-        di = dz[i]
-        if di == 0.0:
-            continue
-        if binary:
-            for e in range(indptr[i], indptr[i + 1]):
-                out[indices[e]] += di
-        else:
-            for e in range(indptr[i], indptr[i + 1]):
-                out[indices[e]] += di * np.float64(vals[e])

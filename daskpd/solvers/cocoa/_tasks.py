@@ -268,15 +268,10 @@ class _Passed(NamedTuple):
 
     #: the group's dual block after the full passes
     z: np.ndarray
-    #: the block at the round's start (threaded rounds over resident rows: their exact
-    #: step's ``dz``), or None
-    z_start: np.ndarray | None
-    #: ``(v, w)`` per column the group uses (:data:`daskpd.kernels.cocoa.PACK_WIDTH`)
+    #: ``w`` and the threads' slots per column the group uses (:mod:`daskpd.kernels.cocoa`)
     pack: np.ndarray
     #: per thread: loss sum, conjugate sum, shrunk passes, nonzeros they read
     sums: np.ndarray
-    #: per thread ``X^T dz`` of the rows already done (threaded streamed rounds), or None
-    partial: np.ndarray | None
     #: the spread of the full passes' projected gradients (:data:`kernels.PG_MAX`, ``PG_MIN``)
     pg_range: np.ndarray
     #: the certificate sums of the round's start: loss sum, conjugate sum, ``||w||^2``
@@ -314,23 +309,19 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
     """
     z = np.array(_picked(zsrc, zpick), dtype=np.float64, copy=True)
     rng = np.random.default_rng(seed)
-    n_columns = group.columns.shape[0]
-    # the round's own (v, w): the shrunk passes continue on it after this task returns
-    pack = np.empty((n_columns, kernels.PACK_WIDTH))
-    kernels.start_pack(w, group.columns, pack)
     n_threads = _round_threads(settings, z.shape[0])
+    # the round's own records: the shrunk passes continue on them after this task returns;
+    # aligned so that no record of up to 7 threads' slots straddles two cache lines
+    pack = spdc_kernels.aligned_records(group.columns.shape[0], kernels.pack_width(n_threads))
+    kernels.start_pack(w, group.columns, pack)
     sums = np.zeros((n_threads, 4))
-    streamed = isinstance(group, _StreamedGroup)
-    # a threaded streamed round adds each chunk's exact step as it drops the chunk
-    partial = np.zeros((n_threads, n_columns)) if n_threads > 1 and streamed else None
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
     pg_range = np.zeros(2)
-    cache = visit = z_start = None
-    if streamed:
-        cache = _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range)
+    cache = visit = None
+    if isinstance(group, _StreamedGroup):
+        cache = _streamed_full(group, z, rng, pack, settings, sums, pg_range)
     else:
         orders = _orders(rng, settings, z.shape[0])
-        z_start = z.copy() if n_threads > 1 else None
         shrinks = settings.max_shrunk_passes > 0 and orders.shape[0] > 0
         held = np.empty(z.shape[0]) if shrinks else _NOT_HELD
         _full_passes(group, z, orders, pack, settings, sums, pg_range, held)
@@ -344,7 +335,7 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
             visit = orders[0] if orders.shape[0] else np.arange(z.shape[0], dtype=np.int64)
     shrink_seed = rng.integers(2**63, dtype=np.uint64)
     stats = np.array([sums[:, 0].sum(), sums[:, 1].sum(), w_norm_sq])
-    return _Passed(z, z_start, pack, sums, partial, pg_range, stats, visit, shrink_seed, cache)
+    return _Passed(z, pack, sums, pg_range, stats, visit, shrink_seed, cache)
 
 
 def _shrunk_task(group, passed, settings):
@@ -357,35 +348,20 @@ def _shrunk_task(group, passed, settings):
     (loss sum at w, conj sum at z_k, ||w||^2 if with_norm else 0, shrunk passes, nonzeros
     they read)``.
     """
-    z, pack, sums, partial = passed.z, passed.pack, passed.sums, passed.partial
+    z, pack, sums = passed.z, passed.pack, passed.sums
     shrink = settings.max_shrunk_passes > 0 and not _start_certified(settings, passed.stats)
-    xt_dz = None
-    if passed.cache is not None:
-        if shrink:
-            rows, index = passed.cache
-            part = z[index]
-            part_start = part.copy() if partial is not None else None
-            _shrunk_passes(rows, part, None, passed.shrink_seed, pack, settings, sums,
-                           passed.pg_range)  # fmt: skip
-            z[index] = part
-            if partial is not None:
-                _exact_step(rows, part - part_start, partial)
-    elif not isinstance(group, _StreamedGroup):
-        if shrink:
-            _shrunk_passes(group, z, passed.visit, passed.shrink_seed, pack, settings, sums,
-                           passed.pg_range)  # fmt: skip
-        if passed.z_start is not None:
-            xt_dz = _exact_change(group, z - passed.z_start, sums.shape[0])
-    if partial is not None:
-        # the threads' rows, summed in thread order
-        xt_dz = partial.sum(axis=0)
-    if xt_dz is not None:
-        # the exact -X^T dz / (alpha n) of a threaded round
-        dw = xt_dz * -settings.inv_alpha_n
-        step = pack[:, kernels.PACK_W] + dw if settings.direct else dw
-    else:
-        step = np.empty(pack.shape[0])
-        kernels.finish_pack(pack, settings.sigma, settings.direct, step)
+    if shrink and passed.cache is not None:
+        rows, index = passed.cache
+        part = z[index]
+        _shrunk_passes(rows, part, None, passed.shrink_seed, pack, settings, sums,
+                       passed.pg_range)  # fmt: skip
+        z[index] = part
+    elif shrink and not isinstance(group, _StreamedGroup):
+        _shrunk_passes(group, z, passed.visit, passed.shrink_seed, pack, settings, sums,
+                       passed.pg_range)  # fmt: skip
+    # every step is in one thread's slot: their sum is the round's exact step, threaded or not
+    step = np.empty(pack.shape[0])
+    kernels.finish_pack(pack, settings.sigma, settings.direct, step)
     stats = [*passed.stats, sums[:, 2].sum(), sums[:, 3].sum()]
     return z, step, np.array(stats)
 
@@ -419,7 +395,7 @@ def _orders(rng, settings, m):
     return orders
 
 
-def _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range):
+def _streamed_full(group, z, rng, pack, settings, sums, pg_range):
     """The full passes of a round over a streamed group, in place on ``z`` and ``v``;
     returns the rows kept for its shrunk passes (``(rows, index)``, or None).
 
@@ -438,7 +414,6 @@ def _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range):
     passes (written to ``pg_range``): the cached active set of selective block
     minimization (Chang and Roth, KDD 2011) with liblinear's shrinking over it (on the
     same test set: 2.1e-4 after 8 rounds). The certificate sums are the full passes' own.
-    A threaded round takes each chunk's exact step before the chunk's rows are dropped.
     """
     order = rng.permutation(len(group.bounds) - 1)
     shrinking = settings.max_shrunk_passes > 0
@@ -446,13 +421,10 @@ def _streamed_full(group, z, rng, pack, settings, partial, sums, pg_range):
     kept, kept_index, kept_nnz = [], [], 0
     for rows, index in _streamed_chunks(group, _chunks(order, group, settings.stream_nnz)):
         part = z[index]  # the chunk's dual block: a copy, written back after its passes
-        part_start = part.copy() if partial is not None else None
         orders = _orders(rng, settings, part.shape[0])
         spread = np.zeros(2)
         _full_passes(rows, part, orders, pack, settings, sums, spread, _NOT_HELD)
         z[index] = part
-        if partial is not None:
-            _exact_step(rows, part - part_start, partial)
         if not shrinking:
             continue
         pg_range[kernels.PG_MAX] = max(pg_range[kernels.PG_MAX], spread[kernels.PG_MAX])
@@ -504,7 +476,8 @@ def _cuts(m, n_threads):
 def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
     """The full passes over ``group``'s rows in ``orders``, in place on ``z`` (its rows'
     block) and ``v``, in ``sums.shape[0]`` threads (PASSCoDe-wild: thread ``t`` takes the
-    ``t``-th share of every pass's order and all add to the one ``v`` without locks).
+    ``t``-th share of every pass's order; all read the one ``v``, each adds its steps to
+    its own slot of the records, :mod:`daskpd.kernels.cocoa`).
     Thread ``t``'s certificate sums go to ``sums[t]`` (added in order by the caller), the
     passes' spread of projected gradients to ``pg_range``, the last pass's gradients of
     the rows it left at a bound to ``held`` (unless empty; see
@@ -516,8 +489,9 @@ def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
     def passes(t):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
         loss_sum, conj_sum = kernels.cocoa_pass(
-            rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t], held
-        )
+            rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t], held,
+            kernels.PACK_SLOT + t,
+        )  # fmt: skip
         sums[t, 0] += loss_sum
         sums[t, 1] += conj_sum
 
@@ -559,51 +533,12 @@ def _shrunk_passes(group, z, visit, shrink_seed, pack, settings, sums, pg_range)
         passes_run, visited = kernels.shrunk_passes(
             rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range.copy(),
             settings.shrink_ratio, settings.max_shrunk_passes, seed, share,
+            kernels.PACK_SLOT + t,
         )  # fmt: skip
         sums[t, 2] += passes_run
         sums[t, 3] += visited
 
     in_threads(n_threads, shrunk)
-
-
-def _exact_change(group, dz, n_threads):
-    """``X^T dz`` on the group's columns: a threaded round's exact step over resident rows.
-
-    Serial when the rows that changed hold at most ``n_threads x n_columns`` nonzeros
-    (after the first rounds of the hinge losses only the rows off their bound change:
-    about 3% of them on the splice-like sets): one thread's pass over them costs less than
-    zeroing and adding the threads' partial sums of ``n_columns`` values each (at 1e8
-    nonzeros, 4.66M columns, about 60 ms a round). Else :func:`_exact_step` in
-    ``n_threads`` threads, their sums added in thread order.
-    """
-    n_columns = group.columns.shape[0]
-    changed = np.flatnonzero(dz)
-    nnz = int((group.indptr[changed + 1] - group.indptr[changed]).sum())
-    if n_threads == 1 or nnz <= n_threads * n_columns:
-        out = np.zeros(n_columns)
-        kernels.add_transpose_dot(
-            group.indptr, group.indices, group.vals, group.binary, dz, 0, dz.shape[0], out
-        )
-        return out
-    partial = np.zeros((n_threads, n_columns))
-    _exact_step(group, dz, partial)
-    return partial.sum(axis=0)
-
-
-def _exact_step(group, dz, partial):
-    """``partial[t] += X_t^T dz`` for contiguous row shares ``t`` of ``group``'s rows, in
-    ``partial.shape[0]`` threads: a threaded round's exact step (the threads' racing
-    updates of ``v`` are not it), summed in thread order by the caller, so the next ``w``
-    is ``w(z)`` to rounding and the next round's certificate is exact."""
-    cuts = _cuts(dz.shape[0], partial.shape[0])
-
-    def exact(t):
-        kernels.add_transpose_dot(
-            group.indptr, group.indices, group.vals, group.binary, dz,
-            cuts[t], cuts[t + 1], partial[t],
-        )  # fmt: skip
-
-    in_threads(len(cuts) - 1, exact)
 
 
 def _sum_task(w, direct, pick, *parts):
