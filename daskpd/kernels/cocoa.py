@@ -293,7 +293,7 @@ def step_row(code, params, z, i, u, kappa, c, y):
     return new_z - zi
 
 
-@njit
+@njit(inline="always")
 def slots_sum(pack, local):
     """The slots of record ``local`` added in slot order: the change of ``v`` there."""
     width = pack.shape[1]
@@ -308,7 +308,7 @@ def slots_sum(pack, local):
     return total
 
 
-@njit
+@njit(inline="always")
 def column_value(pack, local):
     """``v`` of record ``local``: ``w_j`` plus the threads' changes (module docstring)."""
     return pack[local, PACK_W] + slots_sum(pack, local)
