@@ -59,20 +59,22 @@ class CocoaOptions:
         a margin below 1 is not settled).
     threads : int or None, default=None
         Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
-        ICML 2015, "wild": each thread steps its share of the rows and adds to the shared
-        ``v`` without locks). The racing additions only steer the steps: each round then
-        recomputes its change of ``w`` exactly from the change of ``z`` (one more read of
-        the nonzeros, in the same threads), so ``w = w(z)`` to rounding and the certificate
-        stays exact. With more than 1 the results depend on the threads' timing: not
-        bit-reproducible, and a replay after a lost worker does not repeat the lost
-        round's bits. ``None``: for the losses whose rounds shrink (hinge, squared hinge,
-        smoothed hinge), on a cluster, the worker threads of the owner's machine shared
-        among the groups it holds (one group on a machine of two 1-thread workers gets 2:
-        the other worker's core would idle); for the others (logistic, squared) and
-        in-process 1 (:func:`daskpd.solvers.cocoa._solver.default_threads`). 1: the serial
-        passes, the same bits run to run. Threads write to the same columns of ``v`` where
-        rows share features, so a round gains less than the thread count, and without the
-        shrunk passes nothing (measured in BENCHMARKS.md, "Cost model").
+        ICML 2015): each thread steps its share of the rows, reading the one shared ``v``
+        without locks, and adds its steps to its own slot of the column records
+        (:mod:`daskpd.kernels.cocoa`). A thread may read another's steps late but none is
+        lost, so the slots' sum is the round's exact change of ``w`` (``w = w(z)`` to
+        rounding, the certificate exact) and a round is about as effective as a serial one.
+        With more than 1 the results depend on the threads' timing: not bit-reproducible,
+        and a replay after a lost worker does not repeat the lost round's bits. ``None``: on
+        a cluster, the worker threads of the owner's machine shared among the groups it
+        holds (one group on a machine of two 1-thread workers gets 2: the other worker's
+        core would idle); in-process 1
+        (:func:`daskpd.solvers.cocoa._solver.default_threads`). 1: the serial passes, the
+        same bits run to run. Threads write to the same cache lines where rows share
+        features, so a round gains less than the thread count (2 threads: 1.3-1.4x a
+        round at 1e8 nonzeros). A record holds ``w_j`` and one slot per thread, rounded up
+        to a power of two: 16 bytes a column for one thread, 32 for two or three, 64 for
+        up to seven.
     rows : {"auto", "memory", "stream"}, default="auto"
         Where a group's rows are between rounds. ``"memory"``: read once by the owner and
         kept there. ``"stream"``: read again by every round, in chunks of row blocks (the
@@ -206,16 +208,17 @@ def stream_nnz(options, data, limit, rows, threads):
 
     What the round holds besides the rows comes first: the worker itself, three copies of
     the group's dual block (the round's input, its output, the certified one) and, of
-    ``n_features`` each, the pack ``(v, w)``, each thread's ``X^T dz``, ``w``, the certified
-    ``w``, the step and the sum. Two chunks and the cache of active rows
-    (:data:`CACHE_CHUNKS` chunks) share what is left of :data:`STREAM_MEMORY_SHARE` of the
-    limit.
+    ``n_features`` each, ``w``, the certified ``w``, the step and the sum, and the pack
+    (``w`` and the threads' slots: :func:`daskpd.kernels.cocoa.pack_width` values a
+    column). Two chunks and the cache of active rows (:data:`CACHE_CHUNKS` chunks) share
+    what is left of :data:`STREAM_MEMORY_SHARE` of the limit.
     """
     if options.stream_nnz is not None:
         return int(options.stream_nnz)
     if not limit:
         return STREAM_CHUNK_NNZ
-    fixed = WORKER_BASE_BYTES + 3 * 8 * int(rows) + (6 + int(threads)) * 8 * int(data.n_features)
+    per_column = (4 + kernels.pack_width(int(threads))) * 8
+    fixed = WORKER_BASE_BYTES + 3 * 8 * int(rows) + per_column * int(data.n_features)
     room = STREAM_MEMORY_SHARE * limit - fixed
     # a row's own arrays (offset, label, weight, norm) spread over its nonzeros: about 1 byte
     per_nnz = (2 + CACHE_CHUNKS) * (_bytes_per_nnz(data) + 1)

@@ -64,15 +64,16 @@ SETTLE_SECONDS = 120.0
 
 
 def default_threads(settings, client, owners) -> int:
-    """``CocoaOptions.threads=None``: the owner's idle cores where the round shrinks, else 1.
+    """``CocoaOptions.threads=None``: on a cluster the owner's idle cores, in-process 1.
 
-    The threads pay through the shrunk passes (hinge loss, 1.2-1.4x from 2 threads); without
-    them a threaded round's exact re-read of the nonzeros and the threads' writes to the same
-    hot columns cost what the second thread gains (logistic loss: 0.89x a round, 1 thread
-    1.5-8% sooner to ``(1 + 1e-3) P*`` in four pairs of runs; BENCHMARKS.md, "Cost model").
-    In-process: 1.
+    Each thread adds its steps to its own slot of the column records
+    (:mod:`daskpd.kernels.cocoa`), so a threaded round loses no step and needs no second read
+    of the nonzeros: the threads gain on every loss (1e8 nonzeros, fresh 2-worker clusters,
+    to ``(1 + 1e-3) P*``: logistic 6.1 s against 7.0 s for one thread, hinge at alpha 1e-5
+    4.6-5.2 s against 6.5 s; BENCHMARKS.md). Before the slots, when the threads added to
+    one ``v`` without locks, a logistic run was faster in one thread.
     """
-    if client is None or settings.max_shrunk_passes == 0:
+    if client is None:
         return 1
     return idle_cores(client, owners)
 
