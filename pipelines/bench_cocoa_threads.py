@@ -1,12 +1,13 @@
 """The dual solver's threads: time to a certified gap with 1 and more threads in one group.
 
 ``cocoa`` keeps one row group by default; ``threads`` runs its passes in several threads that
-share ``w`` without locks (PASSCoDe-wild) and rebuild each round's change of ``w`` exactly from
-the change of the dual. This runs ``solve(..., solver="cocoa", threads=T)`` for each ``T`` of
-``--threads``, alternating, ``--repeats`` times, in this process (``--workers 0``) or on a
-fresh LocalCluster of ``--workers`` processes each run (its start not timed), with the gap
-checked after every round, and prints for each run the wall seconds (of the ``solve`` call)
-at which the certified relative gap first fell to 1e-2, 1e-3 and 1e-4, and the round.
+read one shared ``w`` without locks (PASSCoDe), each adding its steps to its own slot of the
+column records, whose sum is the round's exact change of ``w``. This runs
+``solve(..., solver="cocoa", threads=T)`` for each ``T`` of ``--threads``, alternating,
+``--repeats`` times, in this process (``--workers 0``) or on a fresh LocalCluster of
+``--workers`` processes each run (its start not timed), with the gap checked after every
+round, and prints for each run the wall seconds (of the ``solve`` call) at which the
+certified relative gap first fell to 1e-2, 1e-3 and 1e-4, and the round.
 
 Reproduce (BENCHMARKS.md, "The dual solver's threads"; the data set is the one ``daskpd
 bench --scales 1e8`` made)::

@@ -83,8 +83,8 @@ _BOX_CURVATURE = {
 
 
 def _v(pack):
-    """``v`` of every record of a pack: ``w_j`` plus the threads' slots."""
-    return pack[:, kernels.PACK_W] + pack[:, kernels.PACK_SLOT :].sum(axis=1)
+    """``v`` of every record of a pack: thread 0's ``v`` plus the other threads' slots."""
+    return pack[:, kernels.PACK_V] + pack[:, kernels.PACK_SLOT :].sum(axis=1)
 
 
 def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha, held=None):
@@ -92,15 +92,14 @@ def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha, he
 
     ``held`` (box losses): filled with each visited row's gradient ``G`` before its step
     where the step is 0, else NaN."""
-    # v = w + d, d the pass's change of v (the kernel's slot, added to separately)
-    z, d = z.copy(), np.zeros_like(w)
+    z, v = z.copy(), w.copy()
     loss_obj = Problem(loss, "l2", alpha).loss
     loss_sum = conj_sum = 0.0
     for i in order:
         if c[i] == 0:
             continue
         cols, vals = _row(X, i)
-        u = sum(float(x) * (w[j] + d[j]) for j, x in zip(cols, vals, strict=True))
+        u = sum(float(x) * v[j] for j, x in zip(cols, vals, strict=True))
         u0 = sum(float(x) * w[j] for j, x in zip(cols, vals, strict=True))
         loss_sum += c[i] * float(loss_obj.value(np.array([u0]), np.array([y[i]]))[0])
         conj_sum += c[i] * float(loss_obj.conjugate(np.array([z[i] / c[i]]), np.array([y[i]]))[0])
@@ -114,8 +113,8 @@ def _reference_pass(X, y, c, z, w, order, loss, gamma, sigma, n_total, alpha, he
             gradient = y[i] * u - 1.0 + _BOX_CURVATURE[loss](gamma, c[i]) * a
             held[i] = gradient if delta == 0.0 else math.nan
         z[i] = new
-        d[cols] += -(sigma * delta) * inv_alpha_n * vals
-    return z, w + d, loss_sum, conj_sum
+        v[cols] += -(sigma * delta) * inv_alpha_n * vals
+    return z, v, loss_sum, conj_sum
 
 
 def _reference_rounds(X, y, c, alpha, loss, grid, n_rounds, seed, gamma=1.0, sigma=None):
@@ -191,7 +190,7 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     loss_sum, conj_sum = kernels.cocoa_pass(
         kernels.GroupRows(X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq),
         z, pack, order[None, :], problem.loss.code, problem.loss.params,
-        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range, held, kernels.PACK_SLOT,
+        kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range, held, kernels.PACK_V,
     )  # fmt: skip
     ref_held = np.full(60, np.nan) if boxed else None
     ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
@@ -298,10 +297,10 @@ def test_reaches_liblinear_optimum(loss, weighted):
 
 
 @pytest.mark.parametrize("loss", ["hinge", "logistic", "squared_hinge"])
-def test_threads_race_on_v_but_the_certificate_stays_exact(loss):
-    # Two threads share one group's v without locks; each round's w is rebuilt from z, so
-    # every reported (primal, dual) is the exact pair of a point and the run still reaches
-    # liblinear's optimum.
+def test_threads_share_v_and_the_certificate_stays_exact(loss):
+    # Two threads read one group's v without locks, each adding to its own slots; each
+    # round's w is the slots' exact sum, so every reported (primal, dual) is the exact pair
+    # of a point and the run still reaches liblinear's optimum.
     X, y = _data(n=400, d=30, seed=23)
     alpha = 0.01
     weight = np.random.default_rng(23).uniform(0.5, 2.0, X.shape[0])
@@ -328,10 +327,13 @@ def test_threads_race_on_v_but_the_certificate_stays_exact(loss):
     assert result.dual <= p_ref + 1e-12 and result.primal <= p_ref + 1e-6
     with pytest.raises(ValueError, match="threads"):
         CocoaOptions(threads=0)
+    # a record of w and the threads' slots fills at most one cache line
+    with pytest.raises(ValueError, match="threads must be at most 7"):
+        CocoaOptions(threads=8)
 
 
 @pytest.mark.parametrize("loss", ["hinge", "logistic"])
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
 def test_a_rounds_step_is_the_exact_change_of_w_in_any_number_of_threads(loss, threads):
     # each thread adds its steps to its own slot of the records: none is lost to a race, so
     # the slots' sum is -X^T dz / (alpha n) of the round's change of z, the certificate's w
@@ -663,13 +665,26 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     pg_range = np.zeros(2)
     code, params = problem.loss.code, problem.loss.params
     order = np.random.default_rng(0).permutation(n)[None, :]
-    kernels.cocoa_pass(rows, z, pack, order, code, params, steps, pg_range, np.empty(0), 1)
+    kernels.cocoa_pass(
+        rows, z, pack, order, code, params, steps, pg_range, np.empty(0), kernels.PACK_V
+    )
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
     assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
     before, _ = _dual_value(problem, X, y, c, z, alpha)
     passes, visited = kernels.shrunk_passes(
-        rows, z, pack, code, params, steps, pg_range, 0.0, 25, 7, np.arange(n, dtype=np.int64), 1
+        rows,
+        z,
+        pack,
+        code,
+        params,
+        steps,
+        pg_range,
+        0.0,
+        25,
+        7,
+        np.arange(n, dtype=np.int64),
+        kernels.PACK_V,
     )
     after, w = _dual_value(problem, X, y, c, z, alpha)
     assert passes == 25
@@ -696,14 +711,14 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     z, pack, pg_range, orders, held = _from_zero(columns, n, 1)
     # a few rounds first, so that many rows sit at a bound
     for _ in range(3):
-        kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, np.empty(0), 1)
-        kernels.shrunk_passes(
-            rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n), 1
+        kernels.cocoa_pass(
+            rows, z, pack, orders, code, params, steps, pg_range, np.empty(0), kernels.PACK_V
         )
-        # the next round's start: w = v, the slot empty
-        pack[:, kernels.PACK_W] = _v(pack)
-        pack[:, kernels.PACK_SLOT :] = 0.0
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, 1)
+        kernels.shrunk_passes(
+            rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n), kernels.PACK_V
+        )
+        pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 1.0)
     assert pg_range[0] > 0  # the cold threshold plays no part
     # liblinear's test, written out
@@ -719,7 +734,9 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     # (the rows of weight 0 keep z = 0 and add nothing)
     on = c > 0
     before, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, 1)
+    kernels.shrunk_passes(
+        rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, kernels.PACK_V
+    )
     assert np.all(z[~on] == 0.0)
     after, w = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
     np.testing.assert_allclose(_v(pack), w[columns], rtol=1e-10, atol=1e-13)
@@ -733,7 +750,7 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
     z, pack, pg_range, orders, held = _from_zero(columns, n, 2)
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, 1)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V)
     # every row was at 0 before its step: no positive projected gradient, no threshold
     assert pg_range[0] <= 0
     everyone = [i for i in orders[0] if c[i] != 0]
@@ -750,11 +767,15 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     # the shrunk passes over them, and a full pass after, still climb to the optimum
     on = c > 0
     before, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, 1)
+    kernels.shrunk_passes(
+        rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, kernels.PACK_V
+    )
     middle, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, 1)
+    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 0.5)
-    kernels.shrunk_passes(rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept, 1)
+    kernels.shrunk_passes(
+        rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept, kernels.PACK_V
+    )
     after, w = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
     assert before <= middle <= after
     np.testing.assert_allclose(_v(pack), w[columns], rtol=1e-10, atol=1e-13)
@@ -1074,7 +1095,9 @@ def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk
         lambda dask_scheduler: [ws.memory_limit for ws in dask_scheduler.workers.values()]
     ))  # fmt: skip
     rows = int(state.row_bounds[1] - state.row_bounds[0])
-    fixed = _options.WORKER_BASE_BYTES + 24 * rows + 7 * 8 * disk_data.n_features
+    # of n_features each: the pack's 2 values a column (one thread), w, the certified w,
+    # the step and the sum
+    fixed = _options.WORKER_BASE_BYTES + 24 * rows + 6 * 8 * disk_data.n_features
     expected = int(_options.STREAM_MEMORY_SHARE * limit - fixed) // (4 * (8 + 1))
     assert state.settings.stream_nnz == max(_options.MIN_STREAM_NNZ, expected)
     assert state.settings.stream_nnz > _options.MIN_STREAM_NNZ  # this machine has room

@@ -359,7 +359,7 @@ def _direct_workload():
     spdc.row_dots(indptr, indices, data, False, w)
     # CoCoA's coordinate step and the helpers its passes call (a pass loaded from numba's
     # disk cache does not compile them in this process), its renumbering of a group's
-    # columns (several groups) and the exact step of a threaded round
+    # columns (several groups)
     cocoa.dual_step(scalar.LOGISTIC, p, -0.2, 0.3, 0.5, 1.0, 1.0)
     gradient, upper = cocoa.box_gradient(scalar.HINGE, p, 0.5, 0.3, 1.0)
     cocoa.projected_gradient(gradient, 0.5, upper)
@@ -369,8 +369,9 @@ def _direct_workload():
     pack = np.zeros((3, 2))
     cocoa.step_row(scalar.HINGE, p, z, 0, 0.3, 0.5, 1.0, 1.0)
     cocoa.add_row(pack, 1, indices, data, False, 0, 2, 0.1)
-    cocoa.slots_sum(pack, 0)
-    cocoa.column_value(pack, 0)
+    cocoa.column_value(pack, 0, 2)
+    cocoa.row_dots(pack, indices, data, False, 0, 2, 0, 2)
+    cocoa.row_dot(pack, indices, data, False, 0, 2, 0, 2)
     cocoa.local_columns(indices, 3)
     packed = dso.pack_columns(w, w.copy(), w.copy())
     dso.unpack_columns(packed, np.empty(3), np.empty(3))

@@ -64,20 +64,22 @@ Rows of weight 0 keep ``z_i = 0``. The same loop that computes ``u = x_i.v`` als
 ``c_i loss(x_i.w)`` and ``c_i loss*(z_i/c_i)`` (``z_i`` before its step) to the round's sums,
 which with ``||w||^2`` give the exact ``P(w)`` and ``D(z)`` of the round's start.
 
-``pack`` holds one record per column the group uses (``j`` the ``l``-th of them): ``w_j`` and
-one slot per thread of the round, ``pack[l] = (w_j, d_0, d_1, ..., 0)``, where slot ``t``
-sums the changes ``-sigma delta x_ij / (alpha n)`` of the steps thread ``t`` took, so
-``v_j = w_j + (d_0 + d_1 + ...)`` (:func:`column_value`). Each slot has one writer: threads
-that share ``v`` (PASSCoDe) read each other's steps, perhaps late, but lose none of them, as
-they would adding to one ``v_j`` without locks (a lost addend made a round's steps worse and
-``v`` no longer ``w(z)``), and atomic additions cost more than the second thread gains
-(1e8 nonzeros, logistic: a full pass 1.0 s in 2 threads with atomic additions to one ``v``
-against 0.8 s in one thread without). So the slots' sum is the round's exact ``sigma dw =
--sigma X_k^T dz / (alpha n)`` to rounding, with no second read of the nonzeros. A record is
-:func:`pack_width` values wide (a power of two, zeros past the last slot): the records of
-up to 7 threads share no cache line, and one cache line brings all of a column's values for
-each nonzero. The O(columns) work of a round (``w`` in, the update out) covers the group's
-columns only.
+``pack`` holds one record per column the group uses (``j`` the ``l``-th of them):
+``pack[l] = (v_0, w_j, d_1, ..., d_{T-1}, 0, ...)`` for a round in ``T`` threads, where ``w_j``
+is the round's start (read only), ``v_0`` is ``w_j`` plus the changes
+``-sigma delta x_ij / (alpha n)`` of the steps thread 0 took, and slot ``d_t`` sums those of
+thread ``t``; so ``v_j = v_0 + (d_1 + ...)`` (:func:`column_value`), and one thread's record
+is ``(v_j, w_j)``, serial dual coordinate ascent's own numbers. Each field has one writer:
+threads that share ``v`` (PASSCoDe) read each other's steps, perhaps late, but lose none of
+them, as they would adding to one ``v_j`` without locks (a lost addend made a round's steps
+worse and ``v`` no longer ``w(z)``), and atomic additions cost more than the second thread
+gains (1e8 nonzeros, logistic: a full pass 1.0 s in 2 threads with atomic additions to one
+``v`` against 0.8 s in one thread without). So ``v`` at the end of a round is its exact
+``w + sigma dw``, ``dw = -X_k^T dz / (alpha n)``, to rounding, with no second read of the
+nonzeros. A record is :func:`pack_width` values wide (2, 4 or 8; zeros past the last
+slot): it fills at most one cache line (:data:`MAX_THREADS`), so one line brings all of a
+column's values for each nonzero. The O(columns) work of a round (``w`` in, the update out)
+covers the group's columns only.
 """
 
 from __future__ import annotations
@@ -118,19 +120,32 @@ NEWTON_STEPS = 60
 
 # Fields of a ``pack`` record, one per column the group uses (the layout is defined here
 # once, for the kernels and for the tasks that make and read packs; module docstring).
+#: ``w_j`` plus thread 0's steps (one thread: ``v_j`` itself)
+PACK_V = 0
 #: ``w_j``, the round's start (read only)
-PACK_W = 0
-#: thread ``t``'s slot is field ``PACK_SLOT + t``: the sum of its steps' changes of ``v_j``
-PACK_SLOT = 1
+PACK_W = 1
+#: thread ``t >= 1``'s slot is field ``PACK_SLOT + t - 1``: the sum of its steps' changes
+PACK_SLOT = 2
+
+#: Threads a round of one group may run: a record of ``w_j``, ``v_0`` and the other threads'
+#: slots then fits in one 64-byte cache line.
+MAX_THREADS = 7
 
 
 def pack_width(n_threads):
-    """Values in a ``pack`` record for a round in ``n_threads`` threads: ``w_j`` and one slot
-    per thread, rounded up to a power of two (2 for one thread, 4 for two or three)."""
+    """Values in a ``pack`` record for a round in ``n_threads`` threads (at most
+    :data:`MAX_THREADS`): 2 for one thread, 4 for two or three, 8 for up to seven."""
+    if not 1 <= n_threads <= MAX_THREADS:
+        raise ValueError(f"a round runs 1 to {MAX_THREADS} threads, got {n_threads}")
     width = 2
     while width < n_threads + 1:
         width *= 2
     return width
+
+
+def slot_field(thread):
+    """The field of ``pack`` that thread ``thread`` of a round adds its steps to."""
+    return PACK_V if thread == 0 else PACK_SLOT + thread - 1
 
 
 # Fields of ``pg_range``, the spread of the projected gradients of a pass.
@@ -294,30 +309,73 @@ def step_row(code, params, z, i, u, kappa, c, y):
 
 
 @njit(inline="always")
-def slots_sum(pack, local):
-    """The slots of record ``local`` added in slot order: the change of ``v`` there."""
-    width = pack.shape[1]
-    if width == 2:
-        return pack[local, PACK_SLOT]
-    if width == 4:
-        # the common widths spelled out: the loop's count is not known to the compiler
-        return pack[local, PACK_SLOT] + pack[local, PACK_SLOT + 1] + pack[local, PACK_SLOT + 2]
-    total = pack[local, PACK_SLOT]
-    for field in range(PACK_SLOT + 1, width):
-        total += pack[local, field]
-    return total
+def column_value(pack, local, width):
+    """``v`` of record ``local``: ``v_0`` plus the other threads' slots (module docstring).
+
+    ``width`` is ``pack.shape[1]``, read once by the caller: the tests on it are the same
+    for every nonzero of a pass (a width of 2, one thread, adds nothing). Inlined by numba:
+    called, it made the passes 1.5-1.8x slower.
+    """
+    value = pack[local, PACK_V]
+    if width >= 4:
+        value += pack[local, PACK_SLOT] + pack[local, PACK_SLOT + 1]
+        if width == 8:
+            value += (pack[local, PACK_SLOT + 2] + pack[local, PACK_SLOT + 3]) + (
+                pack[local, PACK_SLOT + 4] + pack[local, PACK_SLOT + 5]
+            )
+    return value
 
 
 @njit(inline="always")
-def column_value(pack, local):
-    """``v`` of record ``local``: ``w_j`` plus the threads' changes (module docstring)."""
-    return pack[local, PACK_W] + slots_sum(pack, local)
+def row_dots(pack, indices, vals, binary, start, stop, last_ahead, width):
+    """``(x_i . v, x_i . w)`` over the row's nonzeros ``start:stop``, prefetching the record
+    :data:`PREFETCH_AHEAD` nonzeros on (up to the nonzero ``last_ahead``).
+
+    Inlined by numba; a caller passes ``width`` as a constant (2, 4 or 8), so each copy is
+    the loop of one record width, without the per-nonzero tests of :func:`column_value`
+    (left in the loop, they made a serial pass 1.3-1.5x slower).
+    """
+    u = 0.0
+    u_start = 0.0
+    if binary:
+        for e in range(start, stop):
+            if e < last_ahead:
+                prefetch_record(pack, indices[e + PREFETCH_AHEAD])
+            j = indices[e]
+            u += column_value(pack, j, width)
+            u_start += pack[j, PACK_W]
+    else:
+        for e in range(start, stop):
+            if e < last_ahead:
+                prefetch_record(pack, indices[e + PREFETCH_AHEAD])
+            j = indices[e]
+            x = np.float64(vals[e])
+            u += x * column_value(pack, j, width)
+            u_start += x * pack[j, PACK_W]
+    return u, u_start
+
+
+@njit(inline="always")
+def row_dot(pack, indices, vals, binary, start, stop, last_ahead, width):
+    """``x_i . v`` over the row's nonzeros ``start:stop`` (as :func:`row_dots`)."""
+    u = 0.0
+    if binary:
+        for e in range(start, stop):
+            if e < last_ahead:
+                prefetch_record(pack, indices[e + PREFETCH_AHEAD])
+            u += column_value(pack, indices[e], width)
+    else:
+        for e in range(start, stop):
+            if e < last_ahead:
+                prefetch_record(pack, indices[e + PREFETCH_AHEAD])
+            u += np.float64(vals[e]) * column_value(pack, indices[e], width)
+    return u
 
 
 @njit
 def add_row(pack, slot, indices, vals, binary, start, stop, coef):
     """``pack[:, slot] += coef x_i`` over the row's nonzeros ``start:stop`` (``slot``: the
-    calling thread's field).
+    calling thread's field, :func:`slot_field`).
 
     Arrays, not a :class:`GroupRows`: this runs once per row, and a record passed to a call
     LLVM does not inline is copied at each call.
@@ -332,7 +390,8 @@ def add_row(pack, slot, indices, vals, binary, start, stop, coef):
 
 @njit
 def start_pack(w, columns, pack):
-    """``pack[l] = (w_j, 0, ..., 0)`` for ``j = columns[l]``: the group's columns of ``w``.
+    """``pack[l] = (w_j, w_j, 0, ..., 0)`` for ``j = columns[l]``: the group's columns of
+    ``w``.
 
     Parameters
     ----------
@@ -343,7 +402,9 @@ def start_pack(w, columns, pack):
         Output (:func:`pack_width`).
     """
     for local in range(columns.shape[0]):
-        pack[local, PACK_W] = w[columns[local]]
+        value = w[columns[local]]
+        pack[local, PACK_V] = value
+        pack[local, PACK_W] = value
         for field in range(PACK_SLOT, pack.shape[1]):
             pack[local, field] = 0.0
 
@@ -362,8 +423,7 @@ def finish_pack(pack, sigma, direct, out):
     """The group's contribution to the next ``w``: ``(v - w) / sigma``, or ``v`` if ``direct``.
 
     ``direct`` (one group, ``sigma = 1``): ``v``, the point the passes ended at, is the next
-    ``w`` itself. ``v - w`` is the slots' sum (:func:`slots_sum`), not a difference of two
-    large numbers.
+    ``w`` itself, so one group in one thread is serial dual coordinate ascent bit for bit.
 
     Parameters
     ----------
@@ -373,12 +433,13 @@ def finish_pack(pack, sigma, direct, out):
     out : ndarray of shape (n_columns,)
         Output.
     """
+    width = pack.shape[1]
     if direct:
         for local in range(out.shape[0]):
-            out[local] = column_value(pack, local)
+            out[local] = column_value(pack, local, width)
         return
     for local in range(out.shape[0]):
-        out[local] = slots_sum(pack, local) / sigma
+        out[local] = (column_value(pack, local, width) - pack[local, PACK_W]) / sigma
 
 
 @njit
@@ -494,7 +555,7 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
         ``G`` where the pass left it at a bound without a step, else NaN; what
         :func:`shrink_candidates` reads.
     slot : int
-        The field this call adds its steps to (``PACK_SLOT + t`` for thread ``t``).
+        The field this call adds its steps to (:func:`slot_field` of its thread).
 
     Returns
     -------
@@ -506,6 +567,7 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
     indptr, indices, vals, binary, y, weight, norm_sq = rows
     # the last nonzero whose successor PREFETCH_AHEAD on is still in the array
     last_ahead = indices.shape[0] - PREFETCH_AHEAD
+    width = pack.shape[1]
     loss_sum = 0.0
     conj_sum = 0.0
     sigma, inv_alpha_n = steps
@@ -526,23 +588,13 @@ def cocoa_pass(rows, z, pack, orders, loss_code, loss_params, steps, pg_range, h
                 continue
             start = indptr[i]
             stop = indptr[i + 1]
-            u = 0.0
-            u_start = 0.0
-            if binary:
-                for e in range(start, stop):
-                    if e < last_ahead:
-                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
-                    j = indices[e]
-                    u += column_value(pack, j)
-                    u_start += pack[j, PACK_W]
+            # the widths as constants, so that the inlined tests on them fold away
+            if width == 2:
+                u, u_start = row_dots(pack, indices, vals, binary, start, stop, last_ahead, 2)
+            elif width == 4:
+                u, u_start = row_dots(pack, indices, vals, binary, start, stop, last_ahead, 4)
             else:
-                for e in range(start, stop):
-                    if e < last_ahead:
-                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
-                    j = indices[e]
-                    x = np.float64(vals[e])
-                    u += x * column_value(pack, j)
-                    u_start += x * pack[j, PACK_W]
+                u, u_start = row_dots(pack, indices, vals, binary, start, stop, last_ahead, 8)
             yi = y[i]
             zi = z[i]
             if first:
@@ -624,6 +676,7 @@ def shrunk_passes(
     """
     indptr, indices, vals, binary, y, weight, norm_sq = rows
     last_ahead = indices.shape[0] - PREFETCH_AHEAD
+    width = pack.shape[1]
     active = np.empty(visit.shape[0], dtype=np.int64)
     n_active = 0
     for k in range(visit.shape[0]):
@@ -653,17 +706,12 @@ def shrunk_passes(
             start = indptr[i]
             stop = indptr[i + 1]
             visited += stop - start
-            u = 0.0
-            if binary:
-                for e in range(start, stop):
-                    if e < last_ahead:
-                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
-                    u += column_value(pack, indices[e])
+            if width == 2:
+                u = row_dot(pack, indices, vals, binary, start, stop, last_ahead, 2)
+            elif width == 4:
+                u = row_dot(pack, indices, vals, binary, start, stop, last_ahead, 4)
             else:
-                for e in range(start, stop):
-                    if e < last_ahead:
-                        prefetch_record(pack, indices[e + PREFETCH_AHEAD])
-                    u += np.float64(vals[e]) * column_value(pack, indices[e])
+                u = row_dot(pack, indices, vals, binary, start, stop, last_ahead, 8)
             yi = y[i]
             zi = z[i]
             c = weight[i]

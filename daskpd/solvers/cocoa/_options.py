@@ -59,21 +59,22 @@ class CocoaOptions:
         a margin below 1 is not settled).
     threads : int or None, default=None
         Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
-        ICML 2015): each thread steps its share of the rows, reading the one shared ``v``
-        without locks, and adds its steps to its own slot of the column records
-        (:mod:`daskpd.kernels.cocoa`). A thread may read another's steps late but none is
-        lost, so the slots' sum is the round's exact change of ``w`` (``w = w(z)`` to
-        rounding, the certificate exact) and a round is about as effective as a serial one.
+        ICML 2015), at most :data:`daskpd.kernels.cocoa.MAX_THREADS` (7): each thread steps
+        its share of the rows, reading the one shared ``v`` without locks, and adds its
+        steps to its own slot of the column records (:mod:`daskpd.kernels.cocoa`). A
+        thread may read another's steps late but none is lost, so ``v`` ends the round at
+        its exact new ``w`` (``w = w(z)`` to rounding, the certificate exact) and a round is
+        about as effective as a serial one.
         With more than 1 the results depend on the threads' timing: not bit-reproducible,
         and a replay after a lost worker does not repeat the lost round's bits. ``None``: on
         a cluster, the worker threads of the owner's machine shared among the groups it
-        holds (one group on a machine of two 1-thread workers gets 2: the other worker's
-        core would idle); in-process 1
+        holds, at most 7 (one group on a machine of two 1-thread workers gets 2: the other
+        worker's core would idle); in-process 1
         (:func:`daskpd.solvers.cocoa._solver.default_threads`). 1: the serial passes, the
         same bits run to run. Threads write to the same cache lines where rows share
         features, so a round gains less than the thread count (2 threads: 1.3-1.4x a
-        round at 1e8 nonzeros). A record holds ``w_j`` and one slot per thread, rounded up
-        to a power of two: 16 bytes a column for one thread, 32 for two or three, 64 for
+        round at 1e8 nonzeros). A column's record holds ``w_j`` and one slot per thread,
+        rounded up to a power of two: 16 bytes for one thread, 32 for two or three, 64 for
         up to seven.
     rows : {"auto", "memory", "stream"}, default="auto"
         Where a group's rows are between rounds. ``"memory"``: read once by the owner and
@@ -165,6 +166,12 @@ class CocoaOptions:
             or self.threads < 1
         ):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
+        if self.threads is not None and self.threads > kernels.MAX_THREADS:
+            raise ValueError(
+                f"threads must be at most {kernels.MAX_THREADS} (a column's record of w and "
+                f"the threads' slots fills one cache line; more cores: more row groups, "
+                f"grid), got {self.threads!r}"
+            )
 
 
 #: ``rows="auto"`` streams a group whose kept rows would take more than this share of its

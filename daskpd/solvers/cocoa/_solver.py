@@ -64,7 +64,8 @@ SETTLE_SECONDS = 120.0
 
 
 def default_threads(settings, client, owners) -> int:
-    """``CocoaOptions.threads=None``: on a cluster the owner's idle cores, in-process 1.
+    """``CocoaOptions.threads=None``: on a cluster the owner's idle cores (at most
+    :data:`daskpd.kernels.cocoa.MAX_THREADS`), in-process 1.
 
     Each thread adds its steps to its own slot of the column records
     (:mod:`daskpd.kernels.cocoa`), so a threaded round loses no step and needs no second read
@@ -75,7 +76,7 @@ def default_threads(settings, client, owners) -> int:
     """
     if client is None:
         return 1
-    return idle_cores(client, owners)
+    return min(idle_cores(client, owners), kernels.MAX_THREADS)
 
 
 @register_solver

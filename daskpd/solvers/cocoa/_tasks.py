@@ -490,7 +490,7 @@ def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
         loss_sum, conj_sum = kernels.cocoa_pass(
             rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t], held,
-            kernels.PACK_SLOT + t,
+            kernels.slot_field(t),
         )  # fmt: skip
         sums[t, 0] += loss_sum
         sums[t, 1] += conj_sum
@@ -533,7 +533,7 @@ def _shrunk_passes(group, z, visit, shrink_seed, pack, settings, sums, pg_range)
         passes_run, visited = kernels.shrunk_passes(
             rows, z, pack, settings.loss_code, settings.loss_params, steps, pg_range.copy(),
             settings.shrink_ratio, settings.max_shrunk_passes, seed, share,
-            kernels.PACK_SLOT + t,
+            kernels.slot_field(t),
         )  # fmt: skip
         sums[t, 2] += passes_run
         sums[t, 3] += visited
