@@ -333,7 +333,7 @@ def row_dots(pack, indices, vals, binary, start, stop, last_ahead, width):
 
     Inlined by numba; a caller passes ``width`` as a constant (2, 4 or 8), so each copy is
     the loop of one record width, without the per-nonzero tests of :func:`column_value`
-    (left in the loop, they made a serial pass 1.3-1.5x slower).
+    (left in the loop, they made a serial round 1.3-1.6x slower).
     """
     u = 0.0
     u_start = 0.0
