@@ -918,15 +918,14 @@ def test_a_round_reports_before_its_shrunk_passes_finish(local_cluster, disk_dat
 
 @pytest.mark.cluster
 def test_survives_a_worker_killed_mid_round(local_cluster, disk_data, tmp_path):
-    from _faults import straight_and_killed, wait_for_two_workers
+    from _faults import assert_same_run, straight_and_killed, wait_for_two_workers
 
     client = local_cluster
     # many local passes: a round long enough to be killed in
     kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "grid": 2, "tol": 0.0,
               "eval_every": 1, "local_passes": 1000}  # fmt: skip
     straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.05, **kwargs)
-    assert np.array_equal(survived.w, straight.w)
-    assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
+    assert_same_run(straight, survived)
     assert survived.recoveries <= 1
     wait_for_two_workers(client)
 
