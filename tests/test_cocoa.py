@@ -187,11 +187,13 @@ def test_kernel_pass_equals_reference_for_two_groups(loss):
     pg_range = np.zeros(2)
     boxed = loss in _BOX_CURVATURE
     held = np.full(60, np.nan) if boxed else np.empty(0)
-    loss_sum, conj_sum = kernels.cocoa_pass(
+    loss_sum, conj_sum, skipped = kernels.cocoa_pass(
         kernels.GroupRows(X.indptr.astype(np.int64), local, X.data, False, y, c, norm_sq),
         z, pack, order[None, :], problem.loss.code, problem.loss.params,
         kernels.PassSteps(sigma, 1.0 / (alpha * n_total)), pg_range, held, kernels.PACK_V,
+        kernels.NO_BOUNDS,
     )  # fmt: skip
+    assert skipped == 0
     ref_held = np.full(60, np.nan) if boxed else None
     ref_z, ref_v, ref_loss, ref_conj = _reference_pass(
         X, y, c, start, w, order, loss, 1.0, sigma, n_total, alpha, ref_held
@@ -348,7 +350,7 @@ def test_a_rounds_step_is_the_exact_change_of_w_in_any_number_of_threads(loss, t
     z = np.zeros(400)
     w = np.zeros(30)
     for round_ in range(3):
-        new_z, step, _ = _tasks._round_task(group, z, None, w, round_, settings, True)
+        new_z, step, *_ = _tasks._round_task(group, z, None, w, round_, settings, True)
         exact = w - X.T.astype(np.float64) @ (new_z - z) / (problem.alpha * 400)
         # direct (one group): the step is the next w itself
         np.testing.assert_allclose(step, exact, rtol=1e-12, atol=1e-14)
@@ -535,11 +537,25 @@ def test_a_round_certified_within_tol_skips_its_shrunk_passes(monkeypatch, threa
     assert len(calls) == 2 * grouped.n_epochs
 
 
-def test_checkpoint_resume_gives_the_same_bits(tmp_path):
+@pytest.mark.parametrize("grid", [2, 1])
+def test_checkpoint_resume_gives_the_same_bits(tmp_path, grid):
+    """Grid 1 screens (hinge): the margin bounds are in the checkpoint, so the resumed
+    rounds leave out the rows the straight run's do."""
     X, y = _data(seed=12)
     data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=60)
-    common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": 2, "tol": 0.0,
+    common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": grid, "tol": 0.0,
               "eval_every": 1}  # fmt: skip
+    if grid == 1:
+        problem = Problem("hinge", "l2", 0.01)
+        solver, state = _run(data, problem, grid=1, n_rounds=6)
+        assert state.settings.screening and state.stats[0][5] > 0
+        arrays = solver.state_arrays(state)
+        assert np.array_equal(arrays["bounds"], np.concatenate(state.bounds))
+        back = solver.restore(
+            problem, data, arrays, seed=np.random.SeedSequence(0), client=None,
+            options=CocoaOptions(grid=1),
+        )  # fmt: skip
+        assert np.array_equal(np.concatenate(back.bounds), arrays["bounds"])
     straight = solve(data, max_epochs=8, client=False, **common)
     solve(data, max_epochs=5, client=False, checkpoint_dir=tmp_path / "ck", **common)
     resumed = solve(
@@ -605,6 +621,12 @@ def test_refuses_what_it_cannot_do():
     for bad in (1.0, 0.5, "two", True):
         with pytest.raises(ValueError, match="cold_margin"):
             solve((X, y), solver="cocoa", cold_margin=bad, client=False)
+    with pytest.raises(ValueError, match="screening=True .* loss='logistic'"):
+        solve((X, y), loss="logistic", solver="cocoa", screening=True, client=False)
+    with pytest.raises(ValueError, match="screening=True .* grid=2"):
+        solve((X, y), solver="cocoa", grid=2, screening=True, client=False)
+    with pytest.raises(ValueError, match="screening must be"):
+        solve((X, y), solver="cocoa", screening="yes", client=False)
     with pytest.raises(ValueError, match="grid=41"):
         solve((X, y), solver="cocoa", grid=41, client=False)
     with pytest.raises(ValueError, match="unknown option"):
@@ -666,8 +688,9 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     code, params = problem.loss.code, problem.loss.params
     order = np.random.default_rng(0).permutation(n)[None, :]
     kernels.cocoa_pass(
-        rows, z, pack, order, code, params, steps, pg_range, np.empty(0), kernels.PACK_V
-    )
+        rows, z, pack, order, code, params, steps, pg_range, np.empty(0), kernels.PACK_V,
+        kernels.NO_BOUNDS,
+    )  # fmt: skip
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
     assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
@@ -712,13 +735,26 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     # a few rounds first, so that many rows sit at a bound
     for _ in range(3):
         kernels.cocoa_pass(
-            rows, z, pack, orders, code, params, steps, pg_range, np.empty(0), kernels.PACK_V
-        )
+            rows, z, pack, orders, code, params, steps, pg_range, np.empty(0), kernels.PACK_V,
+            kernels.NO_BOUNDS,
+        )  # fmt: skip
         kernels.shrunk_passes(
             rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n), kernels.PACK_V
         )
         pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V)
+    kernels.cocoa_pass(
+        rows,
+        z,
+        pack,
+        orders,
+        code,
+        params,
+        steps,
+        pg_range,
+        held,
+        kernels.PACK_V,
+        kernels.NO_BOUNDS,
+    )
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 1.0)
     assert pg_range[0] > 0  # the cold threshold plays no part
     # liblinear's test, written out
@@ -750,7 +786,19 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
     z, pack, pg_range, orders, held = _from_zero(columns, n, 2)
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V)
+    kernels.cocoa_pass(
+        rows,
+        z,
+        pack,
+        orders,
+        code,
+        params,
+        steps,
+        pg_range,
+        held,
+        kernels.PACK_V,
+        kernels.NO_BOUNDS,
+    )
     # every row was at 0 before its step: no positive projected gradient, no threshold
     assert pg_range[0] <= 0
     everyone = [i for i in orders[0] if c[i] != 0]
@@ -771,7 +819,19 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
         rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, kernels.PACK_V
     )
     middle, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.cocoa_pass(rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V)
+    kernels.cocoa_pass(
+        rows,
+        z,
+        pack,
+        orders,
+        code,
+        params,
+        steps,
+        pg_range,
+        held,
+        kernels.PACK_V,
+        kernels.NO_BOUNDS,
+    )
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 0.5)
     kernels.shrunk_passes(
         rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept, kernels.PACK_V
@@ -806,6 +866,79 @@ def test_shrinking_needs_fewer_rounds_to_the_same_optimum():
     assert shrunk.n_epochs < plain.n_epochs / 2
     assert shrunk.primal == pytest.approx(plain.primal, rel=2e-6)
     np.testing.assert_allclose(shrunk.w, plain.w, rtol=0, atol=1e-2 * np.abs(plain.w).max())
+
+
+# --------------------------------------------------------------------------------------------
+# screening
+
+
+def test_a_screened_pass_leaves_out_only_the_rows_proven_inactive():
+    """Rows at z = 0 whose margin bound is above 1 are left out, and nothing else: the
+    certificate sums are those of a pass that read every row, the visited rows' bounds
+    become their exact margins, and the nonzeros left out are counted."""
+    X, y = _data(n=200, d=20, seed=31, dtype=np.float64)
+    n, d = X.shape
+    rng = np.random.default_rng(31)
+    w = rng.normal(size=d)
+    margins = y * (X @ w)
+    z = np.where(rng.uniform(size=n) < 0.3, -y * rng.uniform(0.1, 0.9, n), 0.0)
+    bounds = margins - 0.05  # valid lower bounds
+    c = np.ones(n)
+    norm_sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    rows = kernels.GroupRows(X.indptr.astype(np.int64), X.indices, X.data, False, y, c, norm_sq)
+    problem = Problem("hinge", "l2", 0.01)
+    steps = kernels.PassSteps(1.0, 1.0 / (0.01 * n))
+    order = rng.permutation(n)[None, :]
+    results = []
+    for given in (kernels.NO_BOUNDS, bounds.copy()):
+        pack = np.empty((d, 2))
+        kernels.start_pack(w, np.arange(d, dtype=np.int32), pack)
+        zz, held, pg = z.copy(), np.full(n, np.nan), np.zeros(2)
+        sums = kernels.cocoa_pass(
+            rows, zz, pack, order, problem.loss.code, problem.loss.params, steps, pg, held,
+            kernels.PACK_V, given,
+        )  # fmt: skip
+        results.append((sums, zz, held, given))
+    (loss_all, conj_all, none_left), _, _, _ = results[0]
+    (loss_sc, conj_sc, left), z_sc, held_sc, bounds_sc = results[1]
+    out = (z == 0) & (bounds > kernels.SCREEN_MARGIN)
+    assert 0 < out.sum() < n and none_left == 0
+    assert left == int(np.diff(X.indptr)[out].sum())
+    assert loss_sc == pytest.approx(loss_all, rel=1e-12)
+    assert conj_sc == pytest.approx(conj_all, rel=1e-12)
+    assert np.all(z_sc[out] == 0.0) and np.all(np.isinf(held_sc[out]))
+    np.testing.assert_allclose(bounds_sc[~out], margins[~out], rtol=1e-12, atol=1e-12)
+    assert np.array_equal(bounds_sc[out], bounds[out])
+
+
+@pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
+def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
+    """One group screens by default: from the third round on the certifying pass leaves out
+    most nonzeros, every round's certificate is still the exact objective of its start,
+    and the run ends where an unscreened one does."""
+    X, y = _data(n=800, d=40, seed=30)
+    data = MemoryDataset(X, y)
+    problem = Problem(loss, "l2", 1e-3)
+    solver = Cocoa()
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(0), client=None, options=CocoaOptions()
+    )
+    assert state.settings.screening
+    left = []
+    for epoch in range(1, 9):
+        state = solver.run_epoch(state, epoch)
+        point = solver.iterate(state)
+        evaluation = problem.evaluate(point.w, data, z=point.z, z_bounds=point.z_bounds)
+        assert point.primal == pytest.approx(evaluation.primal, rel=1e-10)
+        assert point.dual == pytest.approx(evaluation.dual, rel=1e-10)
+        left.append(state.stats[0][5])
+    assert left[0] == 0 and min(left[3:]) > 0.5 * X.nnz
+    common = {"loss": loss, "alpha": 1e-3, "solver": "cocoa", "tol": 1e-9,
+              "max_epochs": 500, "client": False}  # fmt: skip
+    plain = solve(data, screening=False, **common)
+    screened = solve(data, **common)
+    assert plain.converged and screened.converged
+    assert screened.primal == pytest.approx(plain.primal, rel=1e-8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -951,7 +1084,7 @@ dispatchers = [
 stop = int(_row_bounds(data, grid)[1])
 group = _tasks._load_group(data, 0, stop, None, grid > 1, settings if rehearse == "1" else None)
 before = {id(f): set(f.signatures) for f in dispatchers}
-z, step, _ = _tasks._round_task(
+z, step, *_ = _tasks._round_task(
     group, np.zeros(stop), None, np.zeros(data.n_features), 7, settings, True
 )
 _tasks._sum_task(np.zeros(data.n_features), settings.direct, None, step, group.columns)

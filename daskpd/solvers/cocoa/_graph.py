@@ -100,6 +100,9 @@ class _State:
     stats: Any = None
     #: whether a round task's whole tuple may travel to the sums (its z block is small)
     whole: bool = True
+    #: the groups' margin bounds (screening) where the ``z`` source does not carry them
+    #: (in-process runs, a restored checkpoint); empty: none, or in the ``z`` tuples
+    bounds: tuple = ()
 
     def home_of(self, k):
         return self.homes.index(self.owners[k])

@@ -57,6 +57,19 @@ class CocoaOptions:
         read 100M nonzeros instead of 335M) and a little less effective; the next full pass
         visits every row again. ``math.inf``: liblinear's rule. Must be above 1 (a row with
         a margin below 1 is not settled).
+    screening : bool or None, default=None
+        Leave out of a round's certifying pass the rows proven inactive at its start: a
+        row at ``z_i = 0`` whose margin is bounded above 1 (the bound: its margin at its
+        last visit, less ``||x_i||`` times how far ``w`` has moved since; the module
+        docstring of :mod:`daskpd.kernels.cocoa`). The certificate stays exact: at the
+        start ``w`` such a row adds 0 to both sums and takes no step. The round does not
+        step it, where a visit at the pass's moving ``v`` could have; its bound decides
+        again next round, and at a solution the rows left out are inactive. Near a
+        solution the splice-like sets leave out about 95% of the rows' nonzeros from the
+        third round on. ``None``: on where it applies, one
+        group (``grid`` None or 1, ``sigma`` 1) with rows kept in memory and a loss whose
+        dual lives on a box (hinge, squared hinge, smoothed hinge); True elsewhere is an
+        error.
     threads : int or None, default=None
         Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
         ICML 2015), at most :data:`daskpd.kernels.cocoa.MAX_THREADS` (7): each thread steps
@@ -101,6 +114,7 @@ class CocoaOptions:
     shrink_ratio: float = 0.01
     max_shrunk_passes: int = 100
     cold_margin: float = 2.0
+    screening: bool | None = None
     threads: int | None = None
     rows: str = "auto"
     stream_nnz: int | None = None
@@ -135,6 +149,8 @@ class CocoaOptions:
             or self.local_passes < 1
         ):
             raise ValueError(f"local_passes must be a positive integer, got {self.local_passes!r}")
+        if self.screening is not None and not isinstance(self.screening, bool | np.bool_):
+            raise ValueError(f"screening must be True, False or None, got {self.screening!r}")
         if self.shrinking is not None and not isinstance(self.shrinking, bool | np.bool_):
             raise ValueError(f"shrinking must be True, False or None, got {self.shrinking!r}")
         try:
@@ -252,6 +268,8 @@ class _Settings:
     cold_gradient: float
     #: one group and sigma = 1: the pass's v is the next w (serial DCA, same bits)
     direct: bool
+    #: the certifying pass leaves out the rows proven inactive (``CocoaOptions.screening``)
+    screening: bool = False
     #: threads of a group's passes (1: serial)
     threads: int = 1
     #: nonzeros of a chunk of streamed rows (``CocoaOptions.stream_nnz``; 0: kept rows)
@@ -271,6 +289,7 @@ def _settings(problem, data, options, grid, threads=1):
     sigma = float(grid) if options.sigma is None else float(options.sigma)
     boxed = int(problem.loss.code) in kernels.BOX_LOSSES
     shrinking = boxed if options.shrinking is None else bool(options.shrinking)
+    direct = int(grid) == 1 and sigma == 1.0
     return _Settings(
         grid=int(grid),
         n_samples=int(data.n_samples),
@@ -283,6 +302,7 @@ def _settings(problem, data, options, grid, threads=1):
         max_shrunk_passes=int(options.max_shrunk_passes) if shrinking else 0,
         shrink_ratio=float(options.shrink_ratio),
         cold_gradient=float(options.cold_margin) - 1.0,
-        direct=int(grid) == 1 and sigma == 1.0,
+        direct=direct,
+        screening=boxed and direct and options.screening is not False,
         threads=int(threads),
     )

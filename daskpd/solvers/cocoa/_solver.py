@@ -126,6 +126,16 @@ class Cocoa:
                 f"shrinking=True needs a loss whose dual lives on a box (hinge, "
                 f"squared_hinge, smooth_hinge), not loss={loss.name!r}"
             )
+        if options.screening and not (
+            int(loss.code) in kernels.BOX_LOSSES
+            and options.grid in (None, 1)
+            and options.sigma in (None, 1.0)
+        ):
+            raise ValueError(
+                "screening=True needs one row group (grid None or 1, sigma 1) and a loss "
+                f"whose dual lives on a box (hinge, squared_hinge, smooth_hinge), not "
+                f"loss={loss.name!r}, grid={options.grid!r}, sigma={options.sigma!r}"
+            )
         if options.grid is not None:
             self._check_grid(data, int(options.grid))
 
@@ -220,6 +230,7 @@ class Cocoa:
                     seeds[k],
                     settings,
                     k == 0,
+                    state.bounds[k] if state.bounds else None,
                 )  # fmt: skip
                 for k in range(grid)
             ]
@@ -232,6 +243,7 @@ class Cocoa:
                 "z_blocks": z,
                 "w": (w,),
                 "stats": _stats_task(2, *results),
+                "bounds": tuple(part[3] for part in results) if settings.screening else (),
             }
         else:
             new = self._client_round(state, epoch, seeds)
@@ -263,6 +275,7 @@ class Cocoa:
                 seeds[k],
                 settings,
                 k == 0,
+                state.bounds[k] if state.bounds else None,
                 worker=owners[k],
             )  # fmt: skip
             for k in range(grid)
@@ -323,7 +336,7 @@ class Cocoa:
         # (z sources that are the blocks themselves go on as the certified z)
         spent = [
             *(state.z if state.z_pick is not None else ()), *state.w[1:], state.certified_w,
-            *(state.certified_z or ()), state.stats,
+            *(state.certified_z or ()), state.stats, *state.bounds,
         ]  # fmt: skip
         n = len(sums)
         futures = graph.run([*stats_parts, *sums, *tasks, *z_blocks], n_waited=grid, release=spent)
@@ -333,9 +346,11 @@ class Cocoa:
         return {
             "w": tuple(futures[:n]),
             "stats": stats,
+            # the next round's bounds travel in these tuples
             "z": tuple(futures[n : n + grid]),
             "z_pick": 0,
             "z_blocks": tuple(futures[n + grid :]),
+            "bounds": (),
         }
 
     def iterate(self, state):
@@ -453,18 +468,32 @@ class Cocoa:
             "grid": np.asarray(state.settings.grid, dtype=np.int64),
             "sigma": np.asarray(state.settings.sigma, dtype=np.float64),
         }
-        values = [state.w[0], list(state.z_blocks)]
+        values = [state.w[0], list(state.z_blocks), list(self._bounds(state))]
         if state.epoch > 0:
             values += [state.certified_w, list(state.certified_z), state.stats]
         if state.client is not None:
             values = state.client.gather(values)
         arrays["w"] = np.asarray(values[0], dtype=np.float64)
         arrays["z"] = np.concatenate(values[1])
+        if values[2] and all(part is not None for part in values[2]):
+            # screening's margin bounds: a resumed run leaves out the rows this one would
+            arrays["bounds"] = np.concatenate(values[2])
         if state.epoch > 0:
-            arrays["certified_w"] = np.asarray(values[2], dtype=np.float64)
-            arrays["certified_z"] = np.concatenate(values[3])
-            arrays["stats"] = np.asarray(values[4], dtype=np.float64)
+            arrays["certified_w"] = np.asarray(values[3], dtype=np.float64)
+            arrays["certified_z"] = np.concatenate(values[4])
+            arrays["stats"] = np.asarray(values[5], dtype=np.float64)
         return arrays
+
+    def _bounds(self, state):
+        """The groups' margin bounds (futures on a client, arrays or None in-process; empty
+        when the rounds do not screen or none ran)."""
+        if state.bounds or state.z_pick is None or not state.settings.screening:
+            return state.bounds
+        # in the last round's tuples, read where they live
+        return tuple(
+            state.client.submit(operator.getitem, part, 3, workers=[owner], pure=False)
+            for part, owner in zip(state.z, state.owners, strict=True)
+        )
 
     def restore(self, problem, data, arrays, *, seed, client, options):
         """Rebuild the state saved by :meth:`state_arrays`.
@@ -496,6 +525,13 @@ class Cocoa:
 
         epoch = int(arrays["epoch"])
         state = self._placed(state, blocks("z"), np.array(arrays["w"]), epoch=epoch)
+        if "bounds" in arrays and state.settings.screening:
+            margins = blocks("bounds")
+            if client is not None:
+                margins = [
+                    _scatter_to(client, part, state.owners[k]) for k, part in enumerate(margins)
+                ]
+            state = dataclasses.replace(state, bounds=tuple(margins))
         if epoch == 0:
             return state
         certified_z = blocks("certified_z")
@@ -535,6 +571,13 @@ class Cocoa:
         if client is not None and options.rows != "memory":
             limits = worker_memory_limits(client)
         if _streamed(options, data, client, owners, ranges, limits):
+            if options.screening:
+                raise ValueError(
+                    "screening=True needs the rows kept in memory; this run streams them "
+                    "(rows='stream', or rows='auto' with a group larger than its share of "
+                    "the owner's memory)"
+                )
+            settings = dataclasses.replace(settings, screening=False)
             chunk = min(
                 stream_nnz(options, data, limits.get(owner, 0), stop - start, settings.threads)
                 for owner, (start, stop) in zip(owners, ranges, strict=True)

@@ -191,7 +191,9 @@ def _rehearse(settings, binary, dtype):
     vals = _kernel_values(None if binary else np.ones(3, dtype=dtype))
     ones = np.ones(3)
     group = _Group(indptr, columns, columns, vals, binary, np.array([1.0, -1.0, 1.0]), ones, ones)
-    _, step, _ = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True)
+    passed = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True)
+    # and a round with the bounds the next rounds screen with
+    _, step, _, _ = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True, passed[3])
     _sum_task(np.zeros(3), settings.direct, None, step, columns)
 
 
@@ -282,6 +284,9 @@ class _Passed(NamedTuple):
     shrink_seed: np.uint64
     #: streamed groups: ``(rows, index)`` of the active rows kept for the shrunk passes
     cache: tuple | None
+    #: screening (``settings.screening``): lower bounds of the rows' margins at the round's
+    #: start, exact for the rows the full pass visited (None: no screening)
+    bounds: np.ndarray | None
 
 
 #: Position of ``stats`` in a :class:`_Passed` (the driver's certificate reads it alone).
@@ -291,40 +296,52 @@ PASSED_STATS = _Passed._fields.index("stats")
 _NOT_HELD = np.empty(0)
 
 
-def _round_task(group, zsrc, zpick, w, seed, settings, with_norm):
+def _round_task(group, zsrc, zpick, w, seed, settings, with_norm, bounds=None):
     """A whole round in one call: :func:`_shrunk_task` of :func:`_pass_task` (in-process
     runs, the rehearsal and the tests)."""
-    passed = _pass_task(group, zsrc, zpick, w, seed, settings, with_norm)
+    passed = _pass_task(group, zsrc, zpick, w, seed, settings, with_norm, bounds)
     return _shrunk_task(group, passed, settings)
 
 
-def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
+def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm, bounds=None):
     """Task ``(round, k)``, first half: the certifying full passes of group ``k`` from
     ``(w, z_k)``.
 
     ``z_k`` is ``zsrc``, or ``zsrc[zpick]`` (the tuple of the group's previous round).
     Returns a :class:`_Passed`; its ``stats`` certify the round's start ``(w, z_k)`` and are
     known here, before the round's shrunk passes run (:func:`_shrunk_task`). ``with_norm``:
-    whether this group adds ``||w||^2`` to the stats (one group does).
+    whether this group adds ``||w||^2`` to the stats (one group does). ``bounds``: with
+    ``settings.screening``, the margin bounds at ``w`` the previous round left (None: none
+    known, every row is read).
     """
     z = np.array(_picked(zsrc, zpick), dtype=np.float64, copy=True)
+    if bounds is None and zpick is not None:
+        # the previous round's tuple: (z, step, stats, bounds)
+        bounds = zsrc[3]
     rng = np.random.default_rng(seed)
     n_threads = _round_threads(settings, z.shape[0])
     # the round's own records: the shrunk passes continue on them after this task returns;
     # aligned so that no record of up to 7 threads' slots straddles two cache lines
     pack = spdc_kernels.aligned_records(group.columns.shape[0], kernels.pack_width(n_threads))
     kernels.start_pack(w, group.columns, pack)
-    sums = np.zeros((n_threads, 4))
+    sums = np.zeros((n_threads, 5))
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
     pg_range = np.zeros(2)
-    cache = visit = None
+    cache = visit = margins = None
     if isinstance(group, _StreamedGroup):
         cache = _streamed_full(group, z, rng, pack, settings, sums, pg_range)
     else:
         orders = _orders(rng, settings, z.shape[0])
         shrinks = settings.max_shrunk_passes > 0 and orders.shape[0] > 0
         held = np.empty(z.shape[0]) if shrinks else _NOT_HELD
-        _full_passes(group, z, orders, pack, settings, sums, pg_range, held)
+        if settings.screening:
+            # the previous round's bounds are its output: this round's own copy
+            margins = (
+                np.full(z.shape[0], -np.inf)
+                if bounds is None
+                else np.array(bounds, dtype=np.float64, copy=True)
+            )
+        _full_passes(group, z, orders, pack, settings, sums, pg_range, held, margins)
         if shrinks:
             # the rows the shrunk passes would drop at once, left out before they read them
             visit = kernels.shrink_candidates(
@@ -335,7 +352,7 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm):
             visit = orders[0] if orders.shape[0] else np.arange(z.shape[0], dtype=np.int64)
     shrink_seed = rng.integers(2**63, dtype=np.uint64)
     stats = np.array([sums[:, 0].sum(), sums[:, 1].sum(), w_norm_sq])
-    return _Passed(z, pack, sums, pg_range, stats, visit, shrink_seed, cache)
+    return _Passed(z, pack, sums, pg_range, stats, visit, shrink_seed, cache, margins)
 
 
 def _shrunk_task(group, passed, settings):
@@ -343,10 +360,11 @@ def _shrunk_task(group, passed, settings):
 
     Continues :func:`_pass_task`'s round in place (see :class:`_Passed`); skips the shrunk
     passes when the full passes certified the start within the run's stop
-    (:func:`_start_certified`). Returns ``(z_k new, step_k, stats_k)``: ``step_k`` is
-    ``dw_k`` on the group's columns (or, ``direct``, the next ``w`` there) and ``stats_k =
-    (loss sum at w, conj sum at z_k, ||w||^2 if with_norm else 0, shrunk passes, nonzeros
-    they read)``.
+    (:func:`_start_certified`). Returns ``(z_k new, step_k, stats_k, bounds_k)``:
+    ``step_k`` is ``dw_k`` on the group's columns (or, ``direct``, the next ``w`` there),
+    ``stats_k = (loss sum at w, conj sum at z_k, ||w||^2 if with_norm else 0, shrunk
+    passes, nonzeros they read, nonzeros the screened full pass left out)`` and
+    ``bounds_k`` the rows' margin bounds at the next ``w`` (screening; else None).
     """
     z, pack, sums = passed.z, passed.pack, passed.sums
     shrink = settings.max_shrunk_passes > 0 and not _start_certified(settings, passed.stats)
@@ -362,8 +380,14 @@ def _shrunk_task(group, passed, settings):
     # every step is in one thread's slot: their sum is the round's exact step, threaded or not
     step = np.empty(pack.shape[0])
     kernels.finish_pack(pack, settings.sigma, settings.direct, step)
-    stats = [*passed.stats, sums[:, 2].sum(), sums[:, 3].sum()]
-    return z, step, np.array(stats)
+    stats = [*passed.stats, sums[:, 2].sum(), sums[:, 3].sum(), sums[:, 4].sum()]
+    bounds = None
+    if passed.bounds is not None:
+        # screening runs with one group (direct): step is the next w; a row's margin moves
+        # by at most ||x_i|| ||w_next - w|| (the slack: the rounding of the norms)
+        shift = kernels.shift_norm(pack, step) * (1.0 + 1e-12)
+        bounds = passed.bounds - np.sqrt(group.norm_sq) * shift
+    return z, step, np.array(stats), bounds
 
 
 def _round_threads(settings, m):
@@ -473,7 +497,7 @@ def _cuts(m, n_threads):
     return [t * m // n_threads for t in range(n_threads + 1)]
 
 
-def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
+def _full_passes(group, z, orders, pack, settings, sums, pg_range, held, bounds=None):
     """The full passes over ``group``'s rows in ``orders``, in place on ``z`` (its rows'
     block) and ``v``, in ``sums.shape[0]`` threads (PASSCoDe-wild: thread ``t`` takes the
     ``t``-th share of every pass's order; all read the one ``v``, each adds its steps to
@@ -481,19 +505,22 @@ def _full_passes(group, z, orders, pack, settings, sums, pg_range, held):
     Thread ``t``'s certificate sums go to ``sums[t]`` (added in order by the caller), the
     passes' spread of projected gradients to ``pg_range``, the last pass's gradients of
     the rows it left at a bound to ``held`` (unless empty; see
-    :func:`daskpd.kernels.cocoa.cocoa_pass`)."""
+    :func:`daskpd.kernels.cocoa.cocoa_pass`), the nonzeros the first pass left out to
+    ``sums[t, 4]`` (``bounds``: the rows' margin bounds, screening; None: none)."""
     rows, steps = _group_rows(group), _pass_steps(settings)
     cuts = _cuts(z.shape[0], sums.shape[0])
     pg = np.zeros((len(cuts) - 1, 2))
+    bounds = kernels.NO_BOUNDS if bounds is None else bounds
 
     def passes(t):
         share = np.ascontiguousarray(orders[:, cuts[t] : cuts[t + 1]])
-        loss_sum, conj_sum = kernels.cocoa_pass(
+        loss_sum, conj_sum, skipped = kernels.cocoa_pass(
             rows, z, pack, share, settings.loss_code, settings.loss_params, steps, pg[t], held,
-            kernels.slot_field(t),
+            kernels.slot_field(t), bounds,
         )  # fmt: skip
         sums[t, 0] += loss_sum
         sums[t, 1] += conj_sum
+        sums[t, 4] += skipped
 
     in_threads(len(cuts) - 1, passes)
     # the spread over all threads' rows, as one pass has it
