@@ -62,14 +62,14 @@ class PeakMemory:
         return self
 
     def __exit__(self, *exc):
-        from daskpd._cluster import peak_rss_mib
-
-        mib = [peak_rss_mib()]
+        # by process: a LocalCluster's nannies live in this process
+        peaks = dict([_process_peak()])
         for nanny in (False, True):
             try:
-                mib += list(self._client.run(peak_rss_mib, nanny=nanny).values())
+                peaks.update(self._client.run(_process_peak, nanny=nanny).values())
             except Exception:  # a cluster without nannies, or gone with the run's error
                 continue
+        mib = list(peaks.values())
         if any(math.isnan(value) for value in mib):
             import psutil
 
@@ -79,6 +79,15 @@ class PeakMemory:
             )
             return
         self.peak = int(sum(mib) * 2**20)
+
+
+def _process_peak():
+    """``(pid, peak RSS in MiB)`` of the process that runs it."""
+    import os
+
+    from daskpd._cluster import peak_rss_mib
+
+    return os.getpid(), peak_rss_mib()
 
 
 @contextlib.contextmanager
