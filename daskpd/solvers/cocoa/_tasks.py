@@ -191,9 +191,9 @@ def _rehearse(settings, binary, dtype):
     vals = _kernel_values(None if binary else np.ones(3, dtype=dtype))
     ones = np.ones(3)
     group = _Group(indptr, columns, columns, vals, binary, np.array([1.0, -1.0, 1.0]), ones, ones)
-    passed = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True)
-    # and a round with the bounds the next rounds screen with
-    _, step, _, _ = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True, passed[3])
+    first = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True)
+    # and a round with the bounds the later rounds screen with
+    _, step, _, _ = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True, first[3])
     _sum_task(np.zeros(3), settings.direct, None, step, columns)
 
 
