@@ -671,6 +671,15 @@ def _box_group(loss, seed, zero_weights=0):
     return X, y, c, problem, rows, columns, kernels.PassSteps(1.0, 1.0 / (0.01 * n))
 
 
+def _serial_pass(rows, z, pack, orders, code, params, steps, pg_range, held=None):
+    """One unscreened full pass in one thread (its steps in ``PACK_V``)."""
+    held = np.empty(0) if held is None else held
+    return kernels.cocoa_pass(
+        rows, z, pack, orders, code, params, steps, pg_range, held, kernels.PACK_V,
+        kernels.NO_BOUNDS,
+    )  # fmt: skip
+
+
 def _from_zero(columns, n, order_seed):
     """``(z, pack, pg_range, orders, held)`` of a group at ``z = 0`` and ``w = 0``, with one
     random order of its rows and no gradient held yet."""
@@ -687,10 +696,7 @@ def test_shrunk_passes_raise_the_dual_and_skip_settled_rows(loss):
     pg_range = np.zeros(2)
     code, params = problem.loss.code, problem.loss.params
     order = np.random.default_rng(0).permutation(n)[None, :]
-    kernels.cocoa_pass(
-        rows, z, pack, order, code, params, steps, pg_range, np.empty(0), kernels.PACK_V,
-        kernels.NO_BOUNDS,
-    )  # fmt: skip
+    _serial_pass(rows, z, pack, order, code, params, steps, pg_range)
     # the full pass's projected gradients, recomputed from the rows as visited is not
     # possible afterwards; at least they straddle zero and are finite
     assert np.all(np.isfinite(pg_range)) and pg_range[0] >= 0.0 >= pg_range[1]
@@ -734,27 +740,12 @@ def test_shrink_candidates_leave_out_the_rows_the_full_pass_held_beyond_its_spre
     z, pack, pg_range, orders, held = _from_zero(columns, n, 1)
     # a few rounds first, so that many rows sit at a bound
     for _ in range(3):
-        kernels.cocoa_pass(
-            rows, z, pack, orders, code, params, steps, pg_range, np.empty(0), kernels.PACK_V,
-            kernels.NO_BOUNDS,
-        )  # fmt: skip
+        _serial_pass(rows, z, pack, orders, code, params, steps, pg_range)
         kernels.shrunk_passes(
             rows, z, pack, code, params, steps, pg_range, 0.01, 20, 3, np.arange(n), kernels.PACK_V
         )
         pack[:, kernels.PACK_W] = pack[:, kernels.PACK_V]
-    kernels.cocoa_pass(
-        rows,
-        z,
-        pack,
-        orders,
-        code,
-        params,
-        steps,
-        pg_range,
-        held,
-        kernels.PACK_V,
-        kernels.NO_BOUNDS,
-    )
+    _serial_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 1.0)
     assert pg_range[0] > 0  # the cold threshold plays no part
     # liblinear's test, written out
@@ -786,19 +777,7 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
     n, alpha = X.shape[0], problem.alpha
     code, params = problem.loss.code, problem.loss.params
     z, pack, pg_range, orders, held = _from_zero(columns, n, 2)
-    kernels.cocoa_pass(
-        rows,
-        z,
-        pack,
-        orders,
-        code,
-        params,
-        steps,
-        pg_range,
-        held,
-        kernels.PACK_V,
-        kernels.NO_BOUNDS,
-    )
+    _serial_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
     # every row was at 0 before its step: no positive projected gradient, no threshold
     assert pg_range[0] <= 0
     everyone = [i for i in orders[0] if c[i] != 0]
@@ -819,19 +798,7 @@ def test_after_a_pass_from_zero_candidates_leave_out_the_rows_beyond_the_cold_ma
         rows, z, pack, code, params, steps, pg_range, 0.0, 50, 5, kept, kernels.PACK_V
     )
     middle, _ = _dual_value(problem, X, y, np.where(on, c, 1.0), z, alpha)
-    kernels.cocoa_pass(
-        rows,
-        z,
-        pack,
-        orders,
-        code,
-        params,
-        steps,
-        pg_range,
-        held,
-        kernels.PACK_V,
-        kernels.NO_BOUNDS,
-    )
+    _serial_pass(rows, z, pack, orders, code, params, steps, pg_range, held)
     kept = kernels.shrink_candidates(rows, z, held, code, params, pg_range, orders[0], 0.5)
     kernels.shrunk_passes(
         rows, z, pack, code, params, steps, pg_range, 0.0, 200, 6, kept, kernels.PACK_V
