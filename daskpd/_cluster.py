@@ -348,6 +348,20 @@ def worker_memory_limit():
         return 0
 
 
+def reset_peak_rss():
+    """Reset this process's peak resident memory (``VmHWM``) to its current RSS (run on
+    workers by ``client.run``); False where the kernel does not allow it (not Linux).
+
+    So that :func:`peak_rss_mib` measures from here: a run's peak, not the process's.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        return False
+    return True
+
+
 def peak_rss_mib():
     """This process's peak resident memory in MiB (``VmHWM``; run on workers by
     ``client.run``), NaN where ``/proc`` has none.

@@ -39,9 +39,10 @@ class PeakMemory:
     Nothing runs beside the timed call: a thread that summed the process tree's RSS 20 times
     a second cost daskpd's runs 0.05-0.15 s of about 2 s on a 2-core machine (fresh
     2-worker clusters, hinge at 1e8 nonzeros, in turns with and without it). This process's
-    peak is reset at the start (``/proc/self/clear_refs``); the workers are new for the run.
-    A sum of peaks is at least the peak of the sum. Where ``/proc`` has no peaks (not
-    Linux), the current RSS at the end.
+    peak is reset at the start (:func:`daskpd._cluster.reset_peak_rss`; where it cannot be,
+    its RSS at the end counts instead of its lifetime's peak); the workers are new for the
+    run. A sum of peaks is at least the peak of the sum. Where ``/proc`` has no peaks (not
+    Linux), the current RSS of the process tree at the end.
 
     Parameters
     ----------
@@ -51,19 +52,25 @@ class PeakMemory:
 
     def __init__(self, client):
         self._client = client
+        self._reset = False
         self.peak = 0
 
     def __enter__(self):
-        try:
-            with open("/proc/self/clear_refs", "w") as handle:
-                handle.write("5")
-        except OSError:
-            pass
+        from daskpd._cluster import reset_peak_rss
+
+        self._reset = reset_peak_rss()
         return self
 
     def __exit__(self, *exc):
+        import os
+
+        import psutil
+
         # by process: a LocalCluster's nannies live in this process
         peaks = dict([_process_peak()])
+        if not self._reset:
+            # this process's peak is its lifetime's, not the run's
+            peaks[os.getpid()] = psutil.Process().memory_info().rss / 2**20
         for nanny in (False, True):
             try:
                 peaks.update(self._client.run(_process_peak, nanny=nanny).values())
@@ -71,8 +78,6 @@ class PeakMemory:
                 continue
         mib = list(peaks.values())
         if any(math.isnan(value) for value in mib):
-            import psutil
-
             process = psutil.Process()
             self.peak = sum(
                 proc.memory_info().rss for proc in [process, *process.children(recursive=True)]
