@@ -223,8 +223,12 @@ def test_one_group_is_serial_dual_coordinate_ascent(loss, binary):
     data = MemoryDataset(X, y)
     assert data.binary == binary
     problem = Problem(loss, "l2", 0.02)
-    # the references run one pass a round: no shrunk passes after it
-    solver, state = _run(data, problem, grid=1, n_rounds=3, seed=5, shrinking=False)
+    # the references run one pass a round: no shrunk passes after it, and no screening (a
+    # row proven inactive at the round's start is left out where a serial pass could step
+    # it at its moving v; the screened rounds are tested below, under "screening")
+    solver, state = _run(
+        data, problem, grid=1, n_rounds=3, seed=5, shrinking=False, screening=False
+    )
     assert state.settings.direct
     w, z = _reference_rounds(X, y, c, 0.02, loss, grid=1, n_rounds=3, seed=5)
     if loss == "logistic":
@@ -878,11 +882,53 @@ def test_a_screened_pass_leaves_out_only_the_rows_proven_inactive():
     assert np.array_equal(bounds_sc[out], bounds[out])
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_refreshed_bounds_are_margins_less_the_rounding_and_only_where_they_can_screen(binary):
+    """The refresh sets the bound of each row of weight > 0 at z = 0 whose bound does not
+    already screen it to its margin at float32(w) less ||x_i|| ||w - float32(w)||, a lower
+    bound of its exact margin; every other row keeps its bound; the nonzeros read are those
+    rows'. Checked against NumPy on a thread's share of the rows."""
+    X, y = _data(n=300, d=25, seed=41, dtype=np.float64)
+    if binary:
+        X.data[:] = 1.0
+    n, d = X.shape
+    rng = np.random.default_rng(41)
+    w = rng.normal(scale=0.3, size=d)
+    columns = np.arange(d, dtype=np.int32)
+    values = np.empty((d, 1), dtype=np.float32)
+    slack = kernels.rounded_start(w, columns, values)
+    assert np.array_equal(values[:, 0], w.astype(np.float32))
+    assert slack == pytest.approx(np.linalg.norm(w - w.astype(np.float32)), rel=1e-12)
+    assert slack > 0
+    z = np.where(rng.uniform(size=n) < 0.3, -y * 0.5, 0.0)
+    c = np.where(rng.uniform(size=n) < 0.1, 0.0, 1.0)
+    norm_sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    rows = kernels.GroupRows(
+        X.indptr.astype(np.int64), X.indices, np.empty(0) if binary else X.data, binary, y, c,
+        norm_sq,
+    )  # fmt: skip
+    bounds = np.where(rng.uniform(size=n) < 0.5, 5.0, -np.inf)
+    before = bounds.copy()
+    lo, hi = 40, 260
+    read = kernels.start_margins(rows, z, values, slack, bounds, lo, hi)
+    inside = np.zeros(n, dtype=bool)
+    inside[lo:hi] = True
+    fresh = inside & (c > 0) & (z == 0) & (before <= kernels.SCREEN_MARGIN)
+    assert 0 < fresh.sum() < hi - lo
+    margins = y * (X @ w)
+    rounded = y * (X @ values[:, 0].astype(np.float64)) - slack * np.sqrt(norm_sq)
+    np.testing.assert_allclose(bounds[fresh], rounded[fresh], rtol=1e-12, atol=1e-12)
+    assert np.all(bounds[fresh] <= margins[fresh])
+    assert np.array_equal(bounds[~fresh], before[~fresh])
+    assert read == int(np.diff(X.indptr)[fresh].sum())
+
+
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
 def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
-    """One group screens by default: from the third round on the certifying pass leaves out
-    most nonzeros, every round's certificate is still the exact objective of its start,
-    and the run ends where an unscreened one does."""
+    """One group screens by default: from the second round on (its bounds refreshed at its
+    start, the first round's say nothing) the certifying pass leaves out most nonzeros,
+    every round's certificate is still the exact objective of its start, and the run ends
+    where an unscreened one does."""
     X, y = _data(n=800, d=40, seed=30)
     data = MemoryDataset(X, y)
     problem = Problem(loss, "l2", 1e-3)
@@ -891,7 +937,7 @@ def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
         problem, data, seed=np.random.SeedSequence(0), client=None, options=CocoaOptions()
     )
     assert state.settings.screening
-    left = []
+    left, refreshed = [], []
     for epoch in range(1, 9):
         state = solver.run_epoch(state, epoch)
         point = solver.iterate(state)
@@ -899,7 +945,11 @@ def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
         assert point.primal == pytest.approx(evaluation.primal, rel=1e-10)
         assert point.dual == pytest.approx(evaluation.dual, rel=1e-10)
         left.append(state.stats[0][5])
-    assert left[0] == 0 and min(left[3:]) > 0.5 * X.nnz
+        refreshed.append(state.stats[0][6])
+    assert left[0] == 0 and refreshed[0] == 0
+    assert refreshed[1] > 0.5 * X.nnz and min(left[1:]) > 0.5 * X.nnz
+    # the rows the refresh reads are nearly all left out (else it would cost, not save)
+    assert left[1] >= 0.9 * refreshed[1]
     common = {"loss": loss, "alpha": 1e-3, "solver": "cocoa", "tol": 1e-9,
               "max_epochs": 500, "client": False}  # fmt: skip
     plain = solve(data, screening=False, **common)

@@ -67,9 +67,13 @@ start is above 1 adds nothing to the certificate and takes no step there, and it
 moves by at most ``||x_i|| ||w_{t+1} - w_t||`` a round. The group keeps a lower bound of
 every row's margin (exact where the pass last read it, less those moves since), and the
 full pass leaves out the rows proven inactive: the certificate is the same, to rounding.
-On the splice-like set at 1e8 nonzeros that is 94-97% of the nonzeros from round 3 on
-(round 2 starts from ``w_1``, far from ``w_0 = 0``: no row is proven inactive), and the
-third round's certificate comes 0.3-0.5 s sooner (BENCHMARKS.md). The bounds travel in the
+Round 2's inherited bounds prove nothing (they are the margins at ``w_0 = 0`` less
+``||x_i|| ||w_1||``), so before the pass a read-only pass refreshes the bounds of the rows
+at ``z_i = 0`` that are not yet left out (``_tasks._refresh_margins``; about half a full
+pass's time per nonzero). On the splice-like set at 1e8 nonzeros 94-97% of the nonzeros
+are left out from round 2 on; the certificate of round 3 came 0.3-0.5 s sooner, and that
+of round 2 (``w_1``, within 1e-2 of ``P*`` at alpha 1e-3) 0.15-0.25 s sooner again
+(BENCHMARKS.md). The bounds travel in the
 round's output with ``z``, and in checkpoints, so that a resumed run leaves out the rows
 the uninterrupted one does.
 

@@ -60,13 +60,14 @@ class CocoaOptions:
     screening : bool or None, default=None
         Leave out of a round's certifying pass the rows proven inactive at its start: a
         row at ``z_i = 0`` whose margin is bounded above 1 (the bound: its margin at its
-        last visit, less ``||x_i||`` times how far ``w`` has moved since; the module
-        docstring of :mod:`daskpd.kernels.cocoa`). The certificate stays exact: at the
-        start ``w`` such a row adds 0 to both sums and takes no step. The round does not
-        step it, where a visit at the pass's moving ``v`` could have; its bound decides
-        again next round, and at a solution the rows left out are inactive. Near a
-        solution the splice-like sets leave out about 95% of the rows' nonzeros from the
-        third round on. ``None``: on where it applies, one
+        last visit, less ``||x_i||`` times how far ``w`` has moved since, or, where that
+        bound proves nothing, its margin at the round's start from a read-only pass; the
+        module docstring of :mod:`daskpd.kernels.cocoa`). The certificate stays exact: at
+        the start ``w`` such a row adds 0 to both sums and takes no step. The round does
+        not step it, where a visit at the pass's moving ``v`` could have; its bound decides
+        again next round, and at a solution the rows left out are inactive. The
+        splice-like sets leave out about 95% of the rows' nonzeros from the second round
+        on. ``None``: on where it applies, one
         group (``grid`` None or 1, ``sigma`` 1) with rows kept in memory and a loss whose
         dual lives on a box (hinge, squared hinge, smoothed hinge); True elsewhere is an
         error.

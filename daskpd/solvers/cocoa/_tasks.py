@@ -192,8 +192,8 @@ def _rehearse(settings, binary, dtype):
     ones = np.ones(3)
     group = _Group(indptr, columns, columns, vals, binary, np.array([1.0, -1.0, 1.0]), ones, ones)
     first = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True)
-    # and a round with the bounds the later rounds screen with
-    _, step, _, _ = _round_task(group, np.zeros(3), None, np.zeros(3), 0, settings, True, first[3])
+    # and a round from w != 0 with the bounds the later rounds screen with (and refresh)
+    _, step, _, _ = _round_task(group, np.zeros(3), None, np.ones(3), 0, settings, True, first[3])
     _sum_task(np.zeros(3), settings.direct, None, step, columns)
 
 
@@ -272,7 +272,8 @@ class _Passed(NamedTuple):
     z: np.ndarray
     #: ``w`` and the threads' slots per column the group uses (:mod:`daskpd.kernels.cocoa`)
     pack: np.ndarray
-    #: per thread: loss sum, conjugate sum, shrunk passes, nonzeros they read
+    #: per thread: loss sum, conjugate sum, shrunk passes, nonzeros they read, nonzeros the
+    #: screened full pass left out, nonzeros the refresh of the bounds read
     sums: np.ndarray
     #: the spread of the full passes' projected gradients (:data:`kernels.PG_MAX`, ``PG_MIN``)
     pg_range: np.ndarray
@@ -324,7 +325,7 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm, bounds=None):
     # aligned so that no record of up to 7 threads' slots straddles two cache lines
     pack = spdc_kernels.aligned_records(group.columns.shape[0], kernels.pack_width(n_threads))
     kernels.start_pack(w, group.columns, pack)
-    sums = np.zeros((n_threads, 5))
+    sums = np.zeros((n_threads, 6))
     w_norm_sq = kernels.squared_norm(w) if with_norm else 0.0
     pg_range = np.zeros(2)
     cache = visit = margins = None
@@ -341,6 +342,9 @@ def _pass_task(group, zsrc, zpick, w, seed, settings, with_norm, bounds=None):
                 if bounds is None
                 else np.array(bounds, dtype=np.float64, copy=True)
             )
+            # from w = 0 every margin is 0 and no row can be proven inactive
+            if (w_norm_sq if with_norm else kernels.squared_norm(w)) > 0.0:
+                _refresh_margins(group, z, w, margins, sums)
         _full_passes(group, z, orders, pack, settings, sums, pg_range, held, margins)
         if shrinks:
             # the rows the shrunk passes would drop at once, left out before they read them
@@ -363,7 +367,8 @@ def _shrunk_task(group, passed, settings):
     (:func:`_start_certified`). Returns ``(z_k new, step_k, stats_k, bounds_k)``:
     ``step_k`` is ``dw_k`` on the group's columns (or, ``direct``, the next ``w`` there),
     ``stats_k = (loss sum at w, conj sum at z_k, ||w||^2 if with_norm else 0, shrunk
-    passes, nonzeros they read, nonzeros the screened full pass left out)`` and
+    passes, nonzeros they read, nonzeros the screened full pass left out, nonzeros the
+    refresh of the margin bounds read)`` and
     ``bounds_k`` the rows' margin bounds at the next ``w`` (screening; else None).
     """
     z, pack, sums = passed.z, passed.pack, passed.sums
@@ -380,7 +385,7 @@ def _shrunk_task(group, passed, settings):
     # every step is in one thread's slot: their sum is the round's exact step, threaded or not
     step = np.empty(pack.shape[0])
     kernels.finish_pack(pack, settings.sigma, settings.direct, step)
-    stats = [*passed.stats, sums[:, 2].sum(), sums[:, 3].sum(), sums[:, 4].sum()]
+    stats = [*passed.stats, *sums[:, 2:].sum(axis=0)]
     bounds = None
     if passed.bounds is not None:
         # screening runs with one group (direct): step is the next w; a row's margin moves
@@ -495,6 +500,31 @@ def _cuts(m, n_threads):
     """Row ranges of ``n_threads`` threads over ``m`` rows (contiguous shares)."""
     n_threads = min(n_threads, m)
     return [t * m // n_threads for t in range(n_threads + 1)]
+
+
+def _refresh_margins(group, z, w, bounds, sums):
+    """The exact margins at ``w`` (less the float32 rounding's slack) of the rows at
+    ``z_i = 0`` that ``bounds`` does not already leave out, in ``sums.shape[0]`` threads
+    (:func:`daskpd.kernels.cocoa.start_margins`); thread ``t``'s nonzeros read go to
+    ``sums[t, 5]``.
+
+    The bounds a round inherits are the margins where the last pass read each row, less
+    every move of ``w`` since. After a round from ``w = 0`` they prove nothing (``||w_1||``
+    is about 3 on the splice-like sets, far above any margin's distance from 1), while
+    about 97% of the rows are inactive at ``w_1``: this read-only pass costs about half
+    the full pass it spares. In later rounds it reads the few rows whose bound fell below
+    the margin, and most of them are left out again. A row at ``z_i = 0`` with a margin
+    below 1 is read twice (here and by the pass); near a solution there are few.
+    """
+    values = np.empty((group.columns.shape[0], 1), dtype=np.float32)
+    slack = kernels.rounded_start(w, group.columns, values) * (1.0 + 1e-12)
+    rows = _group_rows(group)
+    cuts = _cuts(z.shape[0], sums.shape[0])
+
+    def refresh(t):
+        sums[t, 5] += kernels.start_margins(rows, z, values, slack, bounds, cuts[t], cuts[t + 1])
+
+    in_threads(len(cuts) - 1, refresh)
 
 
 def _full_passes(group, z, orders, pack, settings, sums, pg_range, held, bounds=None):
