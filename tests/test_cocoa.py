@@ -362,6 +362,40 @@ def test_a_rounds_step_is_the_exact_change_of_w_in_any_number_of_threads(loss, t
         z, w = new_z, step
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_round_reuses_the_last_rounds_records_and_cannot_be_run_twice(threads):
+    """A resident group's round writes into the records its previous round handed back,
+    with the same bits as rounds in new memory; a round's shrunk passes run once."""
+    from daskpd.solvers.cocoa import _tasks
+    from daskpd.solvers.cocoa._options import _settings
+
+    X, y = _data(n=400, d=30, seed=32)
+    data = MemoryDataset(X, y)
+    settings = dataclasses.replace(
+        _settings(Problem("hinge", "l2", 1e-3), data, CocoaOptions(), 1), threads=threads
+    )
+    group = _tasks._load_group(data, 0, 400, None, False)
+    assert group.spare == []
+    runs = []
+    for kept in (group, group._replace(spare=None)):
+        z, w, bounds, outs, packs = np.zeros(400), np.zeros(30), None, [], []
+        for round_ in range(4):
+            passed = _tasks._pass_task(kept, z, None, w, round_, settings, True, bounds)
+            packs.append(passed.pack[0])
+            z, w, stats, bounds = _tasks._shrunk_task(kept, passed, settings)
+            outs.append((z, w, stats, bounds))
+            with pytest.raises(RuntimeError, match="spent by its shrunk passes"):
+                _tasks._shrunk_task(kept, passed, settings)
+        runs.append((outs, packs))
+    (reused, packs), (fresh, fresh_packs) = runs
+    assert all(pack is packs[0] for pack in packs[1:])
+    pairs = zip(fresh_packs[:-1], fresh_packs[1:], strict=True)
+    assert not any(np.shares_memory(a, b) for a, b in pairs)
+    for a, b in zip(reused, fresh, strict=True):
+        for x, x_fresh in zip(a, b, strict=True):
+            assert np.array_equal(x, x_fresh)
+
+
 def test_smooth_hinge_reaches_the_lbfgs_optimum():
     X, y = _data(n=300, d=30, seed=7)
     alpha = 0.01
