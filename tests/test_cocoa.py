@@ -407,6 +407,25 @@ def test_a_round_reuses_the_last_rounds_records_and_cannot_be_run_twice(threads)
                 assert np.array_equal(x, x_fresh)
 
 
+def test_the_sum_of_one_group_on_every_column_is_its_step():
+    """Direct mode: one group on every column hands its step on as the next w (no copy);
+    a group on some columns, or added steps, write into a copy of w."""
+    from daskpd.solvers.cocoa import _tasks
+
+    rng = np.random.default_rng(33)
+    w, step = rng.normal(size=6), rng.normal(size=6)
+    every = np.arange(6, dtype=np.int32)
+    assert _tasks._sum_task(w, True, None, step, every) is step
+    assert _tasks._sum_task(w, True, 1, (None, step), every) is step
+    some = np.array([1, 4], dtype=np.int32)
+    part = _tasks._sum_task(w, True, None, step[:2], some)
+    expected = w.copy()
+    expected[some] = step[:2]
+    assert np.array_equal(part, expected) and not np.shares_memory(part, w)
+    added = _tasks._sum_task(w, False, None, step, every)
+    assert np.array_equal(added, w + step)
+
+
 def test_smooth_hinge_reaches_the_lbfgs_optimum():
     X, y = _data(n=300, d=30, seed=7)
     alpha = 0.01
