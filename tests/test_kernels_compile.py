@@ -373,6 +373,8 @@ def _direct_workload():
     cocoa.row_dots(pack, indices, data, False, 0, 2, 0, 2)
     cocoa.row_dot(pack, indices, data, False, 0, 2, 0, 2)
     cocoa.local_columns(indices, 3)
+    # the sum of added steps (several groups; one group on every column hands its step on)
+    cocoa.add_step(w.copy(), np.arange(3, dtype=np.int32), w, False)
     packed = dso.pack_columns(w, w.copy(), w.copy())
     dso.unpack_columns(packed, np.empty(3), np.empty(3))
 
