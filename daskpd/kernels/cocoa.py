@@ -382,7 +382,8 @@ def row_dots(pack, indices, vals, binary, start, stop, last_ahead, width):
 
 @njit(inline="always")
 def row_dot(pack, indices, vals, binary, start, stop, last_ahead, width):
-    """``x_i . v`` over the row's nonzeros ``start:stop`` (as :func:`row_dots`)."""
+    """``x_i . v`` over the row's nonzeros ``start:stop`` (as :func:`row_dots`; ``width`` 1:
+    records of one value, ``v`` itself, as :func:`start_margins` reads them)."""
     u = 0.0
     if binary:
         for e in range(start, stop):
@@ -540,17 +541,8 @@ def start_margins(rows, z, values, slack, bounds, lo, hi):
             continue
         start = indptr[i]
         stop = indptr[i + 1]
-        u = 0.0
-        if binary:
-            for e in range(start, stop):
-                if e < last_ahead:
-                    prefetch_record(values, indices[e + PREFETCH_AHEAD])
-                u += np.float64(values[indices[e], 0])
-        else:
-            for e in range(start, stop):
-                if e < last_ahead:
-                    prefetch_record(values, indices[e + PREFETCH_AHEAD])
-                u += np.float64(vals[e]) * np.float64(values[indices[e], 0])
+        # records one value wide: the passes' own dot (its slot sums fold away)
+        u = row_dot(values, indices, vals, binary, start, stop, last_ahead, 1)
         bounds[i] = y[i] * u - slack * math.sqrt(norm_sq[i])
         read += stop - start
     return read
