@@ -428,3 +428,31 @@ def test_the_old_module_names_give_the_same_objects():
             value = getattr(old, name)
             # _memory._check_grid is validation.check_grid
             assert any(getattr(module, name.lstrip("_"), None) is value for module in new), name
+
+
+def test_opening_and_reading_a_dataset_imports_neither_numba_nor_scipy(tmp_path):
+    """The data layer imports numba and scipy in the functions that use them: a new process
+    that opens a stored dataset and reads its rows (a worker unpickling a dataset, or
+    ``daskpd info``) does not pay for them; the rows it reads are the written ones."""
+    import subprocess
+    import sys
+
+    X = sp.random(40, 12, density=0.3, format="csr", random_state=3)
+    y = np.where(np.arange(40) % 2 == 0, 1.0, -1.0)
+    path = write_dataset(X, y, tmp_path / "d.zarr", rows_per_block=10).path
+    script = (
+        "import sys, numpy as np\n"
+        "from daskpd.data import open_dataset\n"
+        f"indptr, indices, data, y = open_dataset({str(path)!r}).read_rows_arrays(5, 30)\n"
+        "print(sorted(m for m in ('numba', 'scipy') if m in sys.modules))\n"
+        "np.save(sys.stdout.buffer, np.concatenate([indptr, indices, data, y]))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True)
+    assert run.returncode == 0, run.stderr.decode()
+    first, _, rest = run.stdout.partition(b"\n")
+    assert first.decode() == "[]"
+    import io
+
+    rows = X[5:30]
+    expected = np.concatenate([rows.indptr, rows.indices, rows.data.astype(np.float32), y[5:30]])
+    np.testing.assert_allclose(np.load(io.BytesIO(rest)), expected, rtol=1e-6)

@@ -6,10 +6,11 @@ import math
 from functools import cached_property
 
 import numpy as np
-import scipy.sparse as sp
 
 from daskpd.data.grid import GridInfo
-from daskpd.kernels import dataset as kernels
+
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (open_dataset in a new process: 0.25-0.30 s instead of 0.53-0.62 s)
 
 # --------------------------------------------------------------------------------------------
 # shared read API
@@ -85,6 +86,8 @@ class BaseDataset:
         indptr, indices, data = self._csr_rows(start, stop)
         if data is None:
             data = np.ones(indices.shape[0], dtype=self.dtype)
+        import scipy.sparse as sp
+
         matrix = sp.csr_matrix((data, indices, indptr), shape=(stop - start, self.n_features))
         return matrix, y
 
@@ -327,6 +330,8 @@ class BiasDataset(BaseDataset):
         indptr, indices, data = self.base._csr_rows(start, stop)
         if data is None:
             data = np.ones(indices.shape[0], dtype=self.dtype)
+        from daskpd.kernels import dataset as kernels
+
         indptr, indices, data = kernels.append_constant_column(
             indptr, indices, data, self.base.n_features, self.scale
         )
@@ -384,6 +389,8 @@ class BiasDataset(BaseDataset):
             return rows, cols, (None if self.binary else _values(vals, rows, self.dtype))
         n_rows = int(base_info.row_bounds[q + 1] - base_info.row_bounds[q])
         local_column = int(base_info.col_bounds[-1] - base_info.col_bounds[-2])
+        from daskpd.kernels import dataset as kernels
+
         rows, cols, vals = kernels.append_tile_column(
             rows, cols, _values(vals, rows, self.dtype), n_rows, local_column, self.scale
         )

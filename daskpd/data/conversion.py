@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import scipy.sparse as sp
 
 from daskpd.data.atomic import remove_tree
 from daskpd.data.base import BaseDataset
@@ -52,6 +51,8 @@ def as_dataset(X, y=None, sample_weight=None, *, temporary_dir=None, **options):
     if is_dask_array(X):
         if len(X.shape) != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        import scipy.sparse as sp
+
         sparse_chunks = sp.issparse(getattr(X, "_meta", None))
         if not sparse_chunks and X.nbytes <= IN_MEMORY_BYTES:
             return MemoryDataset(

@@ -18,7 +18,6 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.data.format import create_1d, manifest_entry, write_small
-from daskpd.kernels import dataset as kernels
 
 #: Names of the per-tile checksum columns, in the order of the last axis of ``tile_crc32``.
 TILE_ARRAYS = ("rows", "cols", "vals")
@@ -195,6 +194,8 @@ def count_group(dataset, group_pieces, col_bounds, position):
 
     ``position`` is the inverse of the grid's column order (:func:`inverse_order`).
     """
+    from daskpd.kernels import dataset as kernels
+
     counts = np.zeros(col_bounds.shape[0] - 1, dtype=np.int64)
     for _, start, stop in group_pieces:
         indptr, indices = dataset._csr_indices_rows(start, stop)
@@ -219,6 +220,8 @@ def grid_info(row_bounds, col_bounds, col_order, counts, nnz, where):
 
 def place_group(dataset, q, group_pieces, info, sink):
     """Second pass over one row group: split its pieces by column block into ``sink``."""
+    from daskpd.kernels import dataset as kernels
+
     n_blocks = info.n_blocks
     no_values = np.zeros(1, dtype=np.float64)
     position = info.column_position()

@@ -27,7 +27,6 @@ import zarr
 
 from daskpd.data.format import NO_VALUES, DatasetIntegrityError
 from daskpd.data.grid import TILE_ARRAYS
-from daskpd.kernels import dso as kernels
 
 #: Version of the layout algorithm (sub-blocks, shuffle, chunking). Bumped whenever
 #: :func:`build_tile_layout` would give other bits, so that layouts stored by an older daskpd
@@ -165,6 +164,8 @@ def build_tile_layout(parts, binary, layout, place):
         ``block_ptr[b]:block_ptr[b + 1]``.
     """
     rows, cols, vals = parts
+    from daskpd.kernels import dso as kernels
+
     tile = kernels.block_layout(rows, cols, vals, binary, int(layout.block_cols))
     del rows, cols, vals
     parts.clear()
@@ -197,6 +198,8 @@ def shuffled_layout(tile, chunk_nnz, place):
     rows, cols, vals, segment_ptr, block_ptr = tile
     bounds = segment_ptr[block_ptr]  # nonzero offsets of the sub-blocks
     seed = np.random.SeedSequence(list(place)).generate_state(1, np.uint64)[0]
+    from daskpd.kernels import dso as kernels
+
     rows, cols, vals = kernels.shuffle_runs(rows, cols, vals, vals.shape[0] == 0, bounds, seed)
     chunk_ptr, chunk_blocks = [np.zeros(1, np.int64)], [0]
     for b in range(bounds.shape[0] - 1):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
-import scipy.sparse as sp
 
 from daskpd.data.base import BaseDataset
 from daskpd.data.grid import MemorySink, build_grid
@@ -23,7 +22,6 @@ from daskpd.data.validation import (
     dense_to_csr,
     task_and_counts,
 )
-from daskpd.kernels import dataset as kernels
 
 
 class MemoryDataset(BaseDataset):
@@ -64,6 +62,10 @@ class MemoryDataset(BaseDataset):
         task=None,
         layout=None,
     ):
+        import scipy.sparse as sp
+
+        from daskpd.kernels import dataset as kernels
+
         is_sparse = sp.issparse(X)
         if not is_sparse:
             X = np.asarray(X)

@@ -8,9 +8,6 @@ The values they share (layouts, tasks, row-block limits, the grid size) are chec
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-
-from daskpd.kernels import dataset as kernels
 
 #: Default target of stored entries per row block when ``rows_per_block`` is not given:
 #: 4 Mi nonzeros (about 48 MB decoded) amortize a task's overhead and fit any worker.
@@ -51,6 +48,10 @@ def csr_chunk(X_rows, n_features, binary, dtype, first_row):
 
     Returns ``(indptr int64 from 0, indices int32, data or None)``; ValueError names the row.
     """
+    import scipy.sparse as sp
+
+    from daskpd.kernels import dataset as kernels
+
     if sp.issparse(X_rows):
         matrix = X_rows.tocsr()
         if matrix.shape[1] != n_features:
@@ -106,6 +107,8 @@ def check_finite_dense(dense, first_row):
 
 def dense_chunk(X_rows, n_features, dtype, first_row):
     """Validate rows for the dense layout; return them as a C-ordered ``dtype`` array."""
+    import scipy.sparse as sp
+
     dense = X_rows.toarray() if sp.issparse(X_rows) else np.asarray(X_rows)
     if dense.ndim != 2 or dense.shape[1] != n_features:
         raise ValueError(
@@ -171,6 +174,8 @@ def csr_row_stats(indptr, data):
     row_nnz = np.diff(indptr)
     if data is None:
         return row_nnz, row_nnz.astype(np.float64)
+    from daskpd.kernels import dataset as kernels
+
     return row_nnz, kernels.row_norms_sq(indptr, data)
 
 

@@ -11,7 +11,6 @@ import os
 import uuid
 
 import numpy as np
-import scipy.sparse as sp
 import zarr
 
 from daskpd.data.atomic import publish, remove_tree, temporary_sibling
@@ -37,7 +36,6 @@ from daskpd.data.validation import (
     dense_stats,
     task_and_counts,
 )
-from daskpd.kernels import dataset as kernels
 
 
 class DatasetWriter:
@@ -200,6 +198,8 @@ class DatasetWriter:
         ValueError
             Naming the (global) row of any invalid value; nothing is appended then.
         """
+        from daskpd.kernels import dataset as kernels
+
         if self._closed:
             raise ValueError(f"the writer of {self.path} is closed")
         n_rows = X_rows.shape[0] if hasattr(X_rows, "shape") else len(X_rows)
@@ -392,6 +392,8 @@ def write_dataset(
     -------
     Dataset
     """
+    import scipy.sparse as sp
+
     if len(getattr(X, "shape", ())) != 2:
         raise ValueError(f"X must be 2-D, got shape {getattr(X, 'shape', None)}")
     n_samples, n_features = (int(s) for s in X.shape)
