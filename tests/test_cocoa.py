@@ -248,7 +248,8 @@ def test_rounds_equal_reference_for_three_groups(loss):
     c = rng.uniform(0.5, 1.5, X.shape[0])
     data = MemoryDataset(X, y, sample_weight=c)
     problem = Problem(loss, "l2", 0.02)
-    _, state = _run(data, problem, grid=3, n_rounds=3, seed=8, shrinking=False)
+    # the reference reads every row: no screening (tested under "screening")
+    _, state = _run(data, problem, grid=3, n_rounds=3, seed=8, shrinking=False, screening=False)
     w, z = _reference_rounds(X, y, c, 0.02, loss, grid=3, n_rounds=3, seed=8)
     np.testing.assert_allclose(state.w[0], w, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(np.concatenate(state.z), z, rtol=1e-10, atol=1e-13)
@@ -607,23 +608,22 @@ def test_a_round_certified_within_tol_skips_its_shrunk_passes(monkeypatch, threa
 
 @pytest.mark.parametrize("grid", [2, 1])
 def test_checkpoint_resume_gives_the_same_bits(tmp_path, grid):
-    """Grid 1 screens (hinge): the margin bounds are in the checkpoint, so the resumed
+    """The rounds screen (hinge): the margin bounds are in the checkpoint, so the resumed
     rounds leave out the rows the straight run's do."""
     X, y = _data(seed=12)
     data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=60)
     common = {"loss": "hinge", "alpha": 0.01, "solver": "cocoa", "grid": grid, "tol": 0.0,
               "eval_every": 1}  # fmt: skip
-    if grid == 1:
-        problem = Problem("hinge", "l2", 0.01)
-        solver, state = _run(data, problem, grid=1, n_rounds=6)
-        assert state.settings.screening and state.stats[0][5] > 0
-        arrays = solver.state_arrays(state)
-        assert np.array_equal(arrays["bounds"], np.concatenate(state.bounds))
-        back = solver.restore(
-            problem, data, arrays, seed=np.random.SeedSequence(0), client=None,
-            options=CocoaOptions(grid=1),
-        )  # fmt: skip
-        assert np.array_equal(np.concatenate(back.bounds), arrays["bounds"])
+    problem = Problem("hinge", "l2", 0.01)
+    solver, state = _run(data, problem, grid=grid, n_rounds=6)
+    assert state.settings.screening and sum(part[5] for part in state.stats) > 0
+    arrays = solver.state_arrays(state)
+    assert np.array_equal(arrays["bounds"], np.concatenate(state.bounds))
+    back = solver.restore(
+        problem, data, arrays, seed=np.random.SeedSequence(0), client=None,
+        options=CocoaOptions(grid=grid),
+    )  # fmt: skip
+    assert np.array_equal(np.concatenate(back.bounds), arrays["bounds"])
     straight = solve(data, max_epochs=8, client=False, **common)
     solve(data, max_epochs=5, client=False, checkpoint_dir=tmp_path / "ck", **common)
     resumed = solve(
@@ -691,8 +691,6 @@ def test_refuses_what_it_cannot_do():
             solve((X, y), solver="cocoa", cold_margin=bad, client=False)
     with pytest.raises(ValueError, match="screening=True .* loss='logistic'"):
         solve((X, y), loss="logistic", solver="cocoa", screening=True, client=False)
-    with pytest.raises(ValueError, match="screening=True .* grid=2"):
-        solve((X, y), solver="cocoa", grid=2, screening=True, client=False)
     with pytest.raises(ValueError, match="screening must be"):
         solve((X, y), solver="cocoa", screening="yes", client=False)
     with pytest.raises(ValueError, match="grid=41"):
@@ -1020,6 +1018,65 @@ def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
     screened = solve(data, **common)
     assert plain.converged and screened.converged
     assert screened.primal == pytest.approx(plain.primal, rel=1e-8)
+
+
+def test_column_shift_and_shifted_bounds_equal_numpy():
+    """A group's shift is ``||w_next - w||`` on its columns only, and its bounds move by
+    ``||x_i||`` times it (with a relative slack of 1e-12)."""
+    from daskpd.solvers.cocoa import _tasks
+
+    rng = np.random.default_rng(8)
+    w, w_next = rng.normal(size=50), rng.normal(size=50)
+    columns = np.array([1, 4, 7, 30, 49], dtype=np.int32)
+    shift = _tasks._column_shift(w, w_next, columns)
+    assert shift == pytest.approx(np.linalg.norm((w_next - w)[columns]), rel=1e-14)
+    norm_sq = rng.uniform(0.5, 3.0, 6)
+    group = _tasks._Group(None, None, columns, None, True, None, None, norm_sq)
+    bounds = rng.normal(size=6)
+    moved = _tasks._shifted_bounds((None, None, None, bounds), 3, shift, group)
+    expected = bounds - np.sqrt(norm_sq) * shift
+    assert np.all(moved <= expected) and np.allclose(moved, expected, rtol=0, atol=1e-11)
+    assert np.array_equal(_tasks._shifted_bounds(bounds, None, 0.0, group), bounds)
+
+
+@pytest.mark.parametrize(
+    ("loss", "grid"), [("hinge", 2), ("squared_hinge", 3), ("smooth_hinge", 2)]
+)
+def test_several_groups_screen_with_bounds_below_the_margins(loss, grid):
+    """With several groups each group's bounds move by ``||x_i||`` times how far ``w``
+    moved on the group's columns: after every round they are below the rows' exact margins
+    at the next ``w`` (the safety of leaving a row out), the groups leave out most nonzeros
+    from the third round on, every certificate is the exact objective of its start, and
+    the run ends where an unscreened one does."""
+    X, y = _data(n=800, d=40, seed=31)
+    data = MemoryDataset(X, y)
+    problem = Problem(loss, "l2", 1e-3)
+    solver = Cocoa()
+    state = solver.init(
+        problem, data, seed=np.random.SeedSequence(1), client=None,
+        options=CocoaOptions(grid=grid),
+    )  # fmt: skip
+    assert state.settings.screening and not state.settings.direct
+    margins_of = y * (X @ np.zeros(X.shape[1]))
+    left = []
+    for epoch in range(1, 9):
+        state = solver.run_epoch(state, epoch)
+        point = solver.iterate(state)
+        evaluation = problem.evaluate(point.w, data, z=point.z, z_bounds=point.z_bounds)
+        assert point.primal == pytest.approx(evaluation.primal, rel=1e-10)
+        assert point.dual == pytest.approx(evaluation.dual, rel=1e-10)
+        margins_of = y * (X @ state.w[0])
+        bounds = np.concatenate(state.bounds)
+        assert bounds.shape == margins_of.shape
+        assert np.all(bounds <= margins_of + 1e-12 * np.abs(margins_of))
+        left.append(sum(part[5] for part in state.stats))
+    assert left[0] == 0 and min(left[2:]) > 0.5 * X.nnz
+    common = {"loss": loss, "alpha": 1e-3, "solver": "cocoa", "grid": grid, "tol": 1e-9,
+              "max_epochs": 3000, "client": False}  # fmt: skip
+    plain = solve(data, screening=False, **common)
+    screened = solve(data, **common)
+    assert plain.converged and screened.converged
+    assert screened.primal == pytest.approx(plain.primal, rel=1e-7)
 
 
 # --------------------------------------------------------------------------------------------

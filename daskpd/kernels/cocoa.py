@@ -480,6 +480,17 @@ def shift_norm(pack, new_w):
 
 
 @njit
+def column_shift(w, w_next, columns):
+    """``||w_next[columns] - w[columns]||``: :func:`shift_norm` on a group's columns, from
+    two whole ``w`` vectors (several groups, where the next ``w`` is summed elsewhere)."""
+    total = 0.0
+    for local in range(columns.shape[0]):
+        change = w_next[columns[local]] - w[columns[local]]
+        total += change * change
+    return math.sqrt(total)
+
+
+@njit
 def rounded_start(w, columns, out):
     """``out[l, 0] = float32(w_j)`` for ``j = columns[l]``, and ``||w[columns] - out||``
     (float64): the values and the slack of :func:`start_margins`.

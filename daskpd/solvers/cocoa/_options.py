@@ -67,10 +67,10 @@ class CocoaOptions:
         not step it, where a visit at the pass's moving ``v`` could have; its bound decides
         again next round, and at a solution the rows left out are inactive. The
         splice-like sets leave out about 95% of the rows' nonzeros from the second round
-        on. ``None``: on where it applies, one
-        group (``grid`` None or 1, ``sigma`` 1) with rows kept in memory and a loss whose
-        dual lives on a box (hinge, squared hinge, smoothed hinge); True elsewhere is an
-        error.
+        on. With several groups a group's bounds move by ``||x_i||`` times how far ``w``
+        moved on the group's own columns (a small task on ``w``'s home each round).
+        ``None``: on where it applies, rows kept in memory and a loss whose dual lives on
+        a box (hinge, squared hinge, smoothed hinge); True elsewhere is an error.
     threads : int or None, default=None
         Threads that run one group's passes together (PASSCoDe, Hsieh, Yu and Dhillon,
         ICML 2015), at most :data:`daskpd.kernels.cocoa.MAX_THREADS` (7): each thread steps
@@ -304,6 +304,6 @@ def _settings(problem, data, options, grid, threads=1):
         shrink_ratio=float(options.shrink_ratio),
         cold_gradient=float(options.cold_margin) - 1.0,
         direct=direct,
-        screening=boxed and direct and options.screening is not False,
+        screening=boxed and options.screening is not False,
         threads=int(threads),
     )

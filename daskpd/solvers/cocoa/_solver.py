@@ -44,10 +44,12 @@ from daskpd.solvers.cocoa._options import (
 from daskpd.solvers.cocoa._tasks import (
     PASSED_STATS,
     _certificate,
+    _column_shift,
     _load_group,
     _open_streamed,
     _pass_task,
     _round_task,
+    _shifted_bounds,
     _shrunk_task,
     _start_task,
     _stats_task,
@@ -126,15 +128,10 @@ class Cocoa:
                 f"shrinking=True needs a loss whose dual lives on a box (hinge, "
                 f"squared_hinge, smooth_hinge), not loss={loss.name!r}"
             )
-        if options.screening and not (
-            int(loss.code) in kernels.BOX_LOSSES
-            and options.grid in (None, 1)
-            and options.sigma in (None, 1.0)
-        ):
+        if options.screening and int(loss.code) not in kernels.BOX_LOSSES:
             raise ValueError(
-                "screening=True needs one row group (grid None or 1, sigma 1) and a loss "
-                f"whose dual lives on a box (hinge, squared_hinge, smooth_hinge), not "
-                f"loss={loss.name!r}, grid={options.grid!r}, sigma={options.sigma!r}"
+                "screening=True needs a loss whose dual lives on a box (hinge, "
+                f"squared_hinge, smooth_hinge), not loss={loss.name!r}"
             )
         if options.grid is not None:
             self._check_grid(data, int(options.grid))
@@ -237,13 +234,24 @@ class Cocoa:
             results = graph.compute(parts)
             z = tuple(part[0] for part in results)
             w = _sum_task(state.w[0], settings.direct, 1, *results, *state.columns[0])
+            bounds = tuple(part[3] for part in results) if settings.screening else ()
+            if settings.screening and not settings.direct:
+                bounds = tuple(
+                    _shifted_bounds(
+                        part,
+                        3,
+                        _column_shift(state.w[0], w, state.columns[0][k]),
+                        state.groups[k],
+                    )  # fmt: skip
+                    for k, part in enumerate(results)
+                )
             new = {
                 "z": z,
                 "z_pick": None,
                 "z_blocks": z,
                 "w": (w,),
                 "stats": _stats_task(2, *results),
-                "bounds": tuple(part[3] for part in results) if settings.screening else (),
+                "bounds": bounds,
             }
         else:
             new = self._client_round(state, epoch, seeds)
@@ -331,6 +339,28 @@ class Cocoa:
             )  # fmt: skip
             for h, home in enumerate(state.homes)
         ]
+        bounds = []
+        if settings.screening and not settings.direct:
+            # several groups: a group's bounds (at the round's start, in its tuple) move by
+            # ||x_i|| times how far w moves on the group's columns, known once the home
+            # (the owner itself) has summed the next w
+            for k in range(grid):
+                h = state.home_of(k)
+                shift = graph.add(
+                    f"shift-{k}", _column_shift, state.w[h], sums[h], state.columns[h][k],
+                    worker=state.homes[h],
+                )  # fmt: skip
+                bounds.append(
+                    graph.add(
+                        f"bounds-{k}",
+                        _shifted_bounds,
+                        tasks[k],
+                        3,
+                        shift,
+                        state.groups[k],
+                        worker=owners[k],
+                    )  # fmt: skip
+                )
         # what the new state does not hold: released once the scheduler has the graph
         # (released later, their message would hold up the next round's graph)
         # (z sources that are the blocks themselves go on as the certified z)
@@ -339,7 +369,9 @@ class Cocoa:
             *(state.certified_z or ()), state.stats, *state.bounds,
         ]  # fmt: skip
         n = len(sums)
-        futures = graph.run([*stats_parts, *sums, *tasks, *z_blocks], n_waited=grid, release=spent)
+        futures = graph.run(
+            [*stats_parts, *sums, *tasks, *z_blocks, *bounds], n_waited=grid, release=spent
+        )
         # the sums themselves, a few numbers a group: the driver reads them every round
         stats = np.stack(state.client.gather(futures[:grid]))
         futures = futures[grid:]
@@ -349,8 +381,9 @@ class Cocoa:
             # the next round's bounds travel in these tuples
             "z": tuple(futures[n : n + grid]),
             "z_pick": 0,
-            "z_blocks": tuple(futures[n + grid :]),
-            "bounds": (),
+            "z_blocks": tuple(futures[n + grid : n + 2 * grid]),
+            # several groups: shifted apart from the tuples (one group: in them)
+            "bounds": tuple(futures[n + 2 * grid :]),
         }
 
     def iterate(self, state):

@@ -374,7 +374,8 @@ def _shrunk_task(group, passed, settings):
     ``stats_k = (loss sum at w, conj sum at z_k, ||w||^2 if with_norm else 0, shrunk
     passes, nonzeros they read, nonzeros the screened full pass left out, nonzeros the
     refresh of the margin bounds read)`` and
-    ``bounds_k`` the rows' margin bounds at the next ``w`` (screening; else None).
+    ``bounds_k`` the rows' margin bounds (screening; else None): at the next ``w`` with one
+    group, at this round's start with several (:func:`_shifted_bounds` moves them).
     """
     if not passed.pack:
         raise RuntimeError(
@@ -397,12 +398,14 @@ def _shrunk_task(group, passed, settings):
     step = np.empty(pack.shape[0])
     kernels.finish_pack(pack, settings.sigma, settings.direct, step)
     stats = [*passed.stats, *sums[:, 2:].sum(axis=0)]
-    bounds = None
-    if passed.bounds is not None:
-        # screening runs with one group (direct): step is the next w; a row's margin moves
-        # by at most ||x_i|| ||w_next - w|| (the slack: the rounding of the norms)
+    bounds = passed.bounds
+    if bounds is not None and settings.direct:
+        # one group: step is the next w; a row's margin moves by at most
+        # ||x_i|| ||w_next - w|| (the slack: the rounding of the norms). With several
+        # groups the next w is known on w's home only: the driver shifts them there
+        # (_column_shift, _shifted_bounds)
         shift = kernels.shift_norm(pack, step) * (1.0 + 1e-12)
-        bounds = passed.bounds - np.sqrt(group.norm_sq) * shift
+        bounds = bounds - np.sqrt(group.norm_sq) * shift
     spare = getattr(group, "spare", None)
     if spare is not None and not spare:
         spare.append(pack)
@@ -650,6 +653,21 @@ def _sum_task(w, direct, pick, *parts):
     for k in range(n_groups):
         kernels.add_step(total, parts[n_groups + k], _picked(parts[k], pick), direct)
     return total
+
+
+def _column_shift(w, w_next, columns):
+    """Task: ``||w_next - w||`` on ``columns`` (a group's, increasing): how far the
+    margins of the group's rows may move between two rounds' starts, per unit of
+    ``||x_i||`` (screening with several groups; runs on ``w``'s home, which holds both)."""
+    return kernels.column_shift(w, w_next, columns)
+
+
+def _shifted_bounds(passed, pick, shift, group):
+    """Task: a group's margin bounds at the next ``w`` from the ones at its round's start
+    (``passed[pick]``, or ``passed`` itself with ``pick`` None) and
+    :func:`_column_shift`'s ``shift`` (its slack: the rounding of the norms)."""
+    bounds = _picked(passed, pick)
+    return bounds - np.sqrt(group.norm_sq) * (shift * (1.0 + 1e-12))
 
 
 def _stats_task(pick, *parts):
