@@ -985,6 +985,18 @@ def test_refreshed_bounds_are_margins_less_the_rounding_and_only_where_they_can_
     assert read == int(np.diff(X.indptr)[fresh].sum())
 
 
+def _certified_rounds(solver, problem, data, state, n_rounds):
+    """Rounds 1..``n_rounds`` from ``state``, each round's certificate checked against
+    :meth:`Problem.evaluate` of its start point; yields the state after each round."""
+    for epoch in range(1, n_rounds + 1):
+        state = solver.run_epoch(state, epoch)
+        point = solver.iterate(state)
+        evaluation = problem.evaluate(point.w, data, z=point.z, z_bounds=point.z_bounds)
+        assert point.primal == pytest.approx(evaluation.primal, rel=1e-10)
+        assert point.dual == pytest.approx(evaluation.dual, rel=1e-10)
+        yield state
+
+
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge", "smooth_hinge"])
 def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
     """One group screens by default: from the second round on (its bounds refreshed at its
@@ -1000,14 +1012,9 @@ def test_screened_rounds_certify_exactly_and_read_fewer_nonzeros(loss):
     )
     assert state.settings.screening
     left, refreshed = [], []
-    for epoch in range(1, 9):
-        state = solver.run_epoch(state, epoch)
-        point = solver.iterate(state)
-        evaluation = problem.evaluate(point.w, data, z=point.z, z_bounds=point.z_bounds)
-        assert point.primal == pytest.approx(evaluation.primal, rel=1e-10)
-        assert point.dual == pytest.approx(evaluation.dual, rel=1e-10)
-        left.append(state.stats[0][5])
-        refreshed.append(state.stats[0][6])
+    for after in _certified_rounds(solver, problem, data, state, 8):
+        left.append(after.stats[0][5])
+        refreshed.append(after.stats[0][6])
     assert left[0] == 0 and refreshed[0] == 0
     assert refreshed[1] > 0.5 * X.nnz and min(left[1:]) > 0.5 * X.nnz
     # the rows the refresh reads are nearly all left out (else it would cost, not save)
@@ -1057,19 +1064,13 @@ def test_several_groups_screen_with_bounds_below_the_margins(loss, grid):
         options=CocoaOptions(grid=grid),
     )  # fmt: skip
     assert state.settings.screening and not state.settings.direct
-    margins_of = y * (X @ np.zeros(X.shape[1]))
     left = []
-    for epoch in range(1, 9):
-        state = solver.run_epoch(state, epoch)
-        point = solver.iterate(state)
-        evaluation = problem.evaluate(point.w, data, z=point.z, z_bounds=point.z_bounds)
-        assert point.primal == pytest.approx(evaluation.primal, rel=1e-10)
-        assert point.dual == pytest.approx(evaluation.dual, rel=1e-10)
-        margins_of = y * (X @ state.w[0])
-        bounds = np.concatenate(state.bounds)
+    for after in _certified_rounds(solver, problem, data, state, 8):
+        margins_of = y * (X @ after.w[0])
+        bounds = np.concatenate(after.bounds)
         assert bounds.shape == margins_of.shape
         assert np.all(bounds <= margins_of + 1e-12 * np.abs(margins_of))
-        left.append(sum(part[5] for part in state.stats))
+        left.append(sum(part[5] for part in after.stats))
     assert left[0] == 0 and min(left[2:]) > 0.5 * X.nnz
     common = {"loss": loss, "alpha": 1e-3, "solver": "cocoa", "grid": grid, "tol": 1e-9,
               "max_epochs": 3000, "client": False}  # fmt: skip
