@@ -1047,17 +1047,25 @@ def test_column_shift_and_shifted_bounds_equal_numpy():
 
 
 @pytest.mark.parametrize(
-    ("loss", "grid"), [("hinge", 2), ("squared_hinge", 3), ("smooth_hinge", 2)]
-)
-def test_several_groups_screen_with_bounds_below_the_margins(loss, grid):
+    ("loss", "grid", "weighted", "alpha"),
+    [("hinge", 2, False, 1e-3), ("squared_hinge", 3, False, 1e-3),
+     ("smooth_hinge", 2, False, 1e-3), ("hinge", 2, True, 1e-2)],
+)  # fmt: skip
+def test_several_groups_screen_with_bounds_below_the_margins(loss, grid, weighted, alpha):
     """With several groups each group's bounds move by ``||x_i||`` times how far ``w``
     moved on the group's columns: after every round they are below the rows' exact margins
     at the next ``w`` (the safety of leaving a row out), the groups leave out most nonzeros
     from the third round on, every certificate is the exact objective of its start, and
-    the run ends where an unscreened one does."""
+    the run ends where an unscreened one does. Also with row and class weights, some rows
+    of weight 0."""
     X, y = _data(n=800, d=40, seed=31)
-    data = MemoryDataset(X, y)
-    problem = Problem(loss, "l2", 1e-3)
+    weight = None
+    if weighted:
+        weight = np.random.default_rng(32).uniform(0.2, 3.0, X.shape[0])
+        weight[::50] = 0.0
+    data = MemoryDataset(X, y, sample_weight=weight)
+    class_weight = {1: 4.0} if weighted else None
+    problem = Problem(loss, "l2", alpha, class_weight=class_weight)
     solver = Cocoa()
     state = solver.init(
         problem, data, seed=np.random.SeedSequence(1), client=None,
@@ -1072,8 +1080,8 @@ def test_several_groups_screen_with_bounds_below_the_margins(loss, grid):
         assert np.all(bounds <= margins_of + 1e-12 * np.abs(margins_of))
         left.append(sum(part[5] for part in after.stats))
     assert left[0] == 0 and min(left[2:]) > 0.5 * X.nnz
-    common = {"loss": loss, "alpha": 1e-3, "solver": "cocoa", "grid": grid, "tol": 1e-9,
-              "max_epochs": 3000, "client": False}  # fmt: skip
+    common = {"loss": loss, "alpha": alpha, "solver": "cocoa", "grid": grid, "tol": 1e-9,
+              "max_epochs": 3000, "client": False, "class_weight": class_weight}  # fmt: skip
     plain = solve(data, screening=False, **common)
     screened = solve(data, **common)
     assert plain.converged and screened.converged
