@@ -401,11 +401,9 @@ def _shrunk_task(group, passed, settings):
     bounds = passed.bounds
     if bounds is not None and settings.direct:
         # one group: step is the next w; a row's margin moves by at most
-        # ||x_i|| ||w_next - w|| (the slack: the rounding of the norms). With several
-        # groups the next w is known on w's home only: the driver shifts them there
-        # (_column_shift, _shifted_bounds)
-        shift = kernels.shift_norm(pack, step) * (1.0 + 1e-12)
-        bounds = bounds - np.sqrt(group.norm_sq) * shift
+        # ||x_i|| ||w_next - w||. With several groups the next w is known on w's home
+        # only: the driver shifts them there (_column_shift, then _shifted_bounds)
+        bounds = _shifted_bounds(bounds, None, kernels.shift_norm(pack, step), group)
     spare = getattr(group, "spare", None)
     if spare is not None and not spare:
         spare.append(pack)
