@@ -19,6 +19,7 @@ __all__ = [
     "is_on_disk",
     "machine_threads",
     "resident_bytes",
+    "row_group_bounds",
     "row_weights",
     "worker_list",
     "worker_memory",
@@ -62,6 +63,18 @@ def has_grid(data, grid):
         return int(grid) in [int(g) for g in data.grids]
     except (AttributeError, KeyError, TypeError):
         return False
+
+
+def row_group_bounds(data, grid):
+    """Row bounds of ``grid`` row groups of ``data`` (int64, ``grid + 1``): the stored
+    grid's, else the same cut (balanced by nonzeros) computed here."""
+    if has_grid(data, grid):
+        return np.asarray(data.grid(grid).row_bounds, dtype=np.int64)
+    from daskpd.data.grid import balanced_bounds, cumulative_chunks
+
+    return balanced_bounds(
+        cumulative_chunks(data._row_nnz_chunks()), int(data.nnz), int(grid), int(data.n_samples)
+    )
 
 
 def is_on_disk(data):

@@ -10,21 +10,8 @@ from typing import Any
 import numpy as np
 
 from daskpd._graphs import TaskGraph
-from daskpd.solvers._groups import has_grid
 from daskpd.solvers.cocoa._options import _Settings
 from daskpd.solvers.cocoa._tasks import _columns_of, _copy
-
-
-def _row_bounds(data, grid):
-    """Row bounds of the groups: the stored grid's, else the same cut computed here."""
-    if has_grid(data, grid):
-        return np.asarray(data.grid(grid).row_bounds, dtype=np.int64)
-    from daskpd.data.grid import balanced_bounds, cumulative_chunks
-
-    return balanced_bounds(
-        cumulative_chunks(data._row_nnz_chunks()), int(data.nnz), int(grid), int(data.n_samples)
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # one round on a distributed client: one graph of tasks pinned to the groups' owners

@@ -23,12 +23,12 @@ from daskpd.solvers._groups import (
     group_owner,
     idle_cores,
     is_on_disk,
+    row_group_bounds,
     worker_list,
 )
 from daskpd.solvers.cocoa._graph import (
     _ClientRound,
     _references,
-    _row_bounds,
     _run_tasks,
     _scatter_to,
     _spread_columns,
@@ -587,7 +587,7 @@ class Cocoa:
         grid = 1 if options.grid is None else int(options.grid)
         self._check_grid(data, grid)
         settings = _settings(problem, data, options, grid)
-        bounds = _row_bounds(data, grid)
+        bounds = row_group_bounds(data, grid)
         owners = tuple(group_owner(settings, workers, k) for k in range(grid))
         threads = (
             default_threads(settings, client, owners)
