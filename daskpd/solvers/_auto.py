@@ -4,7 +4,11 @@ The choice, from the measurements in BENCHMARKS.md (time to ``(1 + 1e-3) P*`` on
 wall clock), and the reasons where nothing was measured:
 
 * L2 with the hinge, squared hinge, smoothed hinge, logistic or squared loss: ``cocoa``
-  (dual coordinate ascent with its certificate from the same pass);
+  (dual coordinate ascent with its certificate from the same pass) on one row group;
+* the same with several row groups (``grid=K``, ``K > 1``) and a loss with a second
+  derivative (squared hinge, smoothed hinge, logistic, squared): ``tron``, whose rounds do
+  not grow with ``K`` where CoCoA+'s do (BENCHMARKS.md, "Many machines"); the hinge loss
+  stays with ``cocoa``;
 * absolute and epsilon-insensitive losses: Pdprox (made for a non-smooth loss with a
   non-smooth regularizer); for weighted rows with the absolute loss, DSO (Pdprox has no row
   weights);
@@ -42,7 +46,7 @@ def _is_l2(regularizer) -> bool:
     return type(regularizer) is L2
 
 
-def auto_solver(loss, regularizer, *, weighted=False) -> str:
+def auto_solver(loss, regularizer, *, weighted=False, grid=None) -> str:
     """The solver ``solver="auto"`` picks for a (loss, regularizer) pair (module docstring).
 
     Parameters
@@ -51,6 +55,9 @@ def auto_solver(loss, regularizer, *, weighted=False) -> str:
     regularizer : str or daskpd.regularizers object
     weighted : bool, default=False
         Whether the rows carry weights (``sample_weight`` or ``class_weight``).
+    grid : int, optional
+        The row groups asked for; more than one prefers a method whose rounds do not grow
+        with them.
 
     Returns
     -------
@@ -58,6 +65,9 @@ def auto_solver(loss, regularizer, *, weighted=False) -> str:
     """
     name = loss_name(loss)
     regularizer_name = _regularizer_name(regularizer)
+    if grid is not None and int(grid) > 1 and _is_l2(regularizer):
+        if _covers("tron", name, regularizer_name, weighted) and name in _declared("tron").losses:
+            return "tron"
     for candidate in _preferences(name, regularizer, regularizer_name):
         if _covers(candidate, name, regularizer_name, weighted):
             return candidate

@@ -174,7 +174,9 @@ def make_plan(
     data = _as_data(data, name="data")
     problem = Problem(loss, regularizer, alpha, class_weight=class_weight)
     if method is None:
-        method = get_solver(resolve_solver(solver, problem, data))
+        method = get_solver(
+            resolve_solver(solver, problem, data, grid=solver_options.get("grid"))
+        )
         options = make_options(method, solver_options)
     name = str(getattr(method, "name", type(method).__name__))
     start = _coerce_warm_start(warm_start, data)
@@ -219,7 +221,7 @@ def make_plan(
     )
 
 
-def resolve_solver(solver, problem, data=None):
+def resolve_solver(solver, problem, data=None, grid=None):
     """The solver a run uses: ``solver``, or for ``"auto"`` the choice of
     :func:`daskpd.solvers._auto.auto_solver` for the problem's loss and regularizer.
 
@@ -229,6 +231,8 @@ def resolve_solver(solver, problem, data=None):
     problem : daskpd.problem.Problem
     data : Dataset-like, optional
         Its stored sample weights count as row weights (as the problem's class weights do).
+    grid : int, optional
+        The row groups asked for (``solve(..., grid=K)``).
 
     Returns
     -------
@@ -239,7 +243,7 @@ def resolve_solver(solver, problem, data=None):
     from daskpd.solvers._auto import auto_solver
 
     weighted = problem.class_weight is not None or bool(getattr(data, "has_sample_weight", False))
-    return auto_solver(problem.loss, problem.regularizer, weighted=weighted)
+    return auto_solver(problem.loss, problem.regularizer, weighted=weighted, grid=grid)
 
 
 def run_plan(plan: Plan, client=None):

@@ -1,0 +1,225 @@
+"""Kernels of the trust-region Newton method (:mod:`daskpd.solvers.tron`): one row group's
+share of a gradient and of a Hessian-vector product.
+
+Problem: ``P(w) = (1/n) sum_i c_i loss(x_i . w, y_i) + (alpha/2) ||w||^2``. A group's
+gradient pass returns the unscaled sums ``X_k^T z_k`` (``z_i = c_i loss'(x_i . w, y_i)``, the
+dual point the certificate uses), ``sum_i c_i loss''(x_i . w) x_ij^2`` (the diagonal
+preconditioner's share) and the curvature ``c_i loss''`` of every row, kept by the group for
+the Hessian products of the Newton step: ``X_k^T (curv * (X_k v))``. Rows of curvature 0 (the
+squared and smoothed hinge's rows beyond the margin, rows of weight 0) are not read by a
+Hessian product at all.
+
+The loss the Newton steps minimize (``inner``) and the loss of the certificate (``outer``)
+are passed apart, so that a smoothed loss can certify the non-smooth problem from the same
+margins (``shared/notes/many-machines.md``); today they are the same loss.
+
+Threads: a group's rows are cut into ``n_threads`` ranges of about equal nonzeros; each
+thread adds into its own output rows (``out[t]``), and the caller sums them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daskpd.kernels import scalar
+from daskpd.kernels._config import njit
+
+__all__ = [
+    "TRON_LOSSES",
+    "gradient_rows",
+    "hessian_rows",
+    "line_sum",
+    "loss_curvature",
+    "row_products",
+    "thread_cuts",
+]
+
+#: Loss codes the Newton steps can minimize (twice differentiable almost everywhere, with a
+#: generalized Hessian where they are not): logistic, squared, squared hinge, smoothed hinge.
+TRON_LOSSES = (scalar.LOGISTIC, scalar.SQUARED, scalar.SQUARED_HINGE, scalar.SMOOTH_HINGE)
+
+
+@njit
+def loss_curvature(code, params, u, y):
+    """Second derivative of ``loss(., y)`` at ``u`` (the generalized one at kinks).
+
+    Logistic ``s (1 - s)`` with ``s = sigmoid(y u)``; squared 1; squared hinge 2 where
+    ``y u < 1``; smoothed hinge of width ``gamma`` ``1 / gamma`` where ``1 - gamma < y u < 1``;
+    0 elsewhere (labels in {-1, +1}).
+    """
+    if code == scalar.LOGISTIC:
+        s = scalar._sigmoid(y * u)
+        return s * (1.0 - s)
+    if code == scalar.SQUARED:
+        return 1.0
+    if code == scalar.SQUARED_HINGE:
+        if y * u < 1.0:
+            return 2.0
+        return 0.0
+    if code == scalar.SMOOTH_HINGE:
+        t = y * u
+        if t < 1.0 and t > 1.0 - params[0]:
+            return 1.0 / params[0]
+        return 0.0
+    return np.nan
+
+
+@njit
+def gradient_rows(
+    indptr,
+    indices,
+    vals,
+    binary,
+    y,
+    weight,
+    margins,
+    lo,
+    hi,
+    inner_code,
+    inner_params,
+    outer_code,
+    outer_params,
+    z,
+    curv,
+    xtz,
+    diag,
+    sums,
+):
+    """Rows ``lo:hi`` of a group at the margins ``u = X w``: dual values, curvatures, sums.
+
+    Parameters
+    ----------
+    indptr : ndarray of shape (n_rows + 1,), int64
+    indices : ndarray of shape (nnz,), int32
+        Column ids into ``xtz``.
+    vals : ndarray of shape (nnz,)
+        Ignored when ``binary``.
+    binary : bool
+    y, weight : ndarray of shape (n_rows,)
+        Labels and row weights ``c_i``.
+    margins : ndarray of shape (n_rows,)
+        ``x_i . w``.
+    lo, hi : int
+        The rows to read.
+    inner_code, inner_params : int, ndarray
+        The loss the Newton steps minimize.
+    outer_code, outer_params : int, ndarray
+        The loss of the certificate (the user's).
+    z, curv : ndarray of shape (n_rows,)
+        Output on ``lo:hi``: ``z_i = c_i inner'(u_i)``, ``curv_i = c_i inner''(u_i)``.
+    xtz, diag : ndarray of shape (n_columns,)
+        Added to: ``sum_i z_i x_i`` and ``sum_i curv_i x_ij^2``.
+    sums : ndarray of shape (4,)
+        Added to: ``sum c_i outer(u_i)``, ``sum c_i inner(u_i)``,
+        ``sum c_i outer*(z_i / c_i)``, ``sum c_i inner*(z_i / c_i)``.
+    """
+    for i in range(lo, hi):
+        c = weight[i]
+        if c == 0.0:
+            z[i] = 0.0
+            curv[i] = 0.0
+            continue
+        u = margins[i]
+        yi = y[i]
+        derivative = scalar.loss_derivative(inner_code, inner_params, u, yi)
+        h = c * loss_curvature(inner_code, inner_params, u, yi)
+        g = c * derivative
+        z[i] = g
+        curv[i] = h
+        sums[0] += c * scalar.loss_value(outer_code, outer_params, u, yi)
+        sums[1] += c * scalar.loss_value(inner_code, inner_params, u, yi)
+        sums[2] += c * scalar.loss_conjugate(outer_code, outer_params, derivative, yi)
+        sums[3] += c * scalar.loss_conjugate(inner_code, inner_params, derivative, yi)
+        if g == 0.0 and h == 0.0:
+            continue
+        if binary:
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                xtz[j] += g
+                diag[j] += h
+        else:
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                x = np.float64(vals[e])
+                xtz[j] += g * x
+                diag[j] += h * x * x
+
+
+@njit
+def row_products(indptr, indices, vals, binary, v, lo, hi, out):
+    """``out[i] = x_i . v`` for the rows ``lo:hi`` (margins, or a step's ``X s``)."""
+    for i in range(lo, hi):
+        t = 0.0
+        if binary:
+            for e in range(indptr[i], indptr[i + 1]):
+                t += v[indices[e]]
+        else:
+            for e in range(indptr[i], indptr[i + 1]):
+                t += np.float64(vals[e]) * v[indices[e]]
+        out[i] = t
+
+
+@njit
+def line_sum(margins, step_margins, step_length, y, weight, code, params):
+    """``sum_i c_i loss(u_i + t (X s)_i)``: the loss part of the objective along a step."""
+    total = 0.0
+    for i in range(margins.shape[0]):
+        c = weight[i]
+        if c != 0.0:
+            total += c * scalar.loss_value(
+                code, params, margins[i] + step_length * step_margins[i], y[i]
+            )
+    return total
+
+
+@njit
+def hessian_rows(indptr, indices, vals, binary, curv, v, lo, hi, out):
+    """``out += sum_{i in lo:hi} curv_i (x_i . v) x_i``, skipping rows of curvature 0.
+
+    Parameters
+    ----------
+    indptr, indices, vals, binary
+        The group's rows (as :func:`gradient_rows`).
+    curv : ndarray of shape (n_rows,)
+        ``c_i loss''(x_i . w)`` from the gradient pass at the Newton step's ``w``.
+    v : ndarray of shape (n_columns,)
+    lo, hi : int
+    out : ndarray of shape (n_columns,)
+        Added to.
+    """
+    for i in range(lo, hi):
+        h = curv[i]
+        if h == 0.0:
+            continue
+        start, stop = indptr[i], indptr[i + 1]
+        t = 0.0
+        if binary:
+            for e in range(start, stop):
+                t += v[indices[e]]
+            t *= h
+            for e in range(start, stop):
+                out[indices[e]] += t
+        else:
+            for e in range(start, stop):
+                t += np.float64(vals[e]) * v[indices[e]]
+            t *= h
+            for e in range(start, stop):
+                j = indices[e]
+                out[j] += t * np.float64(vals[e])
+
+
+@njit
+def thread_cuts(indptr, n_threads):
+    """Row bounds of ``n_threads`` ranges of about equal nonzeros (int64, ``n_threads + 1``)."""
+    n_rows = indptr.shape[0] - 1
+    cuts = np.empty(n_threads + 1, dtype=np.int64)
+    cuts[0] = 0
+    total = indptr[n_rows] - indptr[0]
+    row = 0
+    for t in range(1, n_threads):
+        target = indptr[0] + (total * t) // n_threads
+        while row < n_rows and indptr[row] < target:
+            row += 1
+        cuts[t] = row
+    cuts[n_threads] = n_rows
+    return cuts

@@ -1,0 +1,443 @@
+"""The trust-region Newton solver: the :class:`Tron` class that the driver runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import uuid
+from typing import Any
+
+import numpy as np
+
+from daskpd._graphs import TaskGraph
+from daskpd.kernels import scalar
+from daskpd.kernels import tron as kernels
+from daskpd.solvers._capabilities import Capabilities
+from daskpd.solvers._driver import Iterate, register_solver
+from daskpd.solvers._groups import (
+    class_weight_pair,
+    idle_cores,
+    is_on_disk,
+    row_group_bounds,
+    worker_list,
+)
+from daskpd.solvers.tron._options import TronOptions, _settings
+from daskpd.solvers.tron._tasks import (
+    _add,
+    _cg_direction,
+    _cg_scalars,
+    _cg_start,
+    _cg_step,
+    _cg_step_vector,
+    _gradient_task,
+    _hessian_task,
+    _line_scalars,
+    _line_task,
+    _load_group,
+    _margins_task,
+    _moved_w,
+    _point_scalars,
+    _point_task,
+    _point_w,
+    _shares,
+    _step_margins_task,
+    _sum_numbers,
+)
+
+# liblinear's line search (NEWTON::linesearch_and_update): Armijo's constant, halvings
+_ARMIJO = 0.01
+_MAX_HALVINGS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class _State:
+    """A run's state between epochs: the groups (futures on a client), the accepted point
+    on ``w``'s home, and per group the rows' margins, curvatures and dual values."""
+
+    problem: Any
+    settings: Any
+    options: TronOptions
+    client: Any
+    owners: tuple
+    bounds: np.ndarray
+    groups: list
+    token: str
+    point: Any = None
+    scalars: dict | None = None
+    margins: tuple = ()
+    z: tuple = ()
+    curv: tuple = ()
+    #: rounds (graphs with one reduction each: d-vectors, or a number for a line search's
+    #: further points) and passes over the rows' nonzeros
+    rounds: int = 0
+    passes: int = 0
+    #: whether the last epoch's line search found no decrease (at the optimum, to rounding)
+    stalled: bool = False
+
+    @property
+    def home(self):
+        return self.owners[0]
+
+
+@register_solver
+class Tron:
+    """Newton with conjugate gradients and a line search (``solver="tron"``), data-parallel.
+
+    Supports the logistic, squared hinge, smoothed hinge and squared losses with the L2
+    regularizer, and row weights. See
+    :mod:`daskpd.solvers.tron` for the schedule and :class:`TronOptions` for the options.
+    """
+
+    name = "tron"
+    capabilities = Capabilities(
+        losses=frozenset({"squared_hinge", "smooth_hinge", "logistic", "squared"}),
+        loss_rule="a loss with a (generalized) second derivative",
+        regularizers=frozenset({"l2"}),
+        regularizer_rule="the l2 regularizer (Newton steps need a smooth objective)",
+    )
+    Options = TronOptions
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def check(self, problem, data, options):
+        """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
+        code = int(getattr(problem.loss, "code", -1))
+        if code not in kernels.TRON_LOSSES:
+            raise ValueError(
+                f"solver 'tron' does not support loss={getattr(problem.loss, 'name', '?')!r}; "
+                f"supported: {', '.join(sorted(self.capabilities.losses))}"
+            )
+        if int(getattr(problem.regularizer, "code", -1)) != scalar.L2:
+            raise ValueError(
+                "solver 'tron' solves the l2-regularized problem only, not "
+                f"regularizer={getattr(problem.regularizer, 'name', problem.regularizer)!r}"
+            )
+        if not float(problem.alpha) > 0:
+            raise ValueError(f"solver 'tron' needs alpha > 0, got alpha={problem.alpha!r}")
+        if options.grid is not None and int(options.grid) > int(data.n_samples):
+            raise ValueError(
+                f"grid={options.grid} is larger than the number of rows ({data.n_samples})"
+            )
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        """Read every group on its owner and compute the gradient at the start point.
+
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        seed : numpy.random.SeedSequence
+            Unused: the method draws nothing at random.
+        client : distributed.Client or None
+        options : TronOptions
+        warm_start : Iterate, optional
+            Its ``w`` is the start point (the dual point is read off the margins).
+
+        Returns
+        -------
+        state
+        """
+        workers = worker_list(client)
+        grid = int(options.grid) if options.grid is not None else max(1, len(workers))
+        owners = tuple(workers[k * len(workers) // grid] if workers else None for k in range(grid))
+        if options.threads is not None:
+            threads = int(options.threads)
+        elif client is not None:
+            threads = min(idle_cores(client, owners), 64)
+        else:
+            threads = 1
+        settings = _settings(problem, data, options, threads)
+        bounds = row_group_bounds(data, grid)
+        token = uuid.uuid4().hex[:12]
+        groups = _read_groups(data, problem, client, owners, bounds, threads, token)
+        state = _State(
+            problem=problem,
+            settings=settings,
+            options=options,
+            client=client,
+            owners=owners,
+            bounds=bounds,
+            groups=groups,
+            token=token,
+        )
+        d = int(data.n_features)
+        if warm_start is not None and getattr(warm_start, "w", None) is not None:
+            w = np.array(warm_start.w, dtype=np.float64)
+            if w.shape != (d,):
+                raise ValueError(f"warm start w must have shape ({d},), got {w.shape}")
+        else:
+            w = np.zeros(d)
+        return self._start(state, w)
+
+    def run_epoch(self, state, epoch):
+        """One Newton step: CG rounds to a direction, a line search along it (one pass for
+        ``X s``, then numbers only), and the gradient round at the new point.
+
+        Parameters
+        ----------
+        state
+        epoch : int
+
+        Returns
+        -------
+        state
+        """
+        return self._newton_step(state)
+
+    def iterate(self, state) -> Iterate:
+        """The point ``w`` (gathered), its dual point ``z`` (per group, where it is) and
+        their exact primal and dual."""
+        scalars = state.scalars
+        if state.client is None:
+            w = state.point.w
+        else:
+            w = state.client.submit(
+                _point_w, state.point, workers=[state.home], pure=False
+            ).result()
+        return Iterate(
+            w=np.asarray(w),
+            z=list(state.z),
+            z_bounds=np.asarray(state.bounds, dtype=np.int64),
+            primal=scalars["primal"],
+            dual=scalars["dual"],
+        )
+
+    def certificate(self, state):
+        """``(primal, dual)`` of :meth:`iterate`'s point, from its gradient round's sums."""
+        return state.scalars["primal"], state.scalars["dual"]
+
+    def start_certificate(self, state):
+        """The certificate of the start point (its gradient round ran in :meth:`init`)."""
+        return self.certificate(state)
+
+    def state_arrays(self, state) -> dict:
+        """``w`` and the counters: the rest is recomputed from ``w``."""
+        return {
+            "w": self.iterate(state).w,
+            "rounds": np.asarray(state.rounds),
+            "passes": np.asarray(state.passes),
+        }
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        """The state saved by :meth:`state_arrays` (its margins computed again from ``w``)."""
+        state = self.init(
+            problem, data, seed=seed, client=client, options=options,
+            warm_start=Iterate(w=np.asarray(arrays["w"])),
+        )  # fmt: skip
+        return dataclasses.replace(
+            state, rounds=int(arrays["rounds"]), passes=int(arrays["passes"])
+        )
+
+    def counters(self, state) -> dict:
+        """Rounds and passes over the rows so far: what the many-machine benchmark reports."""
+        return {"rounds": state.rounds, "passes": state.passes}
+
+    # -- the rounds ---------------------------------------------------------------------------
+
+    def _start(self, state, w):
+        """The state at ``w``: its margins (no pass when ``w = 0``), then a gradient round."""
+        if state.client is not None:
+            w_ref = state.client.scatter([w], workers=[state.home], hash=False)[0]
+        else:
+            w_ref = w
+        graph = TaskGraph("tron-start", state.token)
+        if np.any(w):
+            margins = [
+                graph.task(f"margins-{k}", _margins_task, group, w_ref, worker=state.owners[k])
+                for k, group in enumerate(state.groups)
+            ]
+            passes = 1
+        else:
+            margins = [
+                graph.task(f"margins-{k}", np.zeros, int(stop - start), worker=state.owners[k])
+                for k, (start, stop) in enumerate(
+                    zip(state.bounds[:-1], state.bounds[1:], strict=True)
+                )
+            ]
+            passes = 0
+        state = dataclasses.replace(state, passes=state.passes + passes)
+        return self._gradient(state, graph, w_ref, margins, None, 0.0)
+
+    def _gradient(self, state, graph, w, margins, step_margins, step_length):
+        """Add the gradient round at ``w`` (margins ``u + t X s``) to ``graph``, run it, and
+        return the state there. One round, one pass."""
+        parts = [
+            graph.task(
+                f"grad-{k}",
+                _gradient_task,
+                group,
+                margins[k],
+                None if step_margins is None else step_margins[k],
+                step_length,
+                state.settings,
+                worker=state.owners[k],
+            )  # fmt: skip
+            for k, group in enumerate(state.groups)
+        ]
+        shares = [
+            graph.task(f"shares-{k}", _shares, part, worker=state.owners[k])
+            for k, part in enumerate(parts)
+        ]
+        total = _tree(graph, "grad-sum", shares, state.owners)
+        point = graph.task("point", _point_task, w, total, state.settings, worker=state.home)
+        scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
+        kept = [
+            graph.task(f"{name}-{k}", operator.getitem, part, index, worker=state.owners[k])
+            for name, index in (("z", 3), ("curv", 4), ("u", 5))
+            for k, part in enumerate(parts)
+        ]
+        point, scalars, *kept = _run(state, graph, [point, scalars, *kept])
+        grid = len(state.groups)
+        return dataclasses.replace(
+            state,
+            point=point,
+            scalars=_value(scalars),
+            z=tuple(kept[:grid]),
+            curv=tuple(kept[grid : 2 * grid]),
+            margins=tuple(kept[2 * grid :]),
+            rounds=state.rounds + 1,
+            passes=state.passes + 1,
+        )
+
+    def _newton_step(self, state):
+        """CG to a direction ``s``, a backtracking line search, the gradient round at
+        ``w + t s``."""
+        settings = state.settings
+        graph = TaskGraph("tron-cg", f"{state.token}-{state.rounds}")
+        cg = graph.task("start", _cg_start, state.point, settings, worker=state.home)
+        rounds = state.rounds
+        while True:
+            direction = graph.task("direction", _cg_direction, cg, worker=state.home)
+            products = _hessian_round(graph, state, direction)
+            cg = graph.task(
+                "step", _cg_step, cg, products, state.point, settings, worker=state.home
+            )
+            done = graph.task("done", _cg_scalars, cg, worker=state.home)
+            # the previous CG state is held until this round is done (a graph sent does not
+            # hold the futures it reads)
+            new_cg, done = _run(state, graph, [cg, done])
+            rounds += 1
+            done = _value(done)
+            cg = new_cg
+            if done["done"]:
+                break
+            graph = TaskGraph("tron-cg", f"{state.token}-{rounds}")
+        passes = state.passes + (rounds - state.rounds)
+
+        # the line search: X s once (a pass), then each step length is numbers only
+        graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
+        step = graph.task("s", _cg_step_vector, cg, worker=state.home)
+        step_margins = [
+            graph.task(f"xs-{k}", _step_margins_task, group, step, worker=state.owners[k])
+            for k, group in enumerate(state.groups)
+        ]
+        quadratic = graph.task("quadratic", _line_scalars, state.point, cg, worker=state.home)
+        *step_margins, quadratic = _run(state, graph, [*step_margins, quadratic])
+        quadratic = _value(quadratic)
+        rounds, passes = rounds + 1, passes + 1
+        n, alpha = settings.n_samples, settings.alpha
+        f = state.scalars["inner_primal"]
+        step_length = 1.0
+        for _ in range(_MAX_HALVINGS):
+            graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
+            losses = [
+                graph.task(
+                    f"loss-{k}",
+                    _line_task,
+                    group,
+                    state.margins[k],
+                    step_margins[k],
+                    step_length,
+                    settings,
+                    worker=state.owners[k],
+                )  # fmt: skip
+                for k, group in enumerate(state.groups)
+            ]
+            total = _tree(graph, "loss-sum", losses, state.owners, _sum_numbers)
+            (total,) = _run(state, graph, [total])
+            rounds += 1
+            f_new = _value(total) / n + 0.5 * alpha * (
+                quadratic["w_w"]
+                + step_length * (2.0 * quadratic["w_s"] + step_length * quadratic["s_s"])
+            )
+            if f_new - f <= _ARMIJO * step_length * quadratic["g_s"]:
+                break
+            step_length *= 0.5
+        else:
+            return dataclasses.replace(state, rounds=rounds, passes=passes, stalled=True)
+        graph = TaskGraph("tron-gradient", f"{state.token}-{rounds}")
+        w = graph.task("w", _moved_w, state.point, cg, step_length, worker=state.home)
+        moved = dataclasses.replace(state, rounds=rounds, passes=passes, stalled=False)
+        return self._gradient(moved, graph, w, state.margins, step_margins, step_length)
+
+
+# ------------------------------------------------------------------------------------------------
+# graphs
+
+
+def _hessian_round(graph, state, direction):
+    """Add a Hessian-vector round: each group's share, summed up a tree."""
+    parts = [
+        graph.task(
+            f"hv-{k}", _hessian_task, group, state.curv[k], direction, worker=state.owners[k]
+        )
+        for k, group in enumerate(state.groups)
+    ]
+    return _tree(graph, "hv-sum", parts, state.owners)
+
+
+def _tree(graph, name, parts, owners, add=_add):
+    """Sum ``parts`` (in group order) pairwise, level by level; each sum runs where its first
+    group lives, so that groups on one worker are summed there before anything moves."""
+    level = 0
+    nodes = list(zip(parts, owners, strict=True))
+    while len(nodes) > 1:
+        level += 1
+        merged = []
+        for k in range(0, len(nodes), 2):
+            if k + 1 == len(nodes):
+                merged.append(nodes[k])
+                continue
+            (left, where), (right, _) = nodes[k], nodes[k + 1]
+            merged.append(
+                (graph.task(f"{name}-{level}-{k // 2}", add, left, right, worker=where), where)
+            )
+        nodes = merged
+    return nodes[0][0]
+
+
+def _run(state, graph, outputs):
+    """Run ``graph``: in-process values, or futures on the client (one message)."""
+    if state.client is None:
+        return graph.compute(outputs, scheduler="sync" if len(state.groups) == 1 else None)
+    return graph.submit(state.client, outputs)
+
+
+def _value(ref):
+    """A small result: the value itself in-process, fetched from a future on a client."""
+    return ref.result() if hasattr(ref, "result") else ref
+
+
+def _read_groups(data, problem, client, owners, bounds, threads, token):
+    """The row groups, read once each by its owner (futures), or in-process (values)."""
+    class_pair = class_weight_pair(problem, data)
+    ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(len(owners))]
+    if client is not None and is_on_disk(data):
+        graph = TaskGraph("tron-rows", token)
+        return graph.submit(
+            client,
+            [
+                graph.task(k, _load_group, data, start, stop, class_pair, threads, worker=owners[k])
+                for k, (start, stop) in enumerate(ranges)
+            ],
+        )
+    if client is not None:
+        return [
+            client.scatter(
+                [_load_group(data, start, stop, class_pair, threads)],
+                workers=[owners[k]],
+                hash=False,
+            )[0]
+            for k, (start, stop) in enumerate(ranges)
+        ]
+    return [_load_group(data, start, stop, class_pair, threads) for start, stop in ranges]

@@ -1,0 +1,321 @@
+"""The tasks of the trust-region Newton method: a group's share of a product, the sums, and
+the step's vector algebra on ``w``'s home.
+
+Tasks are pure (they return new arrays). Per round, each group's task runs on its owner;
+the groups' d-vectors are summed by a tree of :func:`_add` tasks; the Newton and
+conjugate-gradient vectors (``w``, the gradient, the preconditioner, the CG state) live on one
+worker, ``w``'s home, and only scalars reach the driver.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from daskpd.data.format import NO_VALUES
+from daskpd.kernels import tron as kernels
+from daskpd.solvers._groups import in_threads, row_weights
+from daskpd.solvers.tron._options import PCG_MIX
+
+
+class _Group(NamedTuple):
+    """One row group's rows as the kernels read them (resident on its owner)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    vals: np.ndarray
+    binary: bool
+    y: np.ndarray
+    weight: np.ndarray
+    #: thread cuts by nonzeros, for the run's thread count
+    cuts: np.ndarray
+
+
+class _Point(NamedTuple):
+    """A Newton iterate on ``w``'s home: ``w``, the gradient, the preconditioner, the sums."""
+
+    w: np.ndarray
+    gradient: np.ndarray
+    #: the preconditioner's diagonal (ones without one)
+    m_diag: np.ndarray
+    #: P_inner(w), P(w), D_inner(z), D(z), ||g||, ||g||_{M^-1}
+    scalars: dict
+
+
+class _Cg(NamedTuple):
+    """The conjugate-gradient state of one Newton step (on ``w``'s home)."""
+
+    step: np.ndarray
+    residual: np.ndarray
+    direction: np.ndarray
+    #: ``r^T M^-1 r``
+    z_dot_r: float
+    #: the quadratic model's value at ``step``
+    model: float
+    tolerance: float
+    iterations: int
+    done: bool
+
+
+# --------------------------------------------------------------------------------------------
+# on the groups' owners
+
+
+def _load_group(source, start, stop, class_pair, threads):
+    """Task: rows ``start:stop`` of ``source`` as a :class:`_Group` (kept by the owner)."""
+    indptr, indices, vals, y = source.read_rows_arrays(start, stop)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indptr = indptr - indptr[0]
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    binary = vals is None
+    if binary:
+        vals = NO_VALUES
+    else:
+        vals = np.ascontiguousarray(vals)
+        if vals.dtype not in (np.float32, np.float64):
+            vals = vals.astype(np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    weight = row_weights(source, y, start, stop, class_pair)
+    cuts = kernels.thread_cuts(indptr, int(threads))
+    return _Group(indptr, indices, vals, binary, y, weight, cuts)
+
+
+def _margins_task(group, w):
+    """A group's margins ``X_k w`` (kept on the owner; a warm start's)."""
+    return _row_products(group, w)
+
+
+def _step_margins_task(group, step):
+    """A group's ``X_k s`` for a Newton step ``s`` (kept on the owner for the line search)."""
+    return _row_products(group, step)
+
+
+def _row_products(group, v):
+    out = np.empty(group.y.shape[0])
+
+    def work(t):
+        kernels.row_products(
+            group.indptr, group.indices, group.vals, group.binary, v,
+            group.cuts[t], group.cuts[t + 1], out,
+        )  # fmt: skip
+
+    in_threads(group.cuts.shape[0] - 1, work)
+    return out
+
+
+def _line_task(group, margins, step_margins, step_length, settings):
+    """A group's ``sum_i c_i loss(u_i + t (X s)_i)`` (a number: no pass over the rows)."""
+    return kernels.line_sum(
+        margins, step_margins, float(step_length), group.y, group.weight,
+        settings.inner_code, settings.inner_params,
+    )  # fmt: skip
+
+
+def _gradient_task(group, margins, step_margins, step_length, settings):
+    """A group's share at the margins ``u + t X s`` (``u`` alone without a step):
+    ``(xtz, diag, sums, z, curv, margins)`` (:func:`kernels.gradient_rows`).
+
+    ``z``, ``curv`` and the margins stay on the owner (the dual point, the Hessian's row
+    weights, the next line search's start); ``xtz``, ``diag`` and ``sums`` are summed over
+    the groups. The margins move with the step, so the pass reads each nonzero once (for
+    ``X^T z``): ``X w`` is never formed again.
+    """
+    if step_margins is not None:
+        margins = margins + step_length * step_margins
+    m = group.y.shape[0]
+    d = settings.n_features
+    n_threads = group.cuts.shape[0] - 1
+    z = np.empty(m)
+    curv = np.empty(m)
+    xtz = np.zeros((n_threads, d))
+    # the kernel writes the diagonal's share whether or not the run uses it
+    diag = np.zeros((n_threads, d))
+    sums = np.zeros((n_threads, 4))
+
+    def work(t):
+        kernels.gradient_rows(
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            margins, group.cuts[t], group.cuts[t + 1], settings.inner_code,
+            settings.inner_params, settings.outer_code, settings.outer_params, z, curv,
+            xtz[t], diag[t], sums[t],
+        )  # fmt: skip
+
+    in_threads(n_threads, work)
+    return (
+        _thread_sum(xtz),
+        _thread_sum(diag) if settings.precondition else None,
+        sums.sum(axis=0),
+        z,
+        curv,
+        margins,
+    )
+
+
+def _hessian_task(group, curv, v):
+    """A group's share of a Hessian-vector product: ``X_k^T (curv * (X_k v))``."""
+    n_threads = group.cuts.shape[0] - 1
+    out = np.zeros((n_threads, v.shape[0]))
+
+    def work(t):
+        kernels.hessian_rows(
+            group.indptr, group.indices, group.vals, group.binary, curv, v,
+            group.cuts[t], group.cuts[t + 1], out[t],
+        )  # fmt: skip
+
+    in_threads(n_threads, work)
+    return _thread_sum(out)
+
+
+def _thread_sum(rows):
+    """The sum of the threads' output rows (the first row, reused, when there is one)."""
+    total = rows[0]
+    for t in range(1, rows.shape[0]):
+        total += rows[t]
+    return total
+
+
+def _shares(part):
+    """The part of a gradient task's output that is summed over the groups."""
+    return part[0], part[1], part[2]
+
+
+def _add(*parts):
+    """Sum of the groups' shares (arrays, or tuples of arrays / None), in the order given."""
+    first = parts[0]
+    if isinstance(first, tuple):
+        return tuple(
+            None if first[k] is None else _add(*(part[k] for part in parts))
+            for k in range(len(first))
+        )
+    total = first.copy()
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# on w's home
+
+
+def _point_task(w, shares, settings):
+    """The :class:`_Point` at ``w`` from the summed shares of its gradient pass."""
+    xtz, diag, sums = shares
+    n, alpha = settings.n_samples, settings.alpha
+    gradient = alpha * w + xtz / n
+    if settings.precondition:
+        m_diag = (1.0 - PCG_MIX) + PCG_MIX * (1.0 + diag / (alpha * n))
+    else:
+        m_diag = np.ones_like(w)
+    half_w = 0.5 * alpha * float(w @ w)
+    # w(z) = -X^T z / (alpha n) = w - gradient / alpha
+    dual_w = w - gradient / alpha
+    half_dual = 0.5 * alpha * float(dual_w @ dual_w)
+    scalars = {
+        "inner_primal": float(sums[1]) / n + half_w,
+        "primal": float(sums[0]) / n + half_w,
+        "inner_dual": -float(sums[3]) / n - half_dual,
+        "dual": -float(sums[2]) / n - half_dual,
+        "gradient_norm": float(np.sqrt(gradient @ gradient)),
+        "gradient_mnorm": float(np.sqrt(gradient @ (gradient / m_diag))),
+    }
+    return _Point(w, gradient, m_diag, scalars)
+
+
+def _point_scalars(point):
+    return point.scalars
+
+
+def _point_w(point):
+    return point.w
+
+
+def _cg_start(point, settings):
+    """The CG state at ``s = 0``: ``r = -g``, direction ``M^-1 r``."""
+    residual = -point.gradient
+    z = residual / point.m_diag
+    z_dot_r = float(z @ residual)
+    return _Cg(
+        step=np.zeros_like(residual),
+        residual=residual,
+        direction=z,
+        z_dot_r=z_dot_r,
+        model=0.0,
+        # liblinear's rule on its objective, ours divided by alpha (so the rule does not
+        # depend on alpha's scale): min(eps_cg, sqrt(||g / alpha||_{M^-1}))
+        tolerance=min(settings.eps_cg, float(np.sqrt(np.sqrt(max(z_dot_r, 0.0)) / settings.alpha))),
+        iterations=0,
+        done=not z_dot_r > 0.0,
+    )
+
+
+def _cg_direction(cg):
+    return cg.direction
+
+
+def _cg_step(cg, products, point, settings):
+    """One preconditioned CG step (liblinear's ``NEWTON::pcg``).
+
+    ``products``: the groups' summed ``X^T (curv * (X d))``, so ``H d = alpha d +
+    products / n``. CG stops once the quadratic model's last decrease, times the steps so
+    far, is at most ``tolerance`` of its value (Nash and Sofer's rule, as liblinear).
+    """
+    if cg.done:
+        return cg
+    m_diag, d = point.m_diag, cg.direction
+    hd = settings.alpha * d + products / settings.n_samples
+    curvature = float(d @ hd)
+    iterations = cg.iterations + 1
+    if not curvature > 1e-16 * float(d @ d) * settings.alpha:
+        # no curvature left along d (rounding at the optimum): stop where we are
+        return cg._replace(iterations=iterations, done=True)
+    step_length = cg.z_dot_r / curvature
+    step = cg.step + step_length * d
+    residual = cg.residual - step_length * hd
+    model = -0.5 * (float(step @ residual) - float(step @ point.gradient))
+    change = model - cg.model
+    done = iterations >= settings.max_cg
+    if model <= 0 and change <= 0:
+        done = done or iterations * change >= cg.tolerance * model
+    else:
+        done = True
+    z = residual / m_diag
+    z_dot_r = float(z @ residual)
+    beta = z_dot_r / cg.z_dot_r
+    return cg._replace(
+        step=step,
+        residual=residual,
+        direction=z + beta * d,
+        z_dot_r=z_dot_r,
+        model=model,
+        iterations=iterations,
+        done=bool(done or not z_dot_r > 0.0),
+    )
+
+
+def _cg_scalars(cg):
+    return {"done": bool(cg.done), "iterations": cg.iterations}
+
+
+def _cg_step_vector(cg):
+    return cg.step
+
+
+def _line_scalars(point, cg):
+    """The quadratic regularizer along the step: ``w.w``, ``w.s``, ``s.s``, and ``g.s``."""
+    w, step = point.w, cg.step
+    return {
+        "w_w": float(w @ w),
+        "w_s": float(w @ step),
+        "s_s": float(step @ step),
+        "g_s": float(point.gradient @ step),
+    }
+
+
+def _moved_w(point, cg, step_length):
+    """The next ``w = w + t s``."""
+    return point.w + step_length * cg.step
+
+
+def _sum_numbers(*numbers):
+    return float(sum(numbers))

@@ -1,0 +1,314 @@
+"""Newton with conjugate gradients over row groups (``solver="tron"``): kernels against NumPy,
+iterates that do not depend on the number of groups, the certificate, liblinear's optimum,
+row weights, a real multi-process cluster and a killed worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+
+from daskpd.data import MemoryDataset, write_dataset
+from daskpd.kernels import scalar
+from daskpd.kernels import tron as kernels
+from daskpd.problem import Problem
+from daskpd.solvers import solve
+from daskpd.solvers._auto import auto_solver
+from daskpd.solvers.tron import Tron, TronOptions
+
+LOSSES = ["logistic", "squared_hinge", "smooth_hinge", "squared"]
+
+
+def _data(n=300, d=30, seed=0, binary=False, regression=False, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.2, random_state=seed, format="csr", dtype=dtype)
+    if binary:
+        X.data[:] = 1.0
+    else:
+        X.data = rng.uniform(-1.0, 1.0, X.nnz).astype(dtype)
+    scores = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
+    if regression:
+        return X, scores
+    return X, np.where(scores > 0, 1.0, -1.0)
+
+
+def _loss_data(loss, **kwargs):
+    return _data(regression=loss == "squared", **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# kernels against NumPy, on the same rows
+
+
+def _numpy_loss(loss, u, y):
+    t = y * u
+    if loss == "logistic":
+        value, derivative = np.logaddexp(0, -t), -y / (1 + np.exp(t))
+        s = 1 / (1 + np.exp(-t))
+        return value, derivative, s * (1 - s)
+    if loss == "squared_hinge":
+        m = np.maximum(0, 1 - t)
+        return m**2, -2 * y * m, np.where(t < 1, 2.0, 0.0)
+    if loss == "smooth_hinge":
+        value = np.where(t >= 1, 0, np.where(t <= 0, 0.5 - t, (1 - t) ** 2 / 2))
+        return value, -y * np.clip(1 - t, 0, 1), np.where((t < 1) & (t > 0), 1.0, 0.0)
+    return 0.5 * (u - y) ** 2, u - y, np.ones_like(u)
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["values", "binary"])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_gradient_and_hessian_rows_equal_numpy(loss, binary):
+    X, y = _loss_data(loss, n=80, d=12, seed=3, binary=binary, dtype=np.float64)
+    rng = np.random.default_rng(4)
+    w, v = rng.normal(size=12), rng.normal(size=12)
+    c = rng.uniform(0.0, 2.0, 80)
+    c[::7] = 0.0
+    problem = Problem(loss, "l2", 0.1)
+    code, params = int(problem.loss.code), np.asarray(problem.loss.params, dtype=np.float64)
+    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    vals = np.empty(0) if binary else X.data
+    margins = np.empty(80)
+    kernels.row_products(indptr, indices, vals, binary, w, 0, 80, margins)
+    np.testing.assert_allclose(margins, X @ w, rtol=1e-12)
+
+    z, curv = np.empty(80), np.empty(80)
+    xtz, diag, sums = np.zeros(12), np.zeros(12), np.zeros(4)
+    kernels.gradient_rows(
+        indptr, indices, vals, binary, y, c, margins, 0, 80, code, params, code, params,
+        z, curv, xtz, diag, sums,
+    )  # fmt: skip
+    value, derivative, second = _numpy_loss(loss, X @ w, y)
+    conjugate = np.array(
+        [scalar.loss_conjugate(code, params, g, t) for g, t in zip(derivative, y, strict=True)]
+    )
+    np.testing.assert_allclose(z, c * derivative, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(curv, c * second, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(xtz, X.T @ (c * derivative), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(diag, X.multiply(X).T @ (c * second), rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(
+        sums, [c @ value, c @ value, c @ conjugate, c @ conjugate], rtol=1e-10, atol=1e-13
+    )
+
+    out = np.zeros(12)
+    kernels.hessian_rows(indptr, indices, vals, binary, curv, v, 0, 80, out)
+    np.testing.assert_allclose(out, X.T @ (c * second * (X @ v)), rtol=1e-10, atol=1e-13)
+
+    step_margins = X @ v
+    total = kernels.line_sum(margins, step_margins, 0.3, y, c, code, params)
+    assert total == pytest.approx(c @ _numpy_loss(loss, margins + 0.3 * step_margins, y)[0])
+
+
+def test_thread_cuts_balance_nonzeros_and_cover_every_row():
+    indptr = np.cumsum([0, 5, 1, 1, 1, 8, 0, 2, 2]).astype(np.int64)
+    cuts = kernels.thread_cuts(indptr, 3)
+    assert cuts[0] == 0 and cuts[-1] == 8 and np.all(np.diff(cuts) >= 0)
+    shares = np.diff(indptr[cuts])
+    assert shares.sum() == 20 and shares.max() <= 10
+
+
+# --------------------------------------------------------------------------------------------
+# the method
+
+
+def _tron(data, loss, alpha, grid, tol=1e-10, max_epochs=100, client=False, **options):
+    return solve(
+        data, loss=loss, alpha=alpha, solver="tron", grid=grid, tol=tol,
+        max_epochs=max_epochs, client=client, eval_every=1, **options,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_iterates_do_not_depend_on_the_number_of_groups(loss):
+    X, y = _loss_data(loss, n=400, d=40, seed=1)
+    data = MemoryDataset(X, y)
+    runs = [_tron(data, loss, 1e-3, grid, tol=0.0, max_epochs=5) for grid in (1, 2, 4)]
+    primals = np.array([[row["primal"] for row in run.history] for run in runs])
+    gaps = np.array([[row["gap"] for row in run.history] for run in runs])
+    # the same epochs, each within rounding of the one-group run
+    assert primals.shape == (3, 6)
+    np.testing.assert_allclose(primals[1:], np.broadcast_to(primals[0], (2, 6)), rtol=1e-9)
+    np.testing.assert_allclose(gaps[1:], np.broadcast_to(gaps[0], (2, 6)), rtol=1e-5, atol=1e-12)
+    for run in runs[1:]:
+        np.testing.assert_allclose(run.w, runs[0].w, rtol=1e-8, atol=1e-12)
+
+
+def test_rounds_and_passes_do_not_depend_on_the_number_of_groups():
+    X, y = _data(n=400, d=40, seed=2)
+    data = MemoryDataset(X, y)
+    problem, method = Problem("logistic", "l2", 1e-3), Tron()
+    counts = []
+    for grid in (1, 3, 8):
+        state = method.init(
+            problem, data, seed=np.random.SeedSequence(0), client=None,
+            options=TronOptions(grid=grid),
+        )  # fmt: skip
+        for epoch in range(1, 5):
+            state = method.run_epoch(state, epoch)
+        counts.append(method.counters(state))
+    assert counts[0]["rounds"] > 4 and counts[0]["passes"] > 4
+    assert counts[1] == counts[0] and counts[2] == counts[0]
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_certificate_is_the_evaluation_of_the_point_and_dual_it_reports(loss):
+    X, y = _loss_data(loss, n=300, d=30, seed=5)
+    data = MemoryDataset(X, y)
+    problem, method = Problem(loss, "l2", 1e-2), Tron()
+    state = method.init(
+        problem, data, seed=np.random.SeedSequence(0), client=None, options=TronOptions(grid=3)
+    )
+    for epoch in (1, 2):
+        state = method.run_epoch(state, epoch)
+        iterate = method.iterate(state)
+        evaluation = problem.evaluate(iterate.w, data, z=iterate.z, z_bounds=iterate.z_bounds)
+        primal, dual = method.certificate(state)
+        assert primal == pytest.approx(evaluation.primal, rel=1e-10)
+        assert dual == pytest.approx(evaluation.dual, rel=1e-9, abs=1e-12)
+        assert primal >= dual - 1e-12
+
+
+def _liblinear(loss, X, y, alpha, weight):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
+
+    common = {"C": 1.0 / (alpha * X.shape[0]), "fit_intercept": False, "tol": 1e-12}
+    if loss == "logistic":
+        model = LogisticRegression(solver="liblinear", max_iter=100_000, **common)
+    else:
+        model = LinearSVC(loss=loss, dual=True, max_iter=1_000_000, **common)
+    model.fit(X, y, sample_weight=weight)
+    return model.coef_.ravel()
+
+
+def _lbfgs(problem, data, d):
+    def objective(w):
+        return problem.primal(w, data)
+
+    result = scipy.optimize.minimize(
+        objective, np.zeros(d), method="L-BFGS-B", options={"maxiter": 20000, "ftol": 1e-15,
+                                                             "gtol": 1e-12},
+    )  # fmt: skip
+    return result.x
+
+
+@pytest.mark.parametrize(
+    "loss,weighted",
+    [("logistic", False), ("logistic", True), ("squared_hinge", False),
+     ("squared_hinge", True), ("smooth_hinge", True), ("squared", False)],
+)  # fmt: skip
+def test_reaches_the_independent_optimum(loss, weighted):
+    X, y = _loss_data(loss, n=300, d=30, seed=6)
+    alpha = 0.01
+    rng = np.random.default_rng(6)
+    sample_weight = rng.uniform(0.5, 2.0, X.shape[0]) if weighted else None
+    class_weight = {-1: 1.0, 1: 3.0} if weighted and loss != "squared" else None
+    data = MemoryDataset(X, y, sample_weight=sample_weight)
+    result = _tron(data, loss, alpha, grid=3, tol=1e-12, class_weight=class_weight)
+    assert result.converged
+    problem = Problem(loss, "l2", alpha, class_weight=class_weight)
+    weight = np.ones(X.shape[0]) if sample_weight is None else sample_weight.copy()
+    if class_weight:
+        weight *= np.where(y > 0, class_weight[1], class_weight[-1])
+    if loss in ("logistic", "squared_hinge"):
+        reference = _liblinear(loss, X, y, alpha, weight)
+    elif loss == "squared":
+        # ridge's closed form: (X^T X / n + alpha I) w = X^T y / n
+        n = X.shape[0]
+        A = (X.T @ X).toarray() / n + alpha * np.eye(X.shape[1])
+        reference = np.linalg.solve(A, X.T @ y / n)
+    else:
+        reference = _lbfgs(problem, data, X.shape[1])
+    p_ref = problem.evaluate(reference, data).primal
+    assert result.primal == pytest.approx(p_ref, rel=1e-6)
+    assert result.dual <= p_ref + 1e-12
+    np.testing.assert_allclose(result.w, reference, rtol=1e-3, atol=1e-4)
+
+
+def test_warm_start_and_checkpoint_resume(tmp_path):
+    X, y = _data(n=300, d=30, seed=7)
+    data = MemoryDataset(X, y)
+    straight = _tron(data, "logistic", 1e-3, 2, tol=0.0, max_epochs=6)
+    first = _tron(data, "logistic", 1e-3, 2, tol=0.0, max_epochs=3,
+                  checkpoint_dir=tmp_path / "ck")  # fmt: skip
+    resumed = _tron(data, "logistic", 1e-3, 2, tol=0.0, max_epochs=6,
+                    checkpoint_dir=tmp_path / "ck", resume=True)  # fmt: skip
+    assert first.n_epochs == 3 and resumed.n_epochs == 6
+    np.testing.assert_allclose(resumed.w, straight.w, rtol=1e-9, atol=1e-12)
+    warm = _tron(data, "logistic", 1e-3, 2, tol=1e-10, warm_start=straight.w)
+    assert warm.converged and warm.n_epochs < straight.n_epochs
+
+
+def test_refuses_what_it_cannot_do():
+    X, y = _data()
+    with pytest.raises(ValueError, match="hinge"):
+        _tron((X, y), "hinge", 1e-3, 2)
+    with pytest.raises(ValueError, match="l2"):
+        solve((X, y), loss="logistic", regularizer="l1", alpha=1e-3, solver="tron", client=False)
+    with pytest.raises(ValueError, match="grid"):
+        _tron((X, y), "logistic", 1e-3, 10_000)
+    with pytest.raises(ValueError, match="preconditioner"):
+        TronOptions(preconditioner="cholesky")
+    with pytest.raises(ValueError, match="eps_cg"):
+        TronOptions(eps_cg=1.5)
+
+
+def test_without_the_preconditioner_the_same_optimum():
+    X, y = _data(n=300, d=30, seed=8)
+    data = MemoryDataset(X, y)
+    plain = _tron(data, "logistic", 1e-3, 2, preconditioner="none")
+    diagonal = _tron(data, "logistic", 1e-3, 2)
+    assert plain.converged and diagonal.converged
+    assert plain.primal == pytest.approx(diagonal.primal, rel=1e-9)
+
+
+def test_auto_takes_tron_for_several_groups_and_a_smooth_loss():
+    assert auto_solver("logistic", "l2", grid=8) == "tron"
+    assert auto_solver("squared_hinge", "l2", grid=2) == "tron"
+    assert auto_solver("logistic", "l2", grid=1) == "cocoa"
+    assert auto_solver("hinge", "l2", grid=8) == "cocoa"
+    X, y = _data(n=200, d=20, seed=9)
+    result = solve((X, y), loss="logistic", alpha=1e-2, grid=4, tol=1e-8, client=False)
+    assert result.solver == "tron" and result.converged
+
+
+# --------------------------------------------------------------------------------------------
+# a real multi-process cluster
+
+
+@pytest.fixture(scope="module")
+def disk_data(tmp_path_factory):
+    X, y = _data(n=3000, d=40, seed=17)
+    path = tmp_path_factory.mktemp("tron") / "train.zarr"
+    return write_dataset(X, y, path, rows_per_block=500)
+
+
+@pytest.mark.cluster
+def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
+    kwargs = {"tol": 1e-10, "max_epochs": 50}
+    on_cluster = _tron(disk_data, "logistic", 1e-3, 4, client=local_cluster, **kwargs)
+    in_process = _tron(disk_data, "logistic", 1e-3, 4, **kwargs)
+    assert on_cluster.converged and in_process.converged
+    assert on_cluster.n_epochs == in_process.n_epochs
+    np.testing.assert_allclose(on_cluster.w, in_process.w, rtol=1e-9, atol=1e-12)
+    evaluation = Problem("logistic", "l2", 1e-3).evaluate(on_cluster.w, disk_data)
+    assert on_cluster.primal == pytest.approx(evaluation.primal, rel=1e-10)
+
+
+@pytest.mark.cluster
+def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
+    from _faults import straight_and_killed, wait_for_two_workers
+
+    client = local_cluster
+    # many CG steps a Newton step (a tight eps_cg): an epoch long enough to be killed in
+    kwargs = {"loss": "logistic", "alpha": 1e-5, "solver": "tron", "grid": 4, "tol": 0.0,
+              "eval_every": 1, "eps_cg": 1e-6}  # fmt: skip
+    straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.05, **kwargs)
+    # Newton steps are deterministic: the replayed epoch gives the untouched run's point
+    # (the reduction tree may run its additions on other workers, hence rounding only)
+    np.testing.assert_allclose(survived.w, straight.w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        [r["gap"] for r in survived.history], [r["gap"] for r in straight.history], rtol=1e-6
+    )
+    assert 1 <= survived.recoveries <= 2
+    wait_for_two_workers(client)
