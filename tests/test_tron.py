@@ -176,7 +176,7 @@ def _liblinear(loss, X, y, alpha, weight):
     if loss == "logistic":
         model = LogisticRegression(solver="liblinear", max_iter=100_000, **common)
     else:
-        model = LinearSVC(loss=loss, dual=True, max_iter=1_000_000, **common)
+        model = LinearSVC(loss=loss, dual=True, max_iter=100_000, **common)
     model.fit(X, y, sample_weight=weight)
     return model.coef_.ravel()
 
