@@ -181,14 +181,19 @@ def _end_processes(pids, grace: float) -> None:
 
 
 def _processes_naming(run_id: str) -> list[int]:
-    """Processes whose command line names the run (its workers' names, its scheduler file)."""
+    """The run's Dask processes, by their command line (``python -m dask scheduler|worker``
+    with the run's name in an argument: a worker's name, the scheduler's file), wherever
+    they are: another process that merely mentions the run is not one of them."""
     found = []
-    marker = f"{PREFIX}{run_id}".encode()
+    marker = f"{PREFIX}{run_id}"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         with contextlib.suppress(OSError):
-            if marker in (entry / "cmdline").read_bytes():
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if argv[1:4] in (["-m", "dask", "scheduler"], ["-m", "dask", "worker"]) and any(
+                marker in argument for argument in argv
+            ):
                 found.append(int(entry.name))
     return [pid for pid in found if _process_alive(pid, None)]
 
