@@ -7,6 +7,7 @@ import argparse
 from daskpd.cli._options import (
     UsageError,
     _add_cluster_options,
+    _check_not_input,
     _check_out,
     _cluster_asked,
     _cluster_options,
@@ -193,7 +194,9 @@ def _run_ingest(args) -> int:
     if len(args.paths) < 2:
         raise UsageError("need at least one SOURCE and a DEST")
     *sources, dest = args.paths
-    # Before any parsing: a mistyped DEST must not become a tree of new directories.
+    # Before any parsing: a mistyped DEST must not become a tree of new directories, nor
+    # replace a SOURCE.
+    _check_not_input(dest, "DEST", [("SOURCE", source) for source in sources])
     _check_out(dest, args.overwrite, "DEST")
     kind = args.format
     if kind == "auto":

@@ -207,6 +207,61 @@ def _check_out(path, overwrite, what="--out") -> None:
         raise UsageError(f"{what} {path!r}: directory {str(target.parent)!r} does not exist")
 
 
+def _check_not_input(out, what, inputs, *, holding=True) -> None:
+    """Refuse an output that is one of the inputs or lies inside one, whatever --overwrite
+    says: writing it would replace or alter that input.
+
+    Parameters
+    ----------
+    out : str or None
+        The output path (``None``: no output asked).
+    what : str
+        Its parameter, as the message names it (``--out``, ``OUT``, ``DEST``).
+    inputs : iterable of (str, str or None)
+        Each input's parameter and path (``None``: not given).
+    holding : bool, default=True
+        Also refuse an output that holds an input (replacing it removes the input).
+    """
+    import os
+
+    if out is None:
+        return
+    out_real = os.path.realpath(out)
+    for name, path in inputs:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        # a symlink resolves to its target; a hard link (or a bind mount) only by its inode
+        if out_real == real or _same_inode(out, path):
+            found = "is"
+        elif _lies_inside(out_real, real):
+            found = "lies inside"
+        elif holding and _lies_inside(real, out_real):
+            found = "holds"
+        else:
+            continue
+        raise UsageError(
+            f"{what} {os.fspath(out)!r} {found} the input {name} {os.fspath(path)!r}; an "
+            "output never replaces an input, even with --overwrite: choose another path"
+        )
+
+
+def _same_inode(a, b) -> bool:
+    import os
+
+    try:
+        first, second = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+def _lies_inside(child, parent) -> bool:
+    import os
+
+    return child != parent and os.path.commonpath([child, parent]) == parent
+
+
 def _one_line(exc: BaseException) -> str:
     """The message of a user-facing error, on one line.
 

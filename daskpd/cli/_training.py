@@ -8,6 +8,7 @@ import sys
 from daskpd.cli._options import (
     UsageError,
     _add_cluster_options,
+    _check_not_input,
     _check_out,
     _cluster_asked,
     _nonnegative_float,
@@ -258,6 +259,10 @@ def _run_train(args) -> int:
 
     if args.resume and not args.checkpoint_dir:
         raise UsageError("--resume needs --checkpoint-dir")
+    inputs = [("DATA", args.data), ("--test", args.test)]
+    _check_not_input(args.out, "--out", inputs)
+    # checkpoints are written beside each other in the directory, which may hold the data
+    _check_not_input(args.checkpoint_dir, "--checkpoint-dir", inputs, holding=False)
     data = _open_data(args.data, "DATA")
     test = _open_data(args.test, "--test") if args.test else None
     if test is not None and test.n_features != data.n_features:
@@ -332,6 +337,7 @@ def _add_predict(parser: argparse.ArgumentParser) -> None:
 def _run_predict(args) -> int:
     from daskpd.checkpoint import atomic_group
 
+    _check_not_input(args.out, "OUT", [("MODEL", args.model), ("DATA", args.data)])
     _check_out(args.out, args.overwrite, "OUT")
     _, data, scores = _model_scores(args)
     with atomic_group(args.out, overwrite=args.overwrite) as group:
