@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from daskpd import _sidefiles
 from daskpd.data.atomic import atomic_group
 from daskpd.model_file import CorruptStoreError, read_array, write_array
 
@@ -218,10 +219,9 @@ class CheckpointStore:
         return target
 
     def _remove_temporaries(self) -> None:
-        for entry in self.path.iterdir():
-            # the debris of a killed write (older versions named it ".tmp-epoch-...")
-            if ".tmp-" in entry.name or ".old-" in entry.name:
-                shutil.rmtree(entry, ignore_errors=True)
+        # the debris of a killed write (older versions named it ".tmp-epoch-..."), whose
+        # writer no longer holds its lock: another process writing here keeps its own
+        _sidefiles.sweep_in(self.path, lambda name: ".tmp-" in name or ".old-" in name)
 
     def latest_epoch(self) -> int | None:
         """Return the epoch of the latest complete checkpoint, or ``None``."""

@@ -185,17 +185,20 @@ def test_w_blocks_change_worker_through_shared_memory(local_cluster, disk_data, 
     assert not os.path.exists(directory)
 
 
-def _new_runs(before):
+def _run_dirs():
     import glob
 
-    return set(glob.glob("/dev/shm/daskpd-*")) - before
+    # the directories: each has a lock file beside it, daskpd-<token>.lock, while it lives
+    return set(glob.glob("/dev/shm/daskpd-*/"))
+
+
+def _new_runs(before):
+    return _run_dirs() - before
 
 
 @needs_dev_shm
 def test_solve_removes_its_shared_memory_files(local_cluster, disk_data):
-    import glob
-
-    before = set(glob.glob("/dev/shm/daskpd-*"))
+    before = _run_dirs()
     seen = []
 
     def during(info):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from daskpd.cli._options import (
     UsageError,
@@ -86,6 +87,19 @@ def _run_info(args) -> int:
 # ingest, generate (owner: ingestion and generators)
 
 _SEQUENCE_SUFFIXES = (".csv", ".tsv", ".fa", ".fasta", ".fna")
+
+
+@contextlib.contextmanager
+def _sweeping(dest):
+    """Remove ``DEST``'s leftovers at the end of the block, after the cluster inside it has
+    closed: what its workers were writing when the run stopped (their locks gone with them),
+    now rather than at the next write to ``DEST``."""
+    from daskpd import _sidefiles
+
+    try:
+        yield
+    finally:
+        _sidefiles.sweep(dest)
 
 
 def _ingest_client(args):
@@ -227,7 +241,7 @@ def _run_ingest(args) -> int:
         sizes["chunk_bytes"] = args.chunk_bytes
     if args.range_bytes:
         sizes["range_bytes"] = args.range_bytes
-    with _ingest_client(args) as client:
+    with _sweeping(dest), _ingest_client(args) as client:
         if client is not None and _cluster_asked(args):
             _print_dashboard(client)
         if kind == "svmlight":
@@ -394,7 +408,7 @@ def _run_generate(args) -> int:
     common = {"random_state": args.seed, "overwrite": args.overwrite, "chunk_rows": args.chunk_rows}
     if args.dtype:
         common["dtype"] = args.dtype
-    with _ingest_client(args) as client:
+    with _sweeping(args.dest), _ingest_client(args) as client:
         if client is not None and _cluster_asked(args):
             _print_dashboard(client)
         common["client"] = client

@@ -13,17 +13,19 @@ and replaces the target only when it is complete:
 Users: datasets, grids and layouts (:mod:`daskpd.data.writer`, :mod:`daskpd.data.partition`),
 checkpoints (:mod:`daskpd.checkpoint`), model files (:mod:`daskpd.model_file`), the
 ``predict`` command's scores, the benchmark results and the peers' input files. A killed
-writer leaves only its temporary name behind, which no reader opens (checkpoint directories
-remove it at their next write).
+writer leaves only its temporary name behind, which no reader opens. The ``<path>.tmp-*``
+and ``<path>.old-*`` names of :func:`claimed_sibling` carry a lock their writer holds
+(:mod:`daskpd._sidefiles`): the next write to ``path`` removes those whose writer is dead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import uuid
+
+from daskpd import _sidefiles
 
 
 @contextlib.contextmanager
@@ -88,9 +90,20 @@ def temporary_sibling(path: str, tag: str = "tmp") -> str:
     return f"{os.fspath(path)}.{tag}-{uuid.uuid4().hex}"
 
 
+def claimed_sibling(path, tag: str = "tmp") -> str:
+    """A fresh name ``<path>.<tag>-<uuid>`` (:func:`temporary_sibling`), locked for this
+    process until :func:`remove_tree` or :func:`publish` lets it go; the dead writers'
+    leftovers beside ``path`` are removed first (:func:`daskpd._sidefiles.sweep`)."""
+    _sidefiles.sweep(path)
+    name = temporary_sibling(path, tag)
+    _sidefiles.claim(name)
+    return name
+
+
 def remove_tree(path: str) -> None:
-    """Remove a directory tree if it exists."""
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove a directory tree (or a file) if it exists, and let go of this process's lock
+    on the name (:func:`claimed_sibling`)."""
+    _sidefiles.remove(path)
 
 
 def publish(temporary, path, overwrite):
@@ -114,12 +127,22 @@ def publish(temporary, path, overwrite):
         # rename() cannot replace a non-empty directory. Moving the old one aside first keeps
         # both renames atomic: a reader sees the old content, or nothing for an instant, or
         # the new content, never a mixture.
-        old = temporary_sibling(path, "old")
-        os.rename(path, old)
-        os.rename(temporary, path)
+        old = claimed_sibling(path, "old")
+        try:
+            os.rename(path, old)
+        except BaseException:
+            _sidefiles.release(old)
+            raise
+        try:
+            os.rename(temporary, path)
+        except BaseException:
+            os.rename(old, path)
+            _sidefiles.release(old)
+            raise
         remove_tree(old)
     else:
         os.rename(temporary, path)
+    _sidefiles.release(temporary)
     _fsync(os.path.dirname(os.path.abspath(path)))
 
 
@@ -149,7 +172,7 @@ def atomic_directory(path, *, overwrite=False):
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"directory {parent} does not exist")
-    temporary = temporary_sibling(path)
+    temporary = claimed_sibling(path)
     try:
         yield temporary
         publish(temporary, path, overwrite)

@@ -13,7 +13,7 @@ import uuid
 import numpy as np
 import zarr
 
-from daskpd.data.atomic import publish, remove_tree, temporary_sibling
+from daskpd.data.atomic import claimed_sibling, publish, remove_tree
 from daskpd.data.format import (
     CHUNK_BYTES,
     FORMAT_VERSION,
@@ -43,9 +43,10 @@ class DatasetWriter:
 
     Rows are appended in any number of calls; the writer keeps at most one chunk per array in
     memory (plus the per-column counts, ``n_features`` int64) and cuts row blocks itself. Data
-    goes to ``<path>.tmp-<uuid>``; :meth:`close` writes the statistics and the manifest and
-    renames it to ``path``. As a context manager it commits on normal exit and aborts (removes
-    the temporary directory) on an exception.
+    goes to ``<path>.tmp-<uuid>``, locked by this process while it writes (the next writer to
+    ``path`` removes a dead writer's, :func:`daskpd.data.atomic.claimed_sibling`); :meth:`close`
+    writes the statistics and the manifest and renames it to ``path``. As a context manager it
+    commits on normal exit and aborts (removes the temporary directory) on an exception.
 
     Parameters
     ----------
@@ -140,7 +141,7 @@ class DatasetWriter:
 
         parent = os.path.dirname(self.path)
         os.makedirs(parent, exist_ok=True)
-        self.temporary_path = temporary_sibling(self.path)
+        self.temporary_path = claimed_sibling(self.path)
         try:
             self._group = zarr.open_group(self.temporary_path, mode="w-", zarr_format=3)
             self._appenders = {}

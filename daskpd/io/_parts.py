@@ -11,30 +11,36 @@ Ingestion and generation run in two stages so that nothing big passes through th
    at a time, so memory stays bounded by a part plus a block of the writer.
 
 The parts directory is a sibling of the destination (``<dest>.parts-<uuid>``): workers and the
-process that assembles must share that filesystem, as they share the dataset itself.
+process that assembles must share that filesystem, as they share the dataset itself. The
+process that makes it holds its lock (:mod:`daskpd._sidefiles`) until it is removed; making
+one first removes the destination's leftovers whose owner is dead (a killed ingestion's).
+A part is made with ``mkdir``, never ``makedirs``: a task still running when its run was
+interrupted fails instead of making the removed parts directory again.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 
 import numpy as np
 import scipy.sparse as sp
 
+from daskpd import _sidefiles
+
 
 def new_parts_dir(dest) -> str:
-    """Create and return an empty parts directory next to ``dest``."""
-    dest = os.path.abspath(os.fspath(dest))
-    path = f"{dest.rstrip(os.sep)}.parts-{uuid.uuid4().hex[:12]}"
-    os.makedirs(path)
-    return path
+    """Create and return an empty parts directory next to ``dest``, locked by this process
+    (after removing the leftovers of ``dest``'s dead ingestions and writers)."""
+    dest = os.path.abspath(os.fspath(dest)).rstrip(os.sep)
+    _sidefiles.sweep(dest)
+    return _sidefiles.create_directory(f"{dest}.parts-{uuid.uuid4().hex[:12]}")
 
 
 def remove_parts_dir(path) -> None:
-    """Remove a parts directory and everything in it (no error when it is already gone)."""
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove a parts directory and everything in it (no error when it is already gone), and
+    let go of its lock."""
+    _sidefiles.remove(path)
 
 
 def save_part(parts_dir, name, y, *, indptr=None, indices=None, data=None, dense=None,
@@ -63,7 +69,7 @@ def save_part(parts_dir, name, y, *, indptr=None, indices=None, data=None, dense
         ``path``, ``n_rows``, ``nnz`` and whether the part is dense or has values.
     """
     path = os.path.join(parts_dir, name)
-    os.makedirs(path)
+    os.mkdir(path)
     np.save(os.path.join(path, "y.npy"), np.asarray(y, dtype=np.float64))
     if dense is not None:
         np.save(os.path.join(path, "X.npy"), dense)

@@ -13,6 +13,12 @@ the same directory (one machine, or containers sharing its ``/dev/shm``) form a 
 named by a random id that the first of them writes into the directory. A handle carries its
 domain; the caller sends shared arrays only inside their domain and plain arrays across
 (:func:`join`, :class:`SharedRun`).
+
+The process that makes a machine's directory (the client on its own machine, the first
+worker to join on another) holds its lock until it removes it (:mod:`daskpd._sidefiles`): a
+killed run's directory, whose lock nobody holds any more, is removed by the next run that
+opens shared memory on that machine (:func:`open_run` sweeps there and on the workers), and
+by every ``daskpd`` command, at its start and at its end.
 """
 
 from __future__ import annotations
@@ -22,17 +28,17 @@ import logging
 import mmap
 import os
 import secrets
-import shutil
-import sys
 import threading
 import weakref
 
 import numpy as np
 
+from daskpd import _sidefiles
+
 _LOG = logging.getLogger(__name__)
 
 #: Environment variable naming the RAM-backed directory to use instead of ``/dev/shm``.
-ROOT_VARIABLE = "DASKPD_SHM_DIR"
+ROOT_VARIABLE = _sidefiles.SHM_ROOT_VARIABLE
 
 #: This process's mappings, file path -> (inode, array). A block comes back to a process
 #: every epoch; mapped afresh, its first touches fault in every page again (3.4-7.7 ms for a
@@ -61,12 +67,7 @@ class SharedStateLost(RuntimeError):
 
 def root():
     """This process's directory for shared files, or ``None`` where there is none."""
-    configured = os.environ.get(ROOT_VARIABLE)
-    if configured:
-        return configured if os.path.isdir(configured) else None
-    if sys.platform.startswith("linux") and os.path.isdir("/dev/shm"):
-        return "/dev/shm"
-    return None
+    return _sidefiles.shared_memory_root()
 
 
 def run_dir(run):
@@ -87,6 +88,9 @@ def join(run):
         return None
     marker = os.path.join(path, "domain")
     try:
+        if not os.path.isdir(path):
+            # the first process here to make it owns it; the others (lock taken) join it
+            _sidefiles.claim(path, wait=False)
         os.makedirs(path, mode=0o700, exist_ok=True)
         # The first process to link its id in place names the domain; a link is atomic, so
         # nobody reads a half-written id.
@@ -105,11 +109,18 @@ def join(run):
 
 
 def remove(run):
-    """Remove this machine's directory of ``run`` (mapped arrays stay valid until unmapped)."""
+    """Remove this machine's directory of ``run`` (mapped arrays stay valid until unmapped),
+    and let go of its lock where this process made it."""
     path = run_dir(run)
     if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
+        _sidefiles.remove(path)
     _forget_gone()
+
+
+def sweep_and_join(run):
+    """:func:`join`, after removing the directories of this machine's dead runs."""
+    _sidefiles.sweep_shared_memory()
+    return join(run)
 
 
 class SharedRun:
@@ -162,9 +173,14 @@ def open_run(client, token):
     """
     if client is None:
         return None
-    name = f"daskpd-{token}"
-    client_domain = join(name)
-    domains = client.run(join, name)
+    name = f"{_sidefiles.SHM_PREFIX}{token}"
+    client_domain = sweep_and_join(name)
+    try:
+        domains = client.run(sweep_and_join, name)
+    except BaseException:
+        # interrupted before a SharedRun (whose close or collection removes it) exists
+        remove(name)
+        raise
     ids = [d for d in domains.values() if d is not None]
     if len(set(ids)) == len(ids) and client_domain not in ids:
         client.run(remove, name, on_error="ignore")
