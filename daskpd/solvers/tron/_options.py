@@ -68,6 +68,9 @@ class _Settings:
 
     n_samples: int
     n_features: int
+    #: columns with a nonzero in the data (w is 0 on the others at the optimum, and the
+    #: vectors of a run are this long)
+    n_columns: int
     alpha: float
     #: the loss the Newton steps minimize
     inner_code: int
@@ -82,13 +85,14 @@ class _Settings:
     precondition: bool
 
 
-def _settings(problem, data, options, threads):
+def _settings(problem, data, options, threads, n_columns):
     """The run's :class:`_Settings`."""
     code = int(problem.loss.code)
     params = np.asarray(problem.loss.params, dtype=np.float64)
     return _Settings(
         n_samples=int(data.n_samples),
         n_features=int(data.n_features),
+        n_columns=int(n_columns),
         alpha=float(problem.alpha),
         inner_code=code,
         inner_params=params,

@@ -62,12 +62,16 @@ class _Cg(NamedTuple):
 # on the groups' owners
 
 
-def _load_group(source, start, stop, class_pair, threads):
-    """Task: rows ``start:stop`` of ``source`` as a :class:`_Group` (kept by the owner)."""
+def _load_group(source, start, stop, class_pair, threads, used):
+    """Task: rows ``start:stop`` of ``source`` as a :class:`_Group` (kept by the owner), its
+    column ids renumbered into the data's used columns (``used``, positions by column id, or
+    None when every column is used)."""
     indptr, indices, vals, y = source.read_rows_arrays(start, stop)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indptr = indptr - indptr[0]
     indices = np.ascontiguousarray(indices, dtype=np.int32)
+    if used is not None:
+        indices = used[indices]
     binary = vals is None
     if binary:
         vals = NO_VALUES
@@ -124,7 +128,7 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
     if step_margins is not None:
         margins = margins + step_length * step_margins
     m = group.y.shape[0]
-    d = settings.n_features
+    d = settings.n_columns
     n_threads = group.cuts.shape[0] - 1
     z = np.empty(m)
     curv = np.empty(m)
@@ -202,22 +206,20 @@ def _point_task(w, shares, settings):
     """The :class:`_Point` at ``w`` from the summed shares of its gradient pass."""
     xtz, diag, sums = shares
     n, alpha = settings.n_samples, settings.alpha
-    gradient = alpha * w + xtz / n
-    if settings.precondition:
-        m_diag = (1.0 - PCG_MIX) + PCG_MIX * (1.0 + diag / (alpha * n))
-    else:
-        m_diag = np.ones_like(w)
-    half_w = 0.5 * alpha * float(w @ w)
+    gradient, m_diag = np.empty_like(w), np.empty_like(w)
+    w_w, g_g, g_mg, dual_sq = kernels.point_vectors(
+        w, xtz, xtz if diag is None else diag, alpha, float(n), PCG_MIX,
+        settings.precondition, gradient, m_diag,
+    )  # fmt: skip
     # w(z) = -X^T z / (alpha n) = w - gradient / alpha
-    dual_w = w - gradient / alpha
-    half_dual = 0.5 * alpha * float(dual_w @ dual_w)
+    half_w, half_dual = 0.5 * alpha * w_w, 0.5 * alpha * dual_sq
     scalars = {
         "inner_primal": float(sums[1]) / n + half_w,
         "primal": float(sums[0]) / n + half_w,
         "inner_dual": -float(sums[3]) / n - half_dual,
         "dual": -float(sums[2]) / n - half_dual,
-        "gradient_norm": float(np.sqrt(gradient @ gradient)),
-        "gradient_mnorm": float(np.sqrt(gradient @ (gradient / m_diag))),
+        "gradient_norm": float(np.sqrt(g_g)),
+        "gradient_mnorm": float(np.sqrt(g_mg)),
     }
     return _Point(w, gradient, m_diag, scalars)
 
@@ -262,30 +264,30 @@ def _cg_step(cg, products, point, settings):
     """
     if cg.done:
         return cg
-    m_diag, d = point.m_diag, cg.direction
-    hd = settings.alpha * d + products / settings.n_samples
-    curvature = float(d @ hd)
+    d = cg.direction
+    hd = np.empty_like(d)
+    curvature = kernels.cg_curvature(d, products, settings.alpha, float(settings.n_samples), hd)
     iterations = cg.iterations + 1
     if not curvature > 1e-16 * float(d @ d) * settings.alpha:
         # no curvature left along d (rounding at the optimum): stop where we are
         return cg._replace(iterations=iterations, done=True)
     step_length = cg.z_dot_r / curvature
-    step = cg.step + step_length * d
-    residual = cg.residual - step_length * hd
-    model = -0.5 * (float(step @ residual) - float(step @ point.gradient))
+    step, residual, direction = cg.step.copy(), cg.residual.copy(), d.copy()
+    s_r, s_g, z_dot_r = kernels.cg_update(
+        step, residual, direction, hd, point.gradient, point.m_diag, step_length
+    )
+    model = -0.5 * (s_r - s_g)
     change = model - cg.model
     done = iterations >= settings.max_cg
     if model <= 0 and change <= 0:
         done = done or iterations * change >= cg.tolerance * model
     else:
         done = True
-    z = residual / m_diag
-    z_dot_r = float(z @ residual)
-    beta = z_dot_r / cg.z_dot_r
+    kernels.cg_direction(residual, point.m_diag, z_dot_r / cg.z_dot_r, direction)
     return cg._replace(
         step=step,
         residual=residual,
-        direction=z + beta * d,
+        direction=direction,
         z_dot_r=z_dot_r,
         model=model,
         iterations=iterations,
