@@ -100,7 +100,16 @@ def _first(order, values):
 
 
 def test_every_builtin_solver_declares_capabilities(builtin_solvers):
-    assert set(builtin_solvers) == {"batch", "cocoa", "dso", "dspdc", "gsfw", "pdprox", "spdc"}
+    assert set(builtin_solvers) == {
+        "batch",
+        "cocoa",
+        "dso",
+        "dspdc",
+        "gsfw",
+        "pdprox",
+        "spdc",
+        "tron",
+    }
     for name, capabilities in _declared(builtin_solvers):
         assert isinstance(capabilities, Capabilities), name
         assert capabilities.losses and capabilities.regularizers, name
