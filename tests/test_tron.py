@@ -234,7 +234,9 @@ def test_warm_start_and_checkpoint_resume(tmp_path):
     resumed = _tron(data, "logistic", 1e-3, 2, tol=0.0, max_epochs=6,
                     checkpoint_dir=tmp_path / "ck", resume=True)  # fmt: skip
     assert first.n_epochs == 3 and resumed.n_epochs == 6
-    np.testing.assert_allclose(resumed.w, straight.w, rtol=1e-9, atol=1e-12)
+    # the checkpoint keeps the margins the run moved: the same bits as the straight run
+    assert np.array_equal(resumed.w, straight.w)
+    assert [r["gap"] for r in resumed.history] == [r["gap"] for r in straight.history]
     warm = _tron(data, "logistic", 1e-3, 2, tol=1e-10, warm_start=straight.w)
     assert warm.converged and warm.n_epochs < straight.n_epochs
 
@@ -297,18 +299,15 @@ def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
 
 @pytest.mark.cluster
 def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
-    from _faults import straight_and_killed, wait_for_two_workers
+    from _faults import assert_same_run, straight_and_killed, wait_for_two_workers
 
     client = local_cluster
     # many CG steps a Newton step (a tight eps_cg): an epoch long enough to be killed in
     kwargs = {"loss": "logistic", "alpha": 1e-5, "solver": "tron", "grid": 4, "tol": 0.0,
               "eval_every": 1, "eps_cg": 1e-6}  # fmt: skip
     straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.05, **kwargs)
-    # Newton steps are deterministic: the replayed epoch gives the untouched run's point
-    # (the reduction tree may run its additions on other workers, hence rounding only)
-    np.testing.assert_allclose(survived.w, straight.w, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(
-        [r["gap"] for r in survived.history], [r["gap"] for r in straight.history], rtol=1e-6
-    )
+    # Newton steps are deterministic and the reduction tree sums in group order whichever
+    # worker runs it: the replayed epochs give the untouched run's bits
+    assert_same_run(straight, survived)
     assert 1 <= survived.recoveries <= 2
     wait_for_two_workers(client)

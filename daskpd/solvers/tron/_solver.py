@@ -139,6 +139,18 @@ class Tron:
         -------
         state
         """
+        state = self._setup(problem, data, client, options)
+        d = int(data.n_features)
+        if warm_start is not None and getattr(warm_start, "w", None) is not None:
+            w = np.array(warm_start.w, dtype=np.float64)
+            if w.shape != (d,):
+                raise ValueError(f"warm start w must have shape ({d},), got {w.shape}")
+        else:
+            w = np.zeros(d)
+        return self._start(state, np.ascontiguousarray(w[state.used]))
+
+    def _setup(self, problem, data, client, options):
+        """The state without a point: the settings and the groups, read on their owners."""
         workers = worker_list(client)
         grid = int(options.grid) if options.grid is not None else max(1, len(workers))
         owners = tuple(workers[k * len(workers) // grid] if workers else None for k in range(grid))
@@ -170,14 +182,7 @@ class Tron:
             token=token,
             used=used,
         )
-        d = int(data.n_features)
-        if warm_start is not None and getattr(warm_start, "w", None) is not None:
-            w = np.array(warm_start.w, dtype=np.float64)
-            if w.shape != (d,):
-                raise ValueError(f"warm start w must have shape ({d},), got {w.shape}")
-        else:
-            w = np.zeros(d)
-        return self._start(state, np.ascontiguousarray(w[used]))
+        return state
 
     def run_epoch(self, state, epoch):
         """One Newton step: CG rounds to a direction, a line search along it (one pass for
@@ -223,22 +228,27 @@ class Tron:
         return self.certificate(state)
 
     def state_arrays(self, state) -> dict:
-        """``w`` and the counters: the rest is recomputed from ``w``."""
+        """``w``, the margins ``X w`` (the run moves them with each step, so computing them
+        again from ``w`` would round differently) and the counters."""
+        margins = list(state.margins)
+        if state.client is not None:
+            margins = state.client.gather(margins)
         return {
             "w": self.iterate(state).w,
+            "margins": np.concatenate(margins),
             "rounds": np.asarray(state.rounds),
             "passes": np.asarray(state.passes),
         }
 
     def restore(self, problem, data, arrays, *, seed, client, options):
-        """The state saved by :meth:`state_arrays` (its margins computed again from ``w``)."""
-        state = self.init(
-            problem, data, seed=seed, client=client, options=options,
-            warm_start=Iterate(w=np.asarray(arrays["w"])),
-        )  # fmt: skip
-        return dataclasses.replace(
-            state, rounds=int(arrays["rounds"]), passes=int(arrays["passes"])
+        """The state saved by :meth:`state_arrays`: the run continues on the same bits."""
+        state = self._setup(problem, data, client, options)
+        state = dataclasses.replace(
+            state, rounds=int(arrays["rounds"]) - 1, passes=int(arrays["passes"]) - 1
         )
+        w = np.ascontiguousarray(np.asarray(arrays["w"], dtype=np.float64)[state.used])
+        # its gradient round is the one the saved state ended with (counted there)
+        return self._start(state, w, margins=np.asarray(arrays["margins"], dtype=np.float64))
 
     def counters(self, state) -> dict:
         """Rounds and passes over the rows so far: what the many-machine benchmark reports."""
@@ -246,13 +256,23 @@ class Tron:
 
     # -- the rounds ---------------------------------------------------------------------------
 
-    def _start(self, state, w):
-        """The state at ``w``: its margins (no pass when ``w = 0``), then a gradient round."""
-        if state.client is not None:
-            w_ref = state.client.scatter([w], workers=[state.home], hash=False)[0]
+    def _start(self, state, w, margins=None):
+        """The state at ``w``: its margins (given, no pass when ``w = 0``, else one), then a
+        gradient round."""
+        client = state.client
+        if client is not None:
+            w_ref = client.scatter([w], workers=[state.home], hash=False)[0]
         else:
             w_ref = w
         graph = TaskGraph("tron-start", state.token)
+        if margins is not None:
+            pieces = [margins[start:stop] for start, stop in _ranges(state.bounds)]
+            if client is not None:
+                pieces = [
+                    client.scatter([piece], workers=[state.owners[k]], hash=False)[0]
+                    for k, piece in enumerate(pieces)
+                ]
+            return self._gradient(state, graph, w_ref, pieces, None, 0.0)
         if np.any(w):
             margins = [
                 graph.task(f"margins-{k}", _margins_task, group, w_ref, worker=state.owners[k])
@@ -261,10 +281,8 @@ class Tron:
             passes = 1
         else:
             margins = [
-                graph.task(f"margins-{k}", np.zeros, int(stop - start), worker=state.owners[k])
-                for k, (start, stop) in enumerate(
-                    zip(state.bounds[:-1], state.bounds[1:], strict=True)
-                )
+                graph.task(f"margins-{k}", np.zeros, stop - start, worker=state.owners[k])
+                for k, (start, stop) in enumerate(_ranges(state.bounds))
             ]
             passes = 0
         state = dataclasses.replace(state, passes=state.passes + passes)
@@ -434,7 +452,7 @@ def _read_groups(data, problem, client, owners, bounds, threads, positions, toke
     """The row groups, read once each by its owner (futures), or in-process (values);
     ``positions`` renumbers their columns into the used ones (None: all are used)."""
     class_pair = class_weight_pair(problem, data)
-    ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(len(owners))]
+    ranges = _ranges(bounds)
     if client is not None and is_on_disk(data):
         if positions is not None:
             # once to every owner, not once per task through the scheduler
@@ -471,3 +489,8 @@ def _read_groups(data, problem, client, owners, bounds, threads, positions, toke
             for k, group in enumerate(loaded)
         ]
     return list(loaded)
+
+
+def _ranges(bounds):
+    """``(start, stop)`` of each group's rows."""
+    return [(int(bounds[k]), int(bounds[k + 1])) for k in range(len(bounds) - 1)]
