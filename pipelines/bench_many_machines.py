@@ -102,13 +102,18 @@ def _cell(row):
     return f"{row['rounds']} / {row['passes']}"
 
 
+def _alphas(args, loss):
+    """``--alphas``, else alpha 1e-5 and the peers tables' validated alpha."""
+    return tuple(args.alphas) if args.alphas else (1e-5, VALIDATED[(loss, args.nnz)])
+
+
 def rounds(args):
     data = _data(args.workdir, args.nnz)
     rows = []
     print(f"Splice-like, {data.n_samples} x {data.n_features}, {data.nnz:.3g} nonzeros; "
           "rounds / passes to a certified (1 + 1e-3) P*; in-process, measured\n")  # fmt: skip
     for loss in args.losses:
-        for alpha in (1e-5, VALIDATED[(loss, args.nnz)]):
+        for alpha in _alphas(args, loss):
             print(f"### {loss}, alpha = {alpha:g}\n")
             print("| method | " + " | ".join(f"K = {k}" for k in args.grids) + " |")
             print("| --- |" + " --- |" * len(args.grids))
@@ -145,7 +150,7 @@ def wall(args):
     cases = [("auto", args.groups), ("auto", None), ("cocoa", None)]
     rows = []
     for loss in args.losses:
-        for alpha in (1e-5, VALIDATED[(loss, args.nnz)]):
+        for alpha in _alphas(args, loss):
             times = {case: [] for case in cases}
             solvers = {}
             for _ in range(args.repeats):
@@ -203,6 +208,7 @@ def main(argv=None):
     parser.add_argument("--nnz", type=float, default=1e8)
     parser.add_argument("--workdir", default="bench-data")
     parser.add_argument("--losses", nargs="+", default=["hinge", "logistic"])
+    parser.add_argument("--alphas", nargs="+", type=float)
     parser.add_argument("--grids", nargs="+", type=int, default=[1, 2, 4, 8, 16])
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--max-rounds", type=int, default=100)
