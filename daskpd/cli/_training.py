@@ -161,8 +161,10 @@ def _add_training_options(parser, *, defaults) -> None:
         "--grid",
         type=_positive_int("--grid"),
         default=None,
-        metavar="P",
-        help="DSO grid size P (the dataset needs `daskpd partition --grid P`)",
+        metavar="K",
+        help="row groups K (cocoa, tron; with the default solver, K > 1 and a loss with a "
+        "second derivative: tron, whose rounds do not grow with K) or DSO's grid size "
+        "(the dataset needs `daskpd partition --grid K`)",
     )
     group.add_argument(
         "--option",
