@@ -291,43 +291,8 @@ class Tron:
     def _gradient(self, state, graph, w, margins, step_margins, step_length):
         """Add the gradient round at ``w`` (margins ``u + t X s``) to ``graph``, run it, and
         return the state there. One round, one pass."""
-        parts = [
-            graph.task(
-                f"grad-{k}",
-                _gradient_task,
-                group,
-                margins[k],
-                None if step_margins is None else step_margins[k],
-                step_length,
-                state.settings,
-                worker=state.owners[k],
-            )  # fmt: skip
-            for k, group in enumerate(state.groups)
-        ]
-        shares = [
-            graph.task(f"shares-{k}", _shares, part, worker=state.owners[k])
-            for k, part in enumerate(parts)
-        ]
-        total = _tree(graph, "grad-sum", shares, state.owners)
-        point = graph.task("point", _point_task, w, total, state.settings, worker=state.home)
-        scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
-        kept = [
-            graph.task(f"{name}-{k}", operator.getitem, part, index, worker=state.owners[k])
-            for name, index in (("z", 3), ("curv", 4), ("u", 5))
-            for k, part in enumerate(parts)
-        ]
-        point, scalars, *kept = _run(state, graph, [point, scalars, *kept])
-        grid = len(state.groups)
-        return dataclasses.replace(
-            state,
-            point=point,
-            scalars=_value(scalars),
-            z=tuple(kept[:grid]),
-            curv=tuple(kept[grid : 2 * grid]),
-            margins=tuple(kept[2 * grid :]),
-            rounds=state.rounds + 1,
-            passes=state.passes + 1,
-        )
+        refs = _gradient_round(graph, state, w, margins, step_margins, step_length)
+        return _at_point(state, _run(state, graph, refs))
 
     def _newton_step(self, state):
         """CG to a direction ``s``, a backtracking line search, the gradient round at
@@ -354,7 +319,10 @@ class Tron:
             graph = TaskGraph("tron-cg", f"{state.token}-{rounds}")
         passes = state.passes + (rounds - state.rounds)
 
-        # the line search: X s once (a pass), then each step length is numbers only
+        # the line search: X s once (a pass) and, in the same round, the loss and the
+        # gradient at t = 1 (liblinear's steps nearly always take it); a shorter step length
+        # is a round of numbers only, then a gradient round of its own
+        n, alpha = settings.n_samples, settings.alpha
         graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
         step = graph.task("s", _cg_step_vector, cg, worker=state.home)
         step_margins = [
@@ -362,47 +330,118 @@ class Tron:
             for k, group in enumerate(state.groups)
         ]
         quadratic = graph.task("quadratic", _line_scalars, state.point, cg, worker=state.home)
-        *step_margins, quadratic = _run(state, graph, [*step_margins, quadratic])
+        total = _line_round(graph, state, step_margins, 1.0)
+        w = graph.task("w", _moved_w, state.point, cg, 1.0, worker=state.home)
+        refs = _gradient_round(graph, state, w, state.margins, step_margins, 1.0)
+        grid = len(state.groups)
+        outputs = _run(state, graph, [*step_margins, quadratic, total, *refs])
+        step_margins, (quadratic, total), refs = (
+            outputs[:grid],
+            outputs[grid : grid + 2],
+            outputs[grid + 2 :],
+        )
         quadratic = _value(quadratic)
-        rounds, passes = rounds + 1, passes + 1
-        n, alpha = settings.n_samples, settings.alpha
+        # the X s pass; the round and the gradient's pass are counted with the point
+        passes += 1
         f = state.scalars["inner_primal"]
-        step_length = 1.0
-        for _ in range(_MAX_HALVINGS):
-            graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
-            losses = [
-                graph.task(
-                    f"loss-{k}",
-                    _line_task,
-                    group,
-                    state.margins[k],
-                    step_margins[k],
-                    step_length,
-                    settings,
-                    worker=state.owners[k],
-                )  # fmt: skip
-                for k, group in enumerate(state.groups)
-            ]
-            total = _tree(graph, "loss-sum", losses, state.owners, _sum_numbers)
-            (total,) = _run(state, graph, [total])
-            rounds += 1
-            f_new = _value(total) / n + 0.5 * alpha * (
+
+        def accepted(step_length, loss_sum):
+            f_new = loss_sum / n + 0.5 * alpha * (
                 quadratic["w_w"]
                 + step_length * (2.0 * quadratic["w_s"] + step_length * quadratic["s_s"])
             )
-            if f_new - f <= _ARMIJO * step_length * quadratic["g_s"]:
-                break
+            return f_new - f <= _ARMIJO * step_length * quadratic["g_s"]
+
+        moved = dataclasses.replace(state, rounds=rounds, passes=passes, stalled=False)
+        if accepted(1.0, _value(total)):
+            return _at_point(moved, refs)
+        # t = 1 refused: its round and its gradient pass were spent
+        rounds, passes = rounds + 1, passes + 1
+        step_length = 1.0
+        for _ in range(_MAX_HALVINGS):
             step_length *= 0.5
+            graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
+            (total,) = _run(state, graph, [_line_round(graph, state, step_margins, step_length)])
+            rounds += 1
+            if accepted(step_length, _value(total)):
+                break
         else:
             return dataclasses.replace(state, rounds=rounds, passes=passes, stalled=True)
         graph = TaskGraph("tron-gradient", f"{state.token}-{rounds}")
         w = graph.task("w", _moved_w, state.point, cg, step_length, worker=state.home)
-        moved = dataclasses.replace(state, rounds=rounds, passes=passes, stalled=False)
+        moved = dataclasses.replace(moved, rounds=rounds, passes=passes)
         return self._gradient(moved, graph, w, state.margins, step_margins, step_length)
 
 
 # ------------------------------------------------------------------------------------------------
 # graphs
+
+
+def _gradient_round(graph, state, w, margins, step_margins, step_length):
+    """Add a gradient round at ``w`` (margins ``u + t X s``, or ``u`` without a step): each
+    group's share on its owner, their sum up a tree, the point on the home. Returns the
+    references of the point, its scalars, and each group's ``z``, curvatures and margins
+    (which stay on the owners)."""
+    parts = [
+        graph.task(
+            f"grad-{k}",
+            _gradient_task,
+            group,
+            margins[k],
+            None if step_margins is None else step_margins[k],
+            step_length,
+            state.settings,
+            worker=state.owners[k],
+        )  # fmt: skip
+        for k, group in enumerate(state.groups)
+    ]
+    shares = [
+        graph.task(f"shares-{k}", _shares, part, worker=state.owners[k])
+        for k, part in enumerate(parts)
+    ]
+    total = _tree(graph, "grad-sum", shares, state.owners)
+    point = graph.task("point", _point_task, w, total, state.settings, worker=state.home)
+    scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
+    kept = [
+        graph.task(f"{name}-{k}", operator.getitem, part, index, worker=state.owners[k])
+        for name, index in (("z", 3), ("curv", 4), ("u", 5))
+        for k, part in enumerate(parts)
+    ]
+    return [point, scalars, *kept]
+
+
+def _at_point(state, outputs):
+    """The state at a gradient round's outputs (one round, one pass more)."""
+    point, scalars, *kept = outputs
+    grid = len(state.groups)
+    return dataclasses.replace(
+        state,
+        point=point,
+        scalars=_value(scalars),
+        z=tuple(kept[:grid]),
+        curv=tuple(kept[grid : 2 * grid]),
+        margins=tuple(kept[2 * grid :]),
+        rounds=state.rounds + 1,
+        passes=state.passes + 1,
+    )
+
+
+def _line_round(graph, state, step_margins, step_length):
+    """Add the loss sum at ``u + t X s`` over the groups (numbers: no pass)."""
+    losses = [
+        graph.task(
+            f"loss-{k}",
+            _line_task,
+            group,
+            state.margins[k],
+            step_margins[k],
+            step_length,
+            state.settings,
+            worker=state.owners[k],
+        )  # fmt: skip
+        for k, group in enumerate(state.groups)
+    ]
+    return _tree(graph, "loss-sum", losses, state.owners, _sum_numbers)
 
 
 def _hessian_round(graph, state, direction):
