@@ -78,8 +78,9 @@ def splice_data(tmp_path_factory):
 
 
 def test_training_across_namespaces_to_a_certificate(splice_data):
-    common = {"loss": "logistic", "alpha": ALPHA, "grid": 2, "tol": TOL, "max_epochs": 200,
-              "eval_every": 1, "threads": 1}  # fmt: skip
+    # the many-machine method: its iterates do not depend on where the groups live
+    common = {"loss": "logistic", "alpha": ALPHA, "solver": "tron", "grid": 2, "tol": TOL,
+              "max_epochs": 200, "eval_every": 1, "threads": 1}  # fmt: skip
     reference = daskpd.solve(splice_data, client=False, **common)
     with NetnsCluster(n_workers=2, rate="1gbit") as cluster:
         run_id, pids = cluster.run_id, list(cluster.pids.values())
@@ -113,11 +114,13 @@ def test_training_across_namespaces_to_a_certificate(splice_data):
             for shaped in (_qdisc(host.namespace, host.interface), _qdisc(bridge, host.port)):
                 assert "tbf" in shaped and "rate 1Gbit" in shaped, shaped
         assert run_leftovers(run_id)
+    assert result.solver == "tron"
     assert result.converged and 0 <= result.gap <= TOL
     assert reference.converged and 0 <= reference.gap <= TOL
-    assert result.primal == pytest.approx(reference.primal, rel=1e-8)
-    assert result.dual == pytest.approx(reference.dual, rel=1e-8)
-    np.testing.assert_allclose(result.w, reference.w, rtol=1e-8, atol=1e-12)
+    # the same rounds in the same order of sums: the same bits as in one process
+    assert result.n_epochs == reference.n_epochs
+    assert np.array_equal(result.w, reference.w)
+    assert [r["gap"] for r in result.history] == [r["gap"] for r in reference.history]
     assert run_leftovers(run_id) == [] and _gone(pids)
 
 
