@@ -17,7 +17,8 @@ JSON would lose them, and reads back exactly those types:
   :data:`BIT_GENERATORS`.
 
 Anything else is a ``TypeError`` that names where in the value it sits; a document with an
-unknown tag or bit generator is a ``ValueError``.
+unknown tag or bit generator, a tag with a body of the wrong type, or nested deeper than
+:data:`MAX_DEPTH` is a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ BIT_GENERATORS = {
     "Philox": np.random.Philox,
     "SFC64": np.random.SFC64,
 }
+
+#: How deep a stored value may nest (a model's deepest, a random state, nests 6 levels):
+#: deeper documents are refused before Python's recursion limit is near.
+MAX_DEPTH = 64
 
 _TAGS = (
     "__tuple__", "__dict__", "__array__", "__strings__", "__generator__", "__random_state__",
@@ -89,7 +94,7 @@ def encode(value, arrays, where="value"):
     raise TypeError(f"{where}: cannot store a value of type {type(value).__name__}")
 
 
-def decode(document, arrays, where="value"):
+def decode(document, arrays, where="value", _depth=0):
     """Rebuild what :func:`encode` wrote.
 
     Parameters
@@ -104,38 +109,85 @@ def decode(document, arrays, where="value"):
     Returns
     -------
     object
+
+    Raises
+    ------
+    ValueError
+        When ``document`` is not one :func:`encode` writes (an unknown tag, a tag's body of
+        another type, nesting deeper than :data:`MAX_DEPTH`), the message starting with
+        ``where``.
     """
     if document is None or isinstance(document, bool | int | float | str):
         return document
+    if _depth >= MAX_DEPTH:
+        raise ValueError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    depth = _depth + 1
     if isinstance(document, list):
-        return [decode(item, arrays, where) for item in document]
+        return [decode(item, arrays, where, depth) for item in document]
     if not isinstance(document, dict) or len(document) != 1:
-        raise ValueError(f"{where}: not a stored value: {str(document)[:80]!r}")
+        raise ValueError(f"{where}: not a stored value: {_shown(document)}")
     ((tag, body),) = document.items()
     if tag == "__tuple__":
-        return tuple(decode(item, arrays, where) for item in body)
+        _check_body(tag, body, list, where)
+        return tuple(decode(item, arrays, where, depth) for item in body)
     if tag == "__dict__":
-        return {decode(key, arrays, where): decode(item, arrays, where) for key, item in body}
+        _check_body(tag, body, list, where)
+        if not all(isinstance(pair, list) and len(pair) == 2 for pair in body):
+            raise ValueError(f"{where}: a '__dict__' entry is not a [key, value] pair")
+        out = {}
+        for key, item in body:
+            key = decode(key, arrays, where, depth)
+            if not _is_key(key):
+                raise ValueError(f"{where}: a '__dict__' key is a {type(key).__name__}")
+            out[key] = decode(item, arrays, where, depth)
+        return out
     if tag == "__array__":
-        if not isinstance(body, int) or not 0 <= body < len(arrays):
+        if isinstance(body, bool) or not isinstance(body, int) or not 0 <= body < len(arrays):
             raise ValueError(f"{where}: refers to array {body!r}, which is not stored")
         return arrays[body]
     if tag == "__strings__":
+        _check_body(tag, body, list, where)
+        if len(body) != 2 or not isinstance(body[0], list) or not isinstance(body[1], bool):
+            raise ValueError(f"{where}: a '__strings__' body is not [strings, as_objects]")
         items, as_objects = body
         if not all(isinstance(item, str) for item in items):
             raise ValueError(f"{where}: a string array holds something else")
         return np.array(items, dtype=object if as_objects else None)
     if tag in ("__generator__", "__random_state__"):
-        state = decode(body, arrays, where)
+        state = decode(body, arrays, where, depth)
         name = state.get("bit_generator") if isinstance(state, dict) else None
-        if name not in BIT_GENERATORS:
-            raise ValueError(f"{where}: unknown bit generator {name!r}")
+        if not isinstance(name, str) or name not in BIT_GENERATORS:
+            raise ValueError(f"{where}: unknown bit generator {_shown(name)}")
         bit_generator = BIT_GENERATORS[name]()
-        if tag == "__generator__":
-            bit_generator.state = state
-            return np.random.Generator(bit_generator)
-        # a RandomState's state also holds its cached Gaussian
-        random_state = np.random.RandomState(bit_generator)
-        random_state.set_state(state)
+        try:
+            if tag == "__generator__":
+                bit_generator.state = state
+                return np.random.Generator(bit_generator)
+            # a RandomState's state also holds its cached Gaussian
+            random_state = np.random.RandomState(bit_generator)
+            random_state.set_state(state)
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
+            raise ValueError(f"{where}: not a state of {name} ({exc!r})") from None
         return random_state
-    raise ValueError(f"{where}: unknown tag {tag!r} (known: {', '.join(_TAGS)})")
+    raise ValueError(f"{where}: unknown tag {_shown(tag)} (known: {', '.join(_TAGS)})")
+
+
+def _is_key(value) -> bool:
+    """Whether ``value`` is a key :func:`encode` writes: a plain scalar or a tuple of keys."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    return isinstance(value, tuple) and all(_is_key(item) for item in value)
+
+
+def _check_body(tag, body, kind, where) -> None:
+    if not isinstance(body, kind):
+        raise ValueError(f"{where}: a {tag!r} body is a {type(body).__name__}, not a list")
+
+
+def _shown(value) -> str:
+    """A short ``repr`` for a message (a forged document can be huge or deeply nested)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<a deeply nested {type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."

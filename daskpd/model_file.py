@@ -32,6 +32,12 @@ content of an ``"estimator"`` is a dict: ``estimator`` (``daskpd.estimators.<cla
 up in a table of daskpd's estimators, never imported by name), ``params`` (the constructor's
 parameters) and ``state`` (the fitted attributes, ``coef_`` included).
 
+A model file says what the model is (its class, hyper-parameters, solver and solver options,
+coefficients), never where or how to run: no scheduler address, callback, checkpoint
+directory or other path is written, and a document that names one is refused when read
+(:mod:`daskpd.estimators._model_file`); a solver is named by its registered name, which
+imports nothing but daskpd's own solver modules (:func:`daskpd.solvers.get_solver`).
+
 Reading never runs code from the file: the attributes are JSON, the document is JSON decoded
 into a closed set of types, an array must be numeric or boolean with codecs from
 :data:`ARRAY_CODECS` (a codec outside it, such as a pickle codec, is refused before any
@@ -360,10 +366,7 @@ def read_model_file(path, *, kind=None) -> ModelFile:
     else:
         if not isinstance(document, str):
             raise ValueError(f"{where}: its document is not a JSON string")
-        try:
-            parsed = json.loads(document)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: its document is not JSON ({exc})") from None
+        parsed = _parse_document(document, where)
         # format_version 2 numbered its arrays; 3 lists their names in document order
         names = attrs.get("arrays") if version == FORMAT_VERSION else None
         if names is None and version == 2:
@@ -379,15 +382,34 @@ def read_model_file(path, *, kind=None) -> ModelFile:
             if version == 2:
                 content = _legacy_estimator(attrs, parsed, ordered, where)
             else:
-                content = _codec.decode(parsed, ordered, f"{where}: document")
+                content = _codec.decode(parsed, ordered, "document")
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError) as exc:
-            # the codec names the file itself; a malformed body fails deeper, unnamed
+            # the codec's own refusals say where in the document; anything else failed deeper
+            detail = str(exc) if type(exc) is ValueError else repr(exc)
             if isinstance(exc, ValueError) and str(exc).startswith(where):
                 raise
-            raise ValueError(f"{where}: its document is not one daskpd writes ({exc!r})") from None
+            raise ValueError(f"{where}: its document is not one daskpd writes ({detail})") from None
         if not isinstance(content, dict):
             raise ValueError(f"{where}: its document is not a dict")
     return ModelFile(path=path, kind=found_kind, format_version=version, content=content)
+
+
+def _parse_document(document, where):
+    """The document's JSON, parsed; a ``ValueError`` naming the file for anything else.
+
+    A document nested far deeper than any this format writes (:data:`daskpd._codec.MAX_DEPTH`)
+    makes the JSON parser recurse until Python's limit: refused as not JSON, like malformed
+    text.
+    """
+    try:
+        return json.loads(document)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: its document is not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(
+            f"{where}: its document is not one daskpd writes (nested far deeper than the "
+            f"{_codec.MAX_DEPTH} levels a model may have)"
+        ) from None
 
 
 def _read_arrays(group, path, checksums, where) -> dict:
@@ -420,7 +442,7 @@ def _read_arrays(group, path, checksums, where) -> dict:
 def _check_array_metadata(metadata_path, name, where) -> None:
     try:
         metadata = json.loads(metadata_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CorruptStoreError(
             f"{where}: array {name!r} has no readable metadata ({exc})"
         ) from None
@@ -452,7 +474,7 @@ def _check_codecs(metadata, name, where) -> None:
 def _json_attribute(attrs, name, where):
     try:
         return json.loads(attrs[name])
-    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"{where}: attribute {name!r} is unreadable ({exc!r})") from None
 
 
@@ -489,11 +511,11 @@ def _legacy_estimator(attrs, parsed, arrays, where) -> dict:
     """The content of an estimator file of format_version 2 (``coef_`` was array 0)."""
     if not isinstance(parsed, dict) or not {"params", "state"} <= set(parsed) or not arrays:
         raise ValueError(f"{where}: its document is not an estimator's")
-    state = _codec.decode(parsed["state"], arrays, f"{where}: fitted attributes")
+    state = _codec.decode(parsed["state"], arrays, "fitted attributes")
     if not isinstance(state, dict):
         raise ValueError(f"{where}: its document is not an estimator's")
     return {
         "estimator": attrs["estimator"],
-        "params": _codec.decode(parsed["params"], arrays, f"{where}: parameters"),
+        "params": _codec.decode(parsed["params"], arrays, "parameters"),
         "state": {**state, "coef_": arrays[0]},
     }

@@ -84,13 +84,24 @@ def register_solver(solver=None, *, name: str | None = None):
     return register(solver)
 
 
+def _solver_module_names() -> frozenset:
+    """The solver modules beside this one: the only names :func:`get_solver` imports.
+
+    A name typed by a user or read from a model file is looked up in this set before anything
+    is imported, so it can never reach another module (``os.system``, ``_registry``).
+    """
+    return frozenset(
+        module.name
+        for module in pkgutil.iter_modules([os.path.dirname(__file__)])
+        if not module.name.startswith("_") and module.name.isidentifier()
+    )
+
+
 def _import_solver_modules() -> None:
     # the solver modules beside this one (importing the package from here would be a cycle)
-    for module in pkgutil.iter_modules([os.path.dirname(__file__)]):
-        if module.name.startswith("_"):
-            continue
+    for name in sorted(_solver_module_names()):
         try:
-            importlib.import_module(f"daskpd.solvers.{module.name}")
+            importlib.import_module(f"daskpd.solvers.{name}")
         except ImportError:
             # A module that cannot import (a missing optional dependency) registers nothing;
             # asking for its solver by name reports the import error itself.
@@ -123,22 +134,23 @@ def get_solver(name) -> Any:
     Raises
     ------
     ValueError
-        If no solver has that name; the message lists the valid names.
+        If no solver has that name; the message lists the valid names. A name is imported
+        only when it is one of the solver modules of this directory (nothing else is ever
+        imported by name).
     """
     if not isinstance(name, str):
         if all(hasattr(name, m) for m in ("init", "run_epoch", "iterate", "Options")):
             return name
         raise ValueError(f"solver must be a name or a Solver object, got {name!r}")
     key = name.lower()
-    if key not in _REGISTRY:
-        try:
-            importlib.import_module(f"daskpd.solvers.{key}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"daskpd.solvers.{key}":
-                raise
+    if key not in _REGISTRY and key in _solver_module_names():
+        # a solver module of this directory, and only one: a missing optional dependency
+        # is reported as its ImportError
+        importlib.import_module(f"daskpd.solvers.{key}")
     if key not in _REGISTRY:
         valid = ", ".join(available_solvers()) or "none registered"
-        raise ValueError(f"unknown solver {name!r}; valid solvers: {valid}")
+        if key not in _REGISTRY:
+            raise ValueError(f"unknown solver {name!r}; valid solvers: {valid}")
     return _REGISTRY[key]
 
 

@@ -338,12 +338,31 @@ def result_from_model_file(model_file) -> SolveResult:
     SolveResult
     """
     content = model_file.content
+    where = f"model {str(model_file.path)!r}"
+    solver, options = content.get("solver"), content.get("options")
+    if not isinstance(solver, str) or not isinstance(options, dict):
+        raise ValueError(f"{where}: its document is not a solve result's (solver and options)")
+    plain = all(isinstance(key, str) and _is_plain_option(value) for key, value in options.items())
+    if not plain:
+        raise ValueError(f"{where}: its solver options are not names with plain values")
+    vectors = [content.get(name) for name in ("w", "z", "w_avg")]
+    if not isinstance(vectors[0], np.ndarray) or not all(
+        vector is None or (isinstance(vector, np.ndarray) and vector.dtype.kind in "fiub")
+        for vector in vectors
+    ):
+        raise ValueError(f"{where}: its document is not a solve result's (w, z, w_avg)")
+    history = content.get("history")
+    if not isinstance(content.get("objective"), dict) or not (
+        isinstance(history, list | tuple) and all(isinstance(row, dict) for row in history)
+    ):
+        raise ValueError(f"{where}: its document is not a solve result's (objective, history)")
     try:
-        options = content["options"]
         try:
-            options = make_options(get_solver(content["solver"]), options)
+            # a registered name (get_solver imports daskpd's own solver modules only)
+            options = make_options(get_solver(solver), options)
         except ValueError:
-            # a method this process has not registered: its options stay a dict
+            # a method this process has not registered, or options it no longer has: they
+            # stay a dict of plain values
             pass
         return SolveResult(
             w=np.asarray(content["w"], dtype=np.float64),
@@ -360,10 +379,14 @@ def result_from_model_file(model_file) -> SolveResult:
             seed_entropy=int(content["seed_entropy"]),
             recoveries=int(content["recoveries"]),
         )
-    except (KeyError, TypeError) as exc:
-        raise ValueError(
-            f"model {str(model_file.path)!r}: its document is not a solve result's ({exc!r})"
-        ) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: its document is not a solve result's ({exc!r})") from None
+
+
+def _is_plain_option(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_is_plain_option(item) for item in value)
+    return value is None or isinstance(value, bool | int | float | str)
 
 
 @dataclass(frozen=True)
