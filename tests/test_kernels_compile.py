@@ -282,7 +282,18 @@ def _direct_workload():
     ``row_dots``), and DSO's ``unpack_columns``, which runs only when a ``w`` block is made
     plain for another machine or pickled (never on the in-process scheduler).
     """
-    from daskpd.kernels import cocoa, dataset, dso, dspdc, features, gsfw, parsing, pdprox, spdc
+    from daskpd.kernels import (
+        cocoa,
+        dataset,
+        dso,
+        dspdc,
+        features,
+        gsfw,
+        parsing,
+        pdprox,
+        spdc,
+        tron,
+    )
 
     p = np.array([0.5])
     indptr = np.array([0, 2, 3], dtype=np.int64)
@@ -375,6 +386,12 @@ def _direct_workload():
     cocoa.local_columns(indices, 3)
     # the sum of added steps (several groups; one group on every column hands its step on)
     cocoa.add_step(w.copy(), np.arange(3, dtype=np.int32), w, False)
+    # the screened groups' bound shift (several groups)
+    cocoa.column_shift(w, w.copy(), np.arange(3, dtype=np.int32))
+    # tron: the curvature its gradient rows call, and the sum of several groups' shares
+    tron.loss_curvature(scalar.LOGISTIC, p, 0.3, 1.0)
+    tron.merge_columns(np.array([0, 2], dtype=np.int32), np.ones((2, 2)),
+                       np.array([1, 2], dtype=np.int32), np.ones((2, 2)))  # fmt: skip
     packed = dso.pack_columns(w, w.copy(), w.copy())
     dso.unpack_columns(packed, np.empty(3), np.empty(3))
 

@@ -99,6 +99,31 @@ def test_gradient_and_hessian_rows_equal_numpy(loss, binary):
     assert total == pytest.approx(c @ _numpy_loss(loss, margins + 0.3 * step_margins, y)[0])
 
 
+def test_shares_on_their_own_columns_sum_as_dense_vectors():
+    from daskpd.solvers.tron._tasks import _add, _dense, _Share
+
+    rng = np.random.default_rng(11)
+    n_columns, dense = 50, []
+    shares = []
+    for size in (7, 20, 0, 33):
+        columns = np.sort(rng.choice(n_columns, size, replace=False)).astype(np.int32)
+        values = rng.normal(size=(2, size))
+        full = np.zeros((2, n_columns))
+        full[:, columns] = values
+        shares.append(_Share(columns, values))
+        dense.append(full)
+    shares.append(_Share(None, rng.normal(size=(2, n_columns))))
+    dense.append(shares[-1].values)
+    expected = np.sum(dense, axis=0)
+    for order in (shares, shares[::-1], shares[1:] + shares[:1]):
+        total = order[0]
+        for share in order[1:]:
+            total = _add(total, share)
+        np.testing.assert_allclose(_dense(total, n_columns), expected, rtol=1e-12)
+    merged = _add(*shares[:4])
+    assert np.all(np.diff(merged.columns) > 0)
+
+
 def test_thread_cuts_balance_nonzeros_and_cover_every_row():
     indptr = np.cumsum([0, 5, 1, 1, 1, 8, 0, 2, 2]).astype(np.int64)
     cuts = kernels.thread_cuts(indptr, 3)

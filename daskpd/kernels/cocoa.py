@@ -108,6 +108,7 @@ import numpy as np
 
 from daskpd.kernels import scalar
 from daskpd.kernels._config import njit
+from daskpd.kernels.dataset import local_columns  # noqa: F401  (the groups' columns)
 from daskpd.kernels.dso import LOGISTIC_MARGIN
 from daskpd.kernels.features import splitmix64
 from daskpd.kernels.intrinsics import prefetch_record
@@ -576,43 +577,6 @@ def add_step(w, columns, step, direct):
         return
     for local in range(columns.shape[0]):
         w[columns[local]] += step[local]
-
-
-@njit
-def local_columns(indices, n_features):
-    """The columns a group uses, increasing, and its indices renumbered into them.
-
-    The group's kernel then reads and writes a ``pack`` of its own columns only (on wide
-    sparse data a fraction of ``n_features``), and only that part of ``w`` travels.
-
-    Parameters
-    ----------
-    indices : ndarray of shape (nnz,), int32
-        Column ids of the group's nonzeros.
-    n_features : int
-
-    Returns
-    -------
-    columns : ndarray of shape (n_columns,), int32
-    local : ndarray of shape (nnz,), int32
-        ``columns[local[e]] == indices[e]``.
-    """
-    position = np.full(n_features, -1, dtype=np.int64)
-    for e in range(indices.shape[0]):
-        position[indices[e]] = 0
-    n_columns = 0
-    for j in range(n_features):
-        if position[j] == 0:
-            position[j] = n_columns
-            n_columns += 1
-    columns = np.empty(n_columns, dtype=np.int32)
-    for j in range(n_features):
-        if position[j] >= 0:
-            columns[position[j]] = j
-    local = np.empty(indices.shape[0], dtype=np.int32)
-    for e in range(indices.shape[0]):
-        local[e] = position[indices[e]]
-    return columns, local
 
 
 @njit

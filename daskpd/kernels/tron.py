@@ -33,6 +33,7 @@ __all__ = [
     "hessian_rows",
     "line_sum",
     "loss_curvature",
+    "merge_columns",
     "point_vectors",
     "row_products",
     "thread_cuts",
@@ -294,3 +295,35 @@ def cg_direction(residual, m_diag, beta, direction):
     """The next direction ``d = r / M + beta d``, in place."""
     for j in range(direction.shape[0]):
         direction[j] = residual[j] / m_diag[j] + beta * direction[j]
+
+
+@njit
+def merge_columns(columns_a, values_a, columns_b, values_b):
+    """The sum of two groups' shares on their own columns: ``(columns, values)`` on the
+    union of the increasing ``columns_a`` and ``columns_b`` (int32), ``values`` of shape
+    (n_vectors, n_columns), each a vector of the share (a gradient's ``X^T z`` and diagonal,
+    or a Hessian-vector product)."""
+    n_a, n_b = columns_a.shape[0], columns_b.shape[0]
+    n_vectors = values_a.shape[0]
+    columns = np.empty(n_a + n_b, dtype=np.int32)
+    values = np.empty((n_vectors, n_a + n_b))
+    a = b = out = 0
+    while a < n_a or b < n_b:
+        if b == n_b or (a < n_a and columns_a[a] < columns_b[b]):
+            columns[out] = columns_a[a]
+            for v in range(n_vectors):
+                values[v, out] = values_a[v, a]
+            a += 1
+        elif a == n_a or columns_b[b] < columns_a[a]:
+            columns[out] = columns_b[b]
+            for v in range(n_vectors):
+                values[v, out] = values_b[v, b]
+            b += 1
+        else:
+            columns[out] = columns_a[a]
+            for v in range(n_vectors):
+                values[v, out] = values_a[v, a] + values_b[v, b]
+            a += 1
+            b += 1
+        out += 1
+    return columns[:out].copy(), values[:, :out].copy()

@@ -404,7 +404,7 @@ def _gradient_round(graph, state, w, margins, step_margins, step_length):
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
     kept = [
         graph.task(f"{name}-{k}", operator.getitem, part, index, worker=state.owners[k])
-        for name, index in (("z", 3), ("curv", 4), ("u", 5))
+        for name, index in (("z", 2), ("curv", 3), ("u", 4))
         for k, part in enumerate(parts)
     ]
     return [point, scalars, *kept]
@@ -489,7 +489,9 @@ def _value(ref):
 
 def _read_groups(data, problem, client, owners, bounds, threads, positions, token):
     """The row groups, read once each by its owner (futures), or in-process (values);
-    ``positions`` renumbers their columns into the used ones (None: all are used)."""
+    ``positions`` renumbers their columns into the used ones (None: all are used); with
+    several groups each keeps its own columns."""
+    own_columns = len(owners) > 1
     class_pair = class_weight_pair(problem, data)
     ranges = _ranges(bounds)
     if client is not None and is_on_disk(data):
@@ -509,6 +511,7 @@ def _read_groups(data, problem, client, owners, bounds, threads, positions, toke
                     class_pair,
                     threads,
                     positions,
+                    own_columns,
                     worker=owners[k],
                 )  # fmt: skip
                 for k, (start, stop) in enumerate(ranges)
@@ -520,7 +523,8 @@ def _read_groups(data, problem, client, owners, bounds, threads, positions, toke
         wait(groups)
         return groups
     loaded = (
-        _load_group(data, start, stop, class_pair, threads, positions) for start, stop in ranges
+        _load_group(data, start, stop, class_pair, threads, positions, own_columns)
+        for start, stop in ranges
     )
     if client is not None:
         return [

@@ -15,6 +15,7 @@ import numpy as np
 
 from daskpd.data.format import NO_VALUES
 from daskpd.kernels import tron as kernels
+from daskpd.kernels.dataset import local_columns
 from daskpd.solvers._groups import in_threads, row_weights
 from daskpd.solvers.tron._options import PCG_MIX
 
@@ -30,6 +31,18 @@ class _Group(NamedTuple):
     weight: np.ndarray
     #: thread cuts by nonzeros, for the run's thread count
     cuts: np.ndarray
+    #: the group's own columns (increasing, into the run's used columns) that ``indices``
+    #: number; None: the group's indices are the run's columns (one group)
+    columns: np.ndarray | None = None
+
+
+class _Share(NamedTuple):
+    """A group's (or a sum of groups') d-vectors on its own columns."""
+
+    #: increasing int32 positions into the run's columns; None: all of them, in order
+    columns: np.ndarray | None
+    #: shape (n_vectors, n_columns of the share)
+    values: np.ndarray
 
 
 class _Point(NamedTuple):
@@ -62,16 +75,21 @@ class _Cg(NamedTuple):
 # on the groups' owners
 
 
-def _load_group(source, start, stop, class_pair, threads, used):
+def _load_group(source, start, stop, class_pair, threads, used, own_columns):
     """Task: rows ``start:stop`` of ``source`` as a :class:`_Group` (kept by the owner), its
-    column ids renumbered into the data's used columns (``used``, positions by column id, or
-    None when every column is used)."""
+    column ids renumbered into the data's used columns (``used``: positions by column id, or
+    None when every column is used) and, with ``own_columns`` (several groups), into the
+    group's own columns, so that its shares of a product are as long as those."""
     indptr, indices, vals, y = source.read_rows_arrays(start, stop)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indptr = indptr - indptr[0]
     indices = np.ascontiguousarray(indices, dtype=np.int32)
     if used is not None:
         indices = used[indices]
+    columns = None
+    if own_columns:
+        n_columns = int(source.n_features) if used is None else int(used.max()) + 1
+        columns, indices = local_columns(indices, n_columns)
     binary = vals is None
     if binary:
         vals = NO_VALUES
@@ -82,17 +100,22 @@ def _load_group(source, start, stop, class_pair, threads, used):
     y = np.ascontiguousarray(y, dtype=np.float64)
     weight = row_weights(source, y, start, stop, class_pair)
     cuts = kernels.thread_cuts(indptr, int(threads))
-    return _Group(indptr, indices, vals, binary, y, weight, cuts)
+    return _Group(indptr, indices, vals, binary, y, weight, cuts, columns)
+
+
+def _own(group, v):
+    """``v`` (on the run's columns) on the group's own columns."""
+    return v if group.columns is None else v[group.columns]
 
 
 def _margins_task(group, w):
     """A group's margins ``X_k w`` (kept on the owner; a warm start's)."""
-    return _row_products(group, w)
+    return _row_products(group, _own(group, w))
 
 
 def _step_margins_task(group, step):
     """A group's ``X_k s`` for a Newton step ``s`` (kept on the owner for the line search)."""
-    return _row_products(group, step)
+    return _row_products(group, _own(group, step))
 
 
 def _row_products(group, v):
@@ -128,7 +151,7 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
     if step_margins is not None:
         margins = margins + step_length * step_margins
     m = group.y.shape[0]
-    d = settings.n_columns
+    d = settings.n_columns if group.columns is None else group.columns.shape[0]
     n_threads = group.cuts.shape[0] - 1
     z = np.empty(m)
     curv = np.empty(m)
@@ -146,19 +169,15 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
         )  # fmt: skip
 
     in_threads(n_threads, work)
-    return (
-        _thread_sum(xtz),
-        _thread_sum(diag) if settings.precondition else None,
-        sums.sum(axis=0),
-        z,
-        curv,
-        margins,
-    )
+    xtz = _thread_sum(xtz)
+    vectors = np.stack([xtz, _thread_sum(diag)]) if settings.precondition else xtz[None, :]
+    return (_Share(group.columns, vectors), sums.sum(axis=0), z, curv, margins)
 
 
 def _hessian_task(group, curv, v):
     """A group's share of a Hessian-vector product: ``X_k^T (curv * (X_k v))``."""
     n_threads = group.cuts.shape[0] - 1
+    v = _own(group, v)
     out = np.zeros((n_threads, v.shape[0]))
 
     def work(t):
@@ -168,7 +187,7 @@ def _hessian_task(group, curv, v):
         )  # fmt: skip
 
     in_threads(n_threads, work)
-    return _thread_sum(out)
+    return _Share(group.columns, _thread_sum(out)[None, :])
 
 
 def _thread_sum(rows):
@@ -181,21 +200,44 @@ def _thread_sum(rows):
 
 def _shares(part):
     """The part of a gradient task's output that is summed over the groups."""
-    return part[0], part[1], part[2]
+    return part[0], part[1]
 
 
 def _add(*parts):
-    """Sum of the groups' shares (arrays, or tuples of arrays / None), in the order given."""
+    """Sum of the groups' shares (:class:`_Share`, arrays, or tuples of them), in the order
+    given."""
     first = parts[0]
+    if isinstance(first, _Share):
+        total = first
+        for part in parts[1:]:
+            total = _add_shares(total, part)
+        return total
     if isinstance(first, tuple):
-        return tuple(
-            None if first[k] is None else _add(*(part[k] for part in parts))
-            for k in range(len(first))
-        )
+        return tuple(_add(*(part[k] for part in parts)) for k in range(len(first)))
     total = first.copy()
     for part in parts[1:]:
         total += part
     return total
+
+
+def _add_shares(a, b):
+    if a.columns is not None and b.columns is not None:
+        return _Share(*kernels.merge_columns(a.columns, a.values, b.columns, b.values))
+    if a.columns is None and b.columns is None:
+        return _Share(None, a.values + b.values)
+    full, part = (a, b) if a.columns is None else (b, a)
+    values = full.values.copy()
+    values[:, part.columns] += part.values
+    return _Share(None, values)
+
+
+def _dense(share, n_columns):
+    """A share's vectors on every one of the run's columns (on the home)."""
+    if share.columns is None:
+        return share.values
+    values = np.zeros((share.values.shape[0], n_columns))
+    values[:, share.columns] = share.values
+    return values
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,7 +246,9 @@ def _add(*parts):
 
 def _point_task(w, shares, settings):
     """The :class:`_Point` at ``w`` from the summed shares of its gradient pass."""
-    xtz, diag, sums = shares
+    share, sums = shares
+    vectors = _dense(share, w.shape[0])
+    xtz, diag = vectors[0], vectors[1] if settings.precondition else None
     n, alpha = settings.n_samples, settings.alpha
     gradient, m_diag = np.empty_like(w), np.empty_like(w)
     w_w, g_g, g_mg, dual_sq = kernels.point_vectors(
@@ -266,6 +310,7 @@ def _cg_step(cg, products, point, settings):
         return cg
     d = cg.direction
     hd = np.empty_like(d)
+    products = _dense(products, d.shape[0])[0]
     curvature = kernels.cg_curvature(d, products, settings.alpha, float(settings.n_samples), hd)
     iterations = cg.iterations + 1
     if not curvature > 1e-16 * float(d @ d) * settings.alpha:
