@@ -12,6 +12,13 @@ Policy (the same for the CLI and the estimators):
   (``start=True``), with one single-threaded worker process per core by default, so numba
   kernels of different tasks never share a GIL or a cache line, and the memory settings of
   :data:`WORKER_ENVIRON`.
+
+What a ``LocalCluster`` started here listens on: its scheduler, nannies and workers (and
+the workers' HTTP servers) on :data:`LOOPBACK` only, and its dashboard on
+:data:`LOOPBACK_DASHBOARD` unless ``ClusterOptions.dashboard_address`` (``daskpd
+--dashboard-address``) names another address. Dask's own default for a dashboard given as a
+bare port (``":0"``, ``":8787"``) is every interface. With a ``scheduler`` address, where
+things listen is the user's cluster's business.
 """
 
 from __future__ import annotations
@@ -20,6 +27,11 @@ import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
+
+#: Where a LocalCluster started here listens: its scheduler, nannies and workers.
+LOOPBACK = "127.0.0.1"
+#: Where its dashboard listens by default: the loopback, on a port the system chooses.
+LOOPBACK_DASHBOARD = f"{LOOPBACK}:0"
 
 #: Dask configuration keys of a client's TLS settings (``distributed.Security()`` reads them).
 TLS_CONFIG_KEYS = {
@@ -115,12 +127,17 @@ class ClusterOptions:
         scheduler is reached with the settings of Dask's configuration
         (``distributed.comm.tls.ca-file``, ``distributed.comm.tls.client.cert`` and ``.key``),
         and is an error when those are not set.
+    dashboard_address : str or None
+        ``HOST:PORT`` where the dashboard of a local cluster listens (port 0: one the system
+        chooses; an empty host, ``:8787``, is every interface, as in Dask). ``None`` means
+        :data:`LOOPBACK_DASHBOARD`, reachable from this machine only.
 
     Raises
     ------
     ValueError
         When TLS settings come without a ``tls://`` scheduler address, or as both files and
-        a ``security`` object, or as a certificate without a CA (or the reverse).
+        a ``security`` object, or as a certificate without a CA (or the reverse); when
+        ``dashboard_address`` is not ``HOST:PORT`` or comes with a ``scheduler``.
     FileNotFoundError
         When a TLS file does not exist (the message names the parameter and the file).
     """
@@ -135,12 +152,21 @@ class ClusterOptions:
     tls_cert: str | None = None
     tls_key: str | None = None
     security: Any = None
+    dashboard_address: str | None = None
 
     def __post_init__(self):
         if self.n_workers is not None and int(self.n_workers) < 1:
             raise ValueError(f"n_workers must be >= 1, got {self.n_workers!r}")
         if int(self.threads_per_worker) < 1:
             raise ValueError(f"threads_per_worker must be >= 1, got {self.threads_per_worker!r}")
+        if self.dashboard_address is not None:
+            if self.scheduler:
+                # no parameter is accepted and then ignored
+                raise ValueError(
+                    f"dashboard_address (--dashboard-address) applies to a LocalCluster started "
+                    f"here; the scheduler {self.scheduler!r} has its own dashboard"
+                )
+            _split_address(self.dashboard_address)
         files = {
             name: getattr(self, name)
             for name in ("tls_ca_file", "tls_cert", "tls_key")
@@ -219,6 +245,42 @@ def _is_pem_text(value) -> bool:
     return isinstance(value, str) and "-----BEGIN" in value
 
 
+def _split_address(address):
+    """``(host, port)`` of a ``HOST:PORT`` text (``[::1]:0`` for IPv6; an empty host is every
+    interface); a ``ValueError`` naming the option otherwise."""
+    host, sep, port = str(address).rpartition(":") if isinstance(address, str) else ("", "", "")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port.isdigit() or int(port) > 65535 or any(c.isspace() for c in host):
+        raise ValueError(
+            "dashboard_address (--dashboard-address) must be HOST:PORT, e.g. 127.0.0.1:8787 "
+            f"(port 0: any free port; ':8787': every interface), got {address!r}"
+        )
+    return host, int(port)
+
+
+def dashboard_link(client):
+    """The link to the dashboard of ``client``'s cluster, where it really listens, or None.
+
+    For a ``LocalCluster`` started in this process, the address its HTTP server is bound to
+    (distributed's own ``dashboard_link`` puts the dashboard's port on the scheduler's host,
+    which is another address when the dashboard listens elsewhere); a dashboard on every
+    interface is shown on the loopback, saying so. For another cluster, the link its
+    scheduler gives.
+    """
+    cluster = getattr(client, "cluster", None)
+    server = getattr(getattr(cluster, "scheduler", None), "http_server", None)
+    host, port = getattr(server, "address", None), getattr(server, "port", None)
+    if host is None or not port:
+        return getattr(client, "dashboard_link", None) or None
+    every = host in ("", "0.0.0.0", "::")
+    shown = LOOPBACK if every else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    link = f"http://{shown}:{port}/status"
+    return f"{link} (listening on every interface)" if every else link
+
+
 def _check_tls_file(path, what) -> None:
     if not os.path.isfile(os.fspath(path)):
         raise FileNotFoundError(f"{what}: no such file {os.fspath(path)!r}")
@@ -279,6 +341,12 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
             yield client
         return
     existing = active_client()
+    if (existing is not None or not start) and options.dashboard_address is not None:
+        raise ValueError(
+            "dashboard_address (--dashboard-address) applies to a LocalCluster started here, "
+            "and none is started: "
+            + ("an active client is used" if existing is not None else "start=False")
+        )
     if existing is not None:
         yield existing
         return
@@ -298,7 +366,9 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
             n_workers=n_workers,
             threads_per_worker=options.threads_per_worker,
             processes=True,
-            dashboard_address=":0",
+            # Dask's default, but stated: the scheduler, nannies and workers on the loopback
+            host=LOOPBACK,
+            dashboard_address=options.dashboard_address or LOOPBACK_DASHBOARD,
             **kwargs,
         )
     client = Client(cluster)

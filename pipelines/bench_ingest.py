@@ -146,7 +146,9 @@ def main(argv=None):
     if args.workers:
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1) as cluster:
+        with LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, dashboard_address="127.0.0.1:0"
+        ) as cluster:
             with Client(cluster) as client:
                 ingest_svmlight(source, os.path.join(workdir, "warm"), overwrite=True,
                                 client=client)  # fmt: skip

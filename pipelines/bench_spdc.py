@@ -292,7 +292,7 @@ def bench_dask(repeats, epochs):
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         data = write_dataset(X, y, f"{tmp}/bench.zarr", rows_per_block=10_000)
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0")
         client = Client(cluster)
         try:
             for label, chosen in (("LocalCluster (2 processes)", client), ("in-process", False)):

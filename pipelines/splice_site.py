@@ -269,6 +269,7 @@ def run(config: PipelineConfig) -> dict:
     report : dict
         What ``report.json`` holds.
     """
+    from daskpd._cluster import dashboard_link
     from daskpd.dataset import open_dataset, partition_dataset
     from daskpd.metrics import auprc, average_precision
     from daskpd.solvers import solve
@@ -281,7 +282,7 @@ def run(config: PipelineConfig) -> dict:
 
     with _client(config) as client:
         dask_client = client or None
-        dashboard = getattr(dask_client, "dashboard_link", None)
+        dashboard = dashboard_link(dask_client) if dask_client is not None else None
         tick = time.perf_counter()
         if config.generate is None:
             sequences, y = read_sequences(config.data, config.positive)

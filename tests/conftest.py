@@ -13,7 +13,7 @@ def local_cluster():
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
     )
     # Not the default client: a session-wide default would silently send every later
     # in-process test's Dask work to this cluster. Tests pass it explicitly (client=...)
@@ -37,7 +37,7 @@ def capped_cluster():
         with (
             LocalCluster(
                 n_workers=2, threads_per_worker=1, processes=True,
-                memory_limit=f"{limit_mib}MiB", dashboard_address=":0",
+                memory_limit=f"{limit_mib}MiB", dashboard_address="127.0.0.1:0",
             ) as cluster,
             Client(cluster, set_as_default=False) as client,
         ):  # fmt: skip

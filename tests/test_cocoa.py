@@ -1104,7 +1104,7 @@ def one_worker():
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
     )
     client = Client(cluster, set_as_default=False)
     yield client

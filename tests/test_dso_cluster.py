@@ -228,11 +228,14 @@ def two_machines(tmp_path_factory):
     workers = {
         f"w{k}": {
             "cls": Nanny,
-            "options": {"nthreads": 1, "env": {ROOT_VARIABLE: str(root)}},
+            "options": {"nthreads": 1, "host": "127.0.0.1", "env": {ROOT_VARIABLE: str(root)}},
         }
         for k, root in enumerate(roots)
     }
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},
+    }
     cluster = SpecCluster(workers=workers, scheduler=scheduler)
     client = Client(cluster, set_as_default=False)
     yield client, roots

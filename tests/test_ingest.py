@@ -454,7 +454,7 @@ def test_ingestion_memory_is_bounded_on_capped_workers(tmp_path, big_svmlight):
     with dask.config.set(config):
         cluster = LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GiB",
-            dashboard_address=":0",
+            dashboard_address="127.0.0.1:0",
         )  # fmt: skip
     with cluster, Client(cluster, set_as_default=False) as client:
         pids = client.run(_warm_up_worker, small, str(tmp_path / "warm"))

@@ -96,7 +96,7 @@ def tls_scheduler(certificates):
         processes=True,
         protocol="tls://",
         security=security,
-        dashboard_address=":0",
+        dashboard_address="127.0.0.1:0",
     )
     yield cluster.scheduler_address
     cluster.close()

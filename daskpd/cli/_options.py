@@ -44,6 +44,13 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
         help="threads of each LocalCluster worker process (default: 1)",
     )
     group.add_argument(
+        "--dashboard-address",
+        metavar="HOST:PORT",
+        default=None,
+        help="where the LocalCluster's dashboard listens (default: 127.0.0.1:0, this machine "
+        "only, any free port; ':8787' is every interface)",
+    )
+    group.add_argument(
         "--connect-timeout",
         type=_positive_float("--connect-timeout"),
         default=10.0,
@@ -74,9 +81,10 @@ def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
 
 def _cluster_asked(args):
     """Whether the command line asks for Dask workers (a scheduler, a LocalCluster shape or
-    TLS settings, which are an error without a tls:// scheduler)."""
+    dashboard, or TLS settings, which are an error without a tls:// scheduler)."""
     tls = args.tls_ca_file or args.tls_cert or args.tls_key
-    return bool(args.scheduler or args.workers or args.threads_per_worker or tls)
+    local = args.workers or args.threads_per_worker or args.dashboard_address
+    return bool(args.scheduler or local or tls)
 
 
 def _cluster_options(args):
@@ -91,11 +99,14 @@ def _cluster_options(args):
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         timeout=args.connect_timeout,
+        dashboard_address=args.dashboard_address,
     )
 
 
 def _print_dashboard(client) -> None:
-    link = getattr(client, "dashboard_link", None)
+    from daskpd._cluster import dashboard_link
+
+    link = dashboard_link(client)
     if link:
         print(f"Dask dashboard: {link}", file=sys.stderr)
 
