@@ -300,6 +300,6 @@ _FITTED_DOC = """
         The solver that ran.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when X had string column names.
 """
