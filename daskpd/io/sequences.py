@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from daskpd.io import _parts
-from daskpd.io.svmlight import _line_blocks, _open, compression_of
+from daskpd.io.svmlight import _line_blocks, _open, _reported, compression_of
 from daskpd.kernels import features as wd
 from daskpd.kernels import parsing
 
@@ -258,6 +258,7 @@ def _parse_sequence_range(path, compression, start, stop, parts_dir, range_id, o
             blocks = _fasta_blocks(handle, options.chunk_bytes)
         else:
             blocks = _line_blocks(handle, start, stop, options.chunk_bytes)
+        blocks = _reported(blocks, meta, lambda detail, line: (line, detail))
         for block_id, block in enumerate(blocks):
             if options.file_format == "fasta":
                 parsed, error = _parse_fasta_block(block)

@@ -29,6 +29,7 @@ import bz2
 import gzip
 import lzma
 import os
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,13 +72,66 @@ def compression_of(path) -> str | None:
     return None
 
 
+class CompressedInputError(ValueError):
+    """A compressed input that is truncated or damaged; the message names the file.
+
+    Attributes
+    ----------
+    path : str
+    compression : str
+    reason : str
+        What the decompressor said.
+    """
+
+    def __init__(self, path, compression, reason):
+        super().__init__(f"{path}: {self.detail(compression, reason)}")
+        self.path, self.compression, self.reason = path, compression, reason
+
+    @staticmethod
+    def detail(compression, reason, where=""):
+        return (
+            f"the {compression} data ends early or is damaged{where}: the file is truncated "
+            f"or altered ({reason})"
+        )
+
+
+#: What the decompressors raise on a truncated or damaged stream (``gzip.BadGzipFile`` and
+#: bz2's "Invalid data stream" are ``OSError``).
+_STREAM_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+class _CompressedReader:
+    """A decompressing reader whose stream errors name the file (a ``ValueError``)."""
+
+    def __init__(self, handle, path, compression):
+        self._handle, self._path, self._compression = handle, path, compression
+
+    def read(self, size=-1):
+        try:
+            return self._handle.read(size)
+        except _STREAM_ERRORS as exc:
+            raise CompressedInputError(os.fspath(self._path), self._compression, exc) from None
+
+    def seek(self, offset):
+        return self._handle.seek(offset)
+
+    def close(self):
+        self._handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
 def _open(path, compression):
     if compression == "gzip":
-        return gzip.open(path, "rb")
+        return _CompressedReader(gzip.open(path, "rb"), path, compression)
     if compression == "bz2":
-        return bz2.open(path, "rb")
+        return _CompressedReader(bz2.open(path, "rb"), path, compression)
     if compression == "xz":
-        return lzma.open(path, "rb")
+        return _CompressedReader(lzma.open(path, "rb"), path, compression)
     return open(path, "rb")
 
 
@@ -197,7 +251,8 @@ def _parse_range(path, compression, start, stop, parts_dir, range_id, options):
     }
     labels_seen: set = set()
     with _open(path, compression) as handle:
-        for block_id, block in enumerate(_line_blocks(handle, start, stop, options.chunk_bytes)):
+        blocks = _line_blocks(handle, start, stop, options.chunk_bytes)
+        for block_id, block in enumerate(_reported(blocks, meta)):
             arrays, error, n_lines = _parse_block(block, options)
             if error is not None:
                 message, line, token = error
@@ -234,6 +289,16 @@ def _parse_range(path, compression, start, stop, parts_dir, range_id, options):
             meta["n_lines"] += n_lines
     meta["labels"] = sorted(labels_seen)
     return meta
+
+
+def _reported(blocks, meta, error=lambda detail, line: (detail, line, b"")):
+    """The blocks; a damaged compressed stream ends them with ``error(detail, line)`` in
+    ``meta["error"]`` (the client reports it naming file and line), not a failed task."""
+    try:
+        yield from blocks
+    except CompressedInputError as exc:
+        detail = exc.detail(exc.compression, exc.reason, " at or after this line")
+        meta["error"] = error(detail, meta["n_lines"])
 
 
 def _plan(sources, range_bytes):
