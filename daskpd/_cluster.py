@@ -33,6 +33,11 @@ LOOPBACK = "127.0.0.1"
 #: Where its dashboard listens by default: the loopback, on a port the system chooses.
 LOOPBACK_DASHBOARD = f"{LOOPBACK}:0"
 
+#: The module each worker of a LocalCluster started here runs at its start (Dask's preload):
+#: it keeps the worker from logging again, as a traceback, the input errors that the client
+#: reports in one line.
+WORKER_PRELOAD = "daskpd._worker_logging"
+
 #: Dask configuration keys of a client's TLS settings (``distributed.Security()`` reads them).
 TLS_CONFIG_KEYS = {
     "tls_ca_file": "distributed.comm.tls.ca-file",
@@ -369,6 +374,8 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
             # Dask's default, but stated: the scheduler, nannies and workers on the loopback
             host=LOOPBACK,
             dashboard_address=options.dashboard_address or LOOPBACK_DASHBOARD,
+            # a task failing on damaged input is reported by the client, in one line
+            preload=[WORKER_PRELOAD],
             **kwargs,
         )
     client = Client(cluster)

@@ -43,7 +43,7 @@ def _scores_labels(y_true, scores, *, binary=True):
         ok = (y == 1) | (y == -1) | (y == 0)
         if not np.all(ok):
             raise ValueError(
-                f"y_true must hold labels in {{-1, +1}} or {{0, 1}}, got {y[~ok][0]!r}"
+                f"y_true must hold labels in {{-1, +1}} or {{0, 1}}, got {y[~ok][0].item()!r}"
             )
     return y, s
 

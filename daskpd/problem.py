@@ -89,6 +89,12 @@ class Evaluation(NamedTuple):
     n_samples: int
 
 
+def _plain(value):
+    """A NumPy scalar as the Python number (or string) it holds, for messages: ``0.0``, not
+    ``np.float64(0.0)``."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _as_data(data):
     """Return the dataset-like object for ``data``.
 
@@ -275,10 +281,12 @@ def _normalize_class_weight(class_weight):
     items = {}
     for label, weight in class_weight.items():
         if float(label) not in (-1.0, 1.0):
-            raise ValueError(f"class_weight labels must be -1 or +1, got label {label!r}")
+            raise ValueError(f"class_weight labels must be -1 or +1, got label {_plain(label)!r}")
         weight = float(weight)
         if not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"class_weight[{label!r}] must be finite and >= 0, got {weight!r}")
+            raise ValueError(
+                f"class_weight[{_plain(label)!r}] must be finite and >= 0, got {weight!r}"
+            )
         items[float(label)] = weight
     return ((-1.0, items.get(-1.0, 1.0)), (1.0, items.get(1.0, 1.0)))
 
@@ -393,7 +401,8 @@ class Problem:
             bad = y[(y != 1.0) & (y != -1.0)]
             if bad.size:
                 raise ValueError(
-                    f"loss={self.loss.name!r} needs labels in {{-1, +1}}, got label {bad[0]!r}"
+                    f"loss={self.loss.name!r} needs labels in {{-1, +1}}, got label "
+                    f"{_plain(bad[0])!r}"
                 )
             counts = {"-1": int(np.sum(y == -1.0)), "1": int(np.sum(y == 1.0))}
         n_negative, n_positive = int(counts.get("-1", 0)), int(counts.get("1", 0))

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import logging
 import lzma
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
+from daskpd import _worker_logging, metrics
 from daskpd.cli import main
 from daskpd.data import write_dataset
+from daskpd.estimators import LinearSVC
+
+CLI = [sys.executable, "-m", "daskpd.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +84,87 @@ def test_a_truncated_or_damaged_compressed_input_is_one_line_naming_it(inputs, c
     assert line.startswith(f"daskpd ingest: error: {inputs / name}"), line
     assert f"the {kind} data ends early or is damaged" in line
     assert not dest.exists()
+
+
+def test_a_regular_file_is_not_a_store(inputs, capsys):
+    regular = inputs / "regular"
+    for argv in (
+        ("train", regular, "--in-process", "--no-progress"),
+        ("info", regular),
+        ("evaluate", inputs / "train.zarr", regular),
+    ):
+        code, _, err = _run(capsys, *argv)
+        if argv[0] == "evaluate":
+            # the model argument comes first: a store is not a model
+            assert code == 2 and "is not a daskpd model" in err
+            continue
+        line = _one_line(code, err)
+        assert f"{regular}: not a daskpd store" in line and "does not exist" not in line
+    line = _one_line(*_run(capsys, "train", inputs / "absent.zarr", "--in-process")[::2])
+    assert "does not exist" in line
+
+
+def test_label_errors_print_plain_numbers(inputs, capsys):
+    for loss in ("logistic", "hinge"):
+        argv = ("train", inputs / "zero-one.zarr", "--loss", loss, "--in-process", "--no-progress")
+        line = _one_line(*_run(capsys, *argv)[::2])
+        assert line.endswith("needs labels in {-1, +1}, got label 0.0"), line
+    with pytest.raises(ValueError, match=r"got 2\.0$"):
+        metrics.auprc(np.array([2.0, 1.0]), np.array([0.1, 0.2]))
+    with pytest.raises(ValueError, match=r"only one class: 1$"):
+        LinearSVC().fit(np.eye(3), np.array([1, 1, 1]))
+    with pytest.raises(ValueError, match=r"labels \['5'\] that are not in"):
+        LinearSVC(class_weight={np.int64(5): 1.0}).fit(np.eye(3), np.array([0, 1, 1]))
+
+
+def _flip_a_byte_in_each_chunk(array_dir):
+    chunks = [p for p in array_dir.rglob("*") if p.is_file() and p.name != "zarr.json"]
+    assert chunks
+    for chunk in chunks:
+        raw = bytearray(chunk.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(raw))
+
+
+@pytest.mark.cluster
+def test_a_damaged_chunk_on_a_local_cluster_is_one_line(inputs, tmp_path):
+    damaged = tmp_path / "damaged.zarr"
+    shutil.copytree(inputs / "train.zarr", damaged)
+    _flip_a_byte_in_each_chunk(damaged / "indices")
+    argv = ["train", str(damaged), "--workers", "1", "--solver", "batch", "--loss", "logistic",
+            "--epochs", "2", "--no-progress"]  # fmt: skip
+    process = subprocess.run(CLI + argv, capture_output=True, text=True, timeout=180)
+    lines = process.stderr.strip().splitlines()
+    assert process.returncode == 2, process.stderr
+    # the dashboard's line, then the error's: no worker's "Compute Failed" record between
+    assert len(lines) == 2 and lines[0].startswith("Dask dashboard: "), process.stderr
+    assert lines[1].startswith(f"daskpd train: error: {damaged}: reading array 'indices'")
+
+
+def _record(message, *args, name="distributed.worker"):
+    return logging.LogRecord(name, logging.ERROR, __file__, 1, message, args, None)
+
+
+def test_the_worker_log_keeps_everything_but_reported_input_errors():
+    keep = _worker_logging.ReportedByTheClient()
+    failed = "Compute Failed\nKey: %s\nState: %s\nTask: %s\nException: %r\nTraceback: %r\n"
+    for name in _worker_logging.INPUT_ERRORS:
+        record = _record(failed, "k", "executing", "<Task>", f"{name}('/d.zarr: ...')", "tb")
+        assert not keep.filter(record)
+    for other in ("ValueError('x')", "ZeroDivisionError('division by zero')", "KilledWorker()"):
+        assert keep.filter(_record(failed, "k", "executing", "<Task>", other, "tb"))
+    cancelled = "Async instruction for <Task cancelled> ended with CancelledError"
+    assert not keep.filter(_record(cancelled, name="distributed.worker.state_machine"))
+    assert keep.filter(_record("Unhandled exception in async instruction for <Task>"))
+    # each name is one of daskpd's errors about its input (a ValueError)
+    from daskpd.data.format import DatasetIntegrityError
+    from daskpd.io.sequences import SequenceFormatError
+    from daskpd.io.svmlight import CompressedInputError, SvmlightFormatError
+    from daskpd.model_file import CorruptStoreError
+
+    classes = (
+        DatasetIntegrityError, SequenceFormatError, CompressedInputError, SvmlightFormatError,
+        CorruptStoreError,
+    )  # fmt: skip
+    assert {cls.__name__ for cls in classes} == _worker_logging.INPUT_ERRORS
+    assert all(issubclass(cls, ValueError) for cls in classes)

@@ -170,7 +170,7 @@ def _labels_pm1(y):
     y = np.asarray(y, dtype=np.float64)
     bad = ~np.isin(y, (-1.0, 1.0))
     if bad.any():
-        raise ValueError(f"peer classifiers expect labels in {{-1, +1}}, got {y[bad][0]!r}")
+        raise ValueError(f"peer classifiers expect labels in {{-1, +1}}, got {y[bad][0].item()!r}")
     return y
 
 

@@ -62,7 +62,7 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
     FileNotFoundError
         When ``path`` does not exist.
     DatasetIntegrityError
-        When the dataset is not a daskpd dataset, or is truncated or altered.
+        When ``path`` is not a daskpd dataset (a file, say), or is truncated or altered.
     """
 
     def __init__(self, path, *, verify=False, storage_options=None, _reopened=False):
@@ -74,6 +74,11 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
         else:
             found = os.path.isdir(self.path)
         if not found:
+            if not is_url(self.path) and os.path.exists(self.path):
+                raise DatasetIntegrityError(
+                    f"{self.path}: not a daskpd store (a file; a daskpd dataset is a zarr "
+                    "directory)"
+                )
             raise FileNotFoundError(f"no dataset at {self.path}")
         try:
             self._group = open_group_readonly(self.path, self._storage_options)

@@ -19,6 +19,12 @@ from sklearn.utils.validation import (
 )
 
 
+def _plain(value):
+    """A NumPy scalar as the Python number (or string) it holds, for messages: ``0.0``, not
+    ``np.float64(0.0)``."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _is_dask_collection(obj) -> bool:
     try:
         import dask
@@ -110,7 +116,7 @@ class _InputsMixin:
         if labels.shape[0] < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of 2 classes in the data, but the data "
-                f"contains only one class: {labels[0]!r}"
+                f"contains only one class: {labels[0].item()!r}"
             )
         if y_type != "binary":
             raise ValueError(
@@ -132,12 +138,15 @@ class _InputsMixin:
         unknown = set(class_weight) - set(labels.tolist())
         if unknown:
             raise ValueError(
-                f"class_weight names labels {sorted(map(repr, unknown))} that are not in "
+                f"class_weight names labels {sorted(repr(_plain(key)) for key in unknown)} "
+                "that are not in "
                 f"the data (labels: {labels.tolist()})"
             )
         for label, weight in class_weight.items():
             if not isinstance(weight, numbers.Real) or not weight >= 0:
-                raise ValueError(f"class_weight[{label!r}] must be >= 0; got {weight!r}")
+                raise ValueError(
+                    f"class_weight[{_plain(label)!r}] must be >= 0; got {_plain(weight)!r}"
+                )
         return {label: float(class_weight.get(label, 1.0)) for label in labels.tolist()}
 
     def _apply_class_weight(self, weights, y_signed, labels):
