@@ -142,7 +142,8 @@ class ClusterOptions:
     ValueError
         When TLS settings come without a ``tls://`` scheduler address, or as both files and
         a ``security`` object, or as a certificate without a CA (or the reverse); when
-        ``dashboard_address`` is not ``HOST:PORT`` or comes with a ``scheduler``.
+        ``dashboard_address`` is not ``HOST:PORT`` or comes with a ``scheduler``; when a TLS
+        file holds no PEM certificate or a key that is not its certificate's (named).
     FileNotFoundError
         When a TLS file does not exist (the message names the parameter and the file).
     """
@@ -195,6 +196,13 @@ class ClusterOptions:
             )
         for name, path in files.items():
             _check_tls_file(path, f"{name} (--{_FLAGS[name]})")
+        if files:
+            _check_tls_contents(
+                {
+                    name: (os.fspath(path), f"{name} (--{_FLAGS[name]})")
+                    for name, path in files.items()
+                }
+            )
 
     def client_security(self):
         """The ``distributed.Security`` the client connects with, or ``None`` for Dask's default.
@@ -208,7 +216,8 @@ class ClusterOptions:
         Raises
         ------
         ValueError
-            When the scheduler is ``tls://`` and no TLS settings are given or configured.
+            When the scheduler is ``tls://`` and no TLS settings are given or configured, or
+            a configured file holds no PEM certificate or key (named).
         FileNotFoundError
             When a file named in Dask's TLS configuration does not exist.
         """
@@ -236,9 +245,17 @@ class ClusterOptions:
                 f"{TLS_CONFIG_KEYS['tls_client_cert']} and {TLS_CONFIG_KEYS['tls_client_key']} "
                 "in Dask's configuration"
             )
-        for name, value in configured.items():
-            if value is not None and not _is_pem_text(value):
-                _check_tls_file(value, f"{TLS_CONFIG_KEYS[name]} (Dask configuration)")
+        files = {
+            name: (value, f"{TLS_CONFIG_KEYS[name]} (Dask configuration)")
+            for name, value in configured.items()
+            if value is not None and not _is_pem_text(value)
+        }
+        for value, what in files.values():
+            _check_tls_file(value, what)
+        if len(files) == sum(value is not None for value in configured.values()):
+            # files only (PEM text in the configuration is Dask's to read)
+            renamed = {"tls_client_cert": "tls_cert", "tls_client_key": "tls_key"}
+            _check_tls_contents({renamed.get(name, name): item for name, item in files.items()})
         return Security(require_encryption=True)
 
 
@@ -289,6 +306,66 @@ def dashboard_link(client):
 def _check_tls_file(path, what) -> None:
     if not os.path.isfile(os.fspath(path)):
         raise FileNotFoundError(f"{what}: no such file {os.fspath(path)!r}")
+
+
+class _EncryptedKey(Exception):
+    """Raised by the password callback: the key needs a passphrase (Dask will ask for it)."""
+
+
+def _no_passphrase():
+    raise _EncryptedKey
+
+
+def _check_tls_contents(files) -> None:
+    """Load the client's TLS files as its connection will, naming the file that fails.
+
+    Without this, a file that is not a PEM certificate (or a key that does not match its
+    certificate) failed inside the connection attempt, as an ``ssl.SSLError`` (an
+    ``OSError``), and was reported as a scheduler that did not answer.
+
+    Parameters
+    ----------
+    files : dict of str to (str, str)
+        ``tls_ca_file``, ``tls_cert`` and optionally ``tls_key`` (as named in
+        :data:`TLS_CONFIG_KEYS`): each file's path and how a message names it.
+
+    Raises
+    ------
+    ValueError
+        Naming the file and what is wrong with it.
+    """
+    import ssl
+
+    def refused(name, problem, exc):
+        path, what = files[name]
+        reason = getattr(exc, "reason", None) or exc
+        return ValueError(f"{what} {path!r} {problem} ({reason})")
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ca_path, _ = files["tls_ca_file"]
+    try:
+        context.load_verify_locations(cafile=ca_path)
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        raise refused("tls_ca_file", "holds no PEM certificate", exc) from None
+    cert_path, _ = files["tls_cert"]
+    try:
+        # its certificates alone (a key beside them is passed over)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=cert_path)
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        raise refused("tls_cert", "holds no PEM certificate", exc) from None
+    key_path = files["tls_key"][0] if "tls_key" in files else None
+    try:
+        context.load_cert_chain(cert_path, key_path, password=_no_passphrase)
+    except _EncryptedKey:
+        return  # a passphrase: OpenSSL asks for it when the connection loads the key
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        if key_path is None:
+            raise refused(
+                "tls_cert", "holds no PEM key for its certificate (give --tls-key)", exc
+            ) from None
+        raise refused(
+            "tls_key", f"is not the PEM key of the certificate {cert_path!r}", exc
+        ) from None
 
 
 class SchedulerUnreachable(RuntimeError):

@@ -250,3 +250,37 @@ def test_tls_settings_need_a_tls_scheduler(certificates):
             ClusterOptions(scheduler=scheduler, tls_ca_file=files["ca"], tls_cert=files["cert"])
     with pytest.raises(ValueError, match="needs both tls_ca_file"):
         ClusterOptions(scheduler="tls://127.0.0.1:8786", tls_cert=files["cert"])
+
+
+def test_an_invalid_certificate_file_is_named(certificates, data_path, capsys, tmp_path):
+    # not "no Dask scheduler answered": the file is read before any connection is tried
+    files = certificates["trusted"]
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    other_key = certificates["other"]["key"]
+    for flags, named in (
+        (("--tls-ca-file", garbage, "--tls-cert", files["cert"]), f"--tls-ca-file) '{garbage}'"),
+        (("--tls-ca-file", files["ca"], "--tls-cert", garbage), f"--tls-cert) '{garbage}'"),
+        (("--tls-ca-file", files["ca"], "--tls-cert", files["key"]), "holds no PEM certificate"),
+        (
+            ("--tls-ca-file", files["ca"], "--tls-cert", files["cert"], "--tls-key", garbage),
+            f"--tls-key) '{garbage}' is not the PEM key",
+        ),
+        (
+            ("--tls-ca-file", files["ca"], "--tls-cert", files["cert"], "--tls-key", other_key),
+            f"--tls-key) '{other_key}' is not the PEM key",
+        ),
+        (("--tls-ca-file", files["ca"], "--tls-cert", files["cert"]), "holds no PEM key"),
+    ):
+        argv = _train_argv(data_path, "tls://127.0.0.1:9", "--connect-timeout", "2")
+        code, out, err = _run(capsys, argv + [str(flag) for flag in flags])
+        assert code == 2 and out == "" and named in err, err
+        assert len(err.strip().splitlines()) == 1 and "no Dask scheduler answered" not in err
+    config = {
+        "distributed.comm.tls.ca-file": str(garbage),
+        "distributed.comm.tls.client.cert": files["cert"],
+        "distributed.comm.tls.client.key": files["key"],
+    }
+    with dask.config.set(config):
+        with pytest.raises(ValueError, match="distributed.comm.tls.ca-file.*no PEM certificate"):
+            ClusterOptions(scheduler="tls://127.0.0.1:9").client_security()
