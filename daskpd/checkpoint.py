@@ -34,7 +34,7 @@ import numpy as np
 
 from daskpd import _sidefiles
 from daskpd.data.atomic import atomic_group
-from daskpd.model_file import CorruptStoreError, read_array, write_array
+from daskpd.model_file import CorruptStoreError, _check_array_metadata, read_array, write_array
 
 __all__ = [
     "Checkpoint",
@@ -267,23 +267,27 @@ class CheckpointStore:
                 f"checkpoint {str(path)!r} has format_version {attrs['format_version']}, newer "
                 f"than this daskpd understands ({FORMAT_VERSION})"
             )
+        where = f"checkpoint {str(path)!r}"
         arrays = {}
         if load_arrays:
-            state = group["state"]
             checksums = attrs.get("checksums", {})
+            # a model file's rules (numbers only, no codec that builds objects), checked
+            # before zarr parses an array: a checkpoint directory may come from elsewhere
+            entries = sorted((path / "state").iterdir()) if (path / "state").is_dir() else []
+            names = [entry.name for entry in entries if entry.is_dir()]
+            for name in names:
+                _check_array_metadata(path / "state" / name / "zarr.json", name, where)
+            state = group["state"]
             arrays = {
-                name: read_array(state[name], name, checksums, f"checkpoint {str(path)!r}: ")
-                for name in state.array_keys()
+                name: read_array(state[name], name, checksums, f"{where}: ") for name in names
             }
-        seed = dict(attrs["seed"])
-        seed["entropy"] = int(seed["entropy"])
-        return Checkpoint(
-            path=path,
-            epoch=int(attrs["epoch"]),
-            arrays=arrays,
-            meta=json.loads(attrs["meta"]),
-            seed_state=seed,
-        )
+        try:
+            seed = dict(attrs["seed"])
+            seed["entropy"] = int(seed["entropy"])
+            epoch, meta = int(attrs["epoch"]), json.loads(attrs["meta"])
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"{where}: its attributes are unreadable ({exc!r})") from None
+        return Checkpoint(path=path, epoch=epoch, arrays=arrays, meta=meta, seed_state=seed)
 
 
 # --------------------------------------------------------------------------------------------

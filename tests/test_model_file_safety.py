@@ -220,3 +220,26 @@ def test_cli_solver_outside_the_registry_is_one_line_exit_2(problem, capsys, nam
         f"daskpd train: error: unknown solver {name!r}; valid solvers: "
         + ", ".join(daskpd.solvers.available_solvers())
     ]
+
+
+def test_a_checkpoint_with_a_pickle_codec_is_refused_before_its_chunks_are_read(tmp_path):
+    # a checkpoint directory may come from elsewhere too: its arrays follow a model's rules
+    from daskpd.checkpoint import CheckpointStore
+
+    store = CheckpointStore(tmp_path / "ck")
+    seed = np.random.SeedSequence(3)
+    path = store.save(1, {"w": np.arange(4.0)}, seed=seed, meta={"solver": "batch"})
+    metadata_path = path / "state" / "w" / "zarr.json"
+    metadata = json.loads(metadata_path.read_text())
+    metadata["codecs"] = [{"name": "numcodecs.pickle", "configuration": {"protocol": 0}}]
+    metadata_path.write_text(json.dumps(metadata))
+    with pytest.raises(ValueError, match=r"array 'w' uses codecs \['numcodecs.pickle'\]") as error:
+        store.latest()
+    assert str(path) in str(error.value)
+    assert store.latest(load_arrays=False).epoch == 1  # listing reads no array
+    # nested metadata: refused naming the checkpoint, not a RecursionError
+    path = store.save(2, {"w": np.arange(4.0)}, seed=seed, meta={"solver": "batch"})
+    zarr.open_group(path, mode="r+").attrs["meta"] = "[" * DEEP + "]" * DEEP
+    with pytest.raises(ValueError, match="attributes are unreadable") as error:
+        store.latest()
+    assert str(path) in str(error.value)
