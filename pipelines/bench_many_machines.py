@@ -100,7 +100,7 @@ def _cell(row):
     if row is None:
         return "not supported"
     if row["epochs"] is None:
-        return f"not in {row['rounds']} ({row['left']:.1%} above)"
+        return f"not in {row['rounds']} (gap {row['left']:.1%} of D)"
     return f"{row['rounds']} / {row['passes']}"
 
 
