@@ -213,13 +213,15 @@ def test_a_killed_writer_leaves_no_file_at_the_destination(result, tmp_path):
             process.kill()
     assert process.returncode == -signal.SIGKILL
     assert not path.exists()
-    (debris,) = os.listdir(tmp_path)
-    assert debris.startswith("model.zarr.tmp-")
+    # the temporary name and the lock file its dead writer held (daskpd/_sidefiles.py)
+    debris, lock = sorted(os.listdir(tmp_path))
+    assert debris.startswith("model.zarr.tmp-") and lock == f"{debris}.lock"
     with pytest.raises(FileNotFoundError, match="no model at"):
         daskpd.load_model(path)
-    # the debris does not stand in the way of the next write
+    # the debris does not stand in the way of the next write, which removes it
     result.save(path)
     assert np.array_equal(daskpd.load_model(path).w, result.w)
+    assert os.listdir(tmp_path) == ["model.zarr"]
 
 
 def test_an_interrupted_file_write_keeps_the_old_text(tmp_path):
