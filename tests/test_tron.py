@@ -73,11 +73,12 @@ def test_gradient_and_hessian_rows_equal_numpy(loss, binary):
     np.testing.assert_allclose(margins, X @ w, rtol=1e-12)
 
     z, curv = np.empty(80), np.empty(80)
-    xtz, diag, sums = np.zeros(12), np.zeros(12), np.zeros(4)
+    pack, sums = np.zeros((12, 2)), np.zeros(4)
     kernels.gradient_rows(
         indptr, indices, vals, binary, y, c, margins, 0, 80, code, params, code, params,
-        z, curv, xtz, diag, sums,
+        z, curv, pack, sums,
     )  # fmt: skip
+    xtz, diag = pack[:, 0], pack[:, 1]
     value, derivative, second = _numpy_loss(loss, X @ w, y)
     conjugate = np.array(
         [scalar.loss_conjugate(code, params, g, t) for g, t in zip(derivative, y, strict=True)]
@@ -90,9 +91,11 @@ def test_gradient_and_hessian_rows_equal_numpy(loss, binary):
         sums, [c @ value, c @ value, c @ conjugate, c @ conjugate], rtol=1e-10, atol=1e-13
     )
 
-    out = np.zeros(12)
-    kernels.hessian_rows(indptr, indices, vals, binary, curv, v, 0, 80, out)
-    np.testing.assert_allclose(out, X.T @ (c * second * (X @ v)), rtol=1e-10, atol=1e-13)
+    pack = np.zeros((12, 2))
+    pack[:, 0] = v
+    kernels.hessian_rows(indptr, indices, vals, binary, curv, pack, 0, 80)
+    np.testing.assert_allclose(pack[:, 0], v)
+    np.testing.assert_allclose(pack[:, 1], X.T @ (c * second * (X @ v)), rtol=1e-10, atol=1e-13)
 
     step_margins = X @ v
     total = kernels.line_sum(margins, step_margins, 0.3, y, c, code, params)

@@ -155,9 +155,9 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
     n_threads = group.cuts.shape[0] - 1
     z = np.empty(m)
     curv = np.empty(m)
-    xtz = np.zeros((n_threads, d))
-    # the kernel writes the diagonal's share whether or not the run uses it
-    diag = np.zeros((n_threads, d))
+    # a thread's X^T z and the diagonal's share, a column's two in one record; the kernel
+    # writes the diagonal whether or not the run uses it
+    packs = np.zeros((n_threads, d, 2))
     sums = np.zeros((n_threads, 4))
 
     def work(t):
@@ -165,12 +165,12 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
             group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
             margins, group.cuts[t], group.cuts[t + 1], settings.inner_code,
             settings.inner_params, settings.outer_code, settings.outer_params, z, curv,
-            xtz[t], diag[t], sums[t],
+            packs[t], sums[t],
         )  # fmt: skip
 
     in_threads(n_threads, work)
-    xtz = _thread_sum(xtz)
-    vectors = np.stack([xtz, _thread_sum(diag)]) if settings.precondition else xtz[None, :]
+    total = _thread_sum(packs)
+    vectors = np.ascontiguousarray(total.T if settings.precondition else total[:, :1].T)
     return (_Share(group.columns, vectors), sums.sum(axis=0), z, curv, margins)
 
 
@@ -178,16 +178,21 @@ def _hessian_task(group, curv, v):
     """A group's share of a Hessian-vector product: ``X_k^T (curv * (X_k v))``."""
     n_threads = group.cuts.shape[0] - 1
     v = _own(group, v)
-    out = np.zeros((n_threads, v.shape[0]))
+    # each thread's record a column: v to read, its share of the product to add to
+    packs = np.zeros((n_threads, v.shape[0], 2))
+    packs[:, :, 0] = v
 
     def work(t):
         kernels.hessian_rows(
-            group.indptr, group.indices, group.vals, group.binary, curv, v,
-            group.cuts[t], group.cuts[t + 1], out[t],
+            group.indptr, group.indices, group.vals, group.binary, curv, packs[t],
+            group.cuts[t], group.cuts[t + 1],
         )  # fmt: skip
 
     in_threads(n_threads, work)
-    return _Share(group.columns, _thread_sum(out)[None, :])
+    product = packs[0, :, 1].copy()
+    for t in range(1, n_threads):
+        product += packs[t, :, 1]
+    return _Share(group.columns, product[None, :])
 
 
 def _thread_sum(rows):
