@@ -174,8 +174,10 @@ def open_run(client, token):
     if client is None:
         return None
     name = f"{_sidefiles.SHM_PREFIX}{token}"
-    client_domain = sweep_and_join(name)
     try:
+        # the client's own join inside too: a signal after it made the directory, before
+        # it returned, would leave the directory with this process's lock held until exit
+        client_domain = sweep_and_join(name)
         domains = client.run(sweep_and_join, name)
     except BaseException:
         # interrupted before a SharedRun (whose close or collection removes it) exists
