@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import scipy.optimize
-import scipy.sparse as sp
+from _synthetic import sparse_problem
 
 from daskpd.data import MemoryDataset, partition_dataset, write_dataset
 from daskpd.kernels import cocoa as kernels
@@ -23,18 +23,8 @@ from daskpd.solvers.cocoa import Cocoa, CocoaOptions
 LOSSES = ["hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"]
 
 
-def _data(n=240, d=30, seed=0, binary=False, regression=False, dtype=np.float32):
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=0.2, random_state=seed, format="csr", dtype=dtype)
-    if binary:
-        X.data[:] = 1.0
-    else:
-        X.data = rng.uniform(-1.0, 1.0, X.nnz).astype(dtype)
-    scores = X @ rng.normal(size=d) + 0.3 * rng.normal(size=n)
-    if regression:
-        return X, scores
-    y = np.where(scores > 0, 1.0, -1.0)
-    return X, y
+def _data(n=240, **kwargs):
+    return sparse_problem(n=n, **kwargs)
 
 
 def _loss_data(loss, **kwargs):

@@ -174,9 +174,7 @@ def make_plan(
     data = _as_data(data, name="data")
     problem = Problem(loss, regularizer, alpha, class_weight=class_weight)
     if method is None:
-        method = get_solver(
-            resolve_solver(solver, problem, data, grid=solver_options.get("grid"))
-        )
+        method = get_solver(resolve_solver(solver, problem, data, grid=solver_options.get("grid")))
         options = make_options(method, solver_options)
     name = str(getattr(method, "name", type(method).__name__))
     start = _coerce_warm_start(warm_start, data)
