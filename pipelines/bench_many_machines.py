@@ -72,7 +72,7 @@ def _tron_rounds(data, loss, alpha, grid, max_epochs):
         state = method.run_epoch(state, epoch)
     counts = method.counters(state)
     primal, dual = method.certificate(state)
-    return {"epochs": None, **counts, "left": (primal - dual) / dual,
+    return {"epochs": None, **counts, **_left(primal, dual),
             "seconds": time.perf_counter() - started}  # fmt: skip
 
 
@@ -92,15 +92,24 @@ def _cocoa_rounds(data, loss, alpha, grid, max_rounds):
                     "seconds": row["wall_seconds"]}  # fmt: skip
     last = result.history[-1]
     return {"epochs": None, "rounds": last["epoch"], "passes": last["epoch"],
-            "left": (last["primal"] - last["dual"]) / last["dual"],
+            **_left(last["primal"], last["dual"]),
             "seconds": time.perf_counter() - started}  # fmt: skip
+
+
+def _left(primal, dual):
+    """A run short of the line: its last certified gap, as a share of its dual (of its
+    primal where the dual is not positive)."""
+    if dual > 0:
+        return {"left": (primal - dual) / dual, "left_of": "D", "primal": primal, "dual": dual}
+    return {"left": (primal - dual) / primal, "left_of": "P, D <= 0", "primal": primal,
+            "dual": dual}  # fmt: skip
 
 
 def _cell(row):
     if row is None:
         return "not supported"
     if row["epochs"] is None:
-        return f"not in {row['rounds']} (gap {row['left']:.1%} of D)"
+        return f"not in {row['rounds']} (gap {row['left']:.1%} of {row['left_of']})"
     return f"{row['rounds']} / {row['passes']}"
 
 
