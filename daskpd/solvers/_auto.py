@@ -5,10 +5,11 @@ wall clock), and the reasons where nothing was measured:
 
 * L2 with the hinge, squared hinge, smoothed hinge, logistic or squared loss: ``cocoa``
   (dual coordinate ascent with its certificate from the same pass) on one row group;
-* the same with several row groups (``grid=K``, ``K > 1``) and a loss with a second
-  derivative (squared hinge, smoothed hinge, logistic, squared): ``tron``, whose rounds do
-  not grow with ``K`` where CoCoA+'s do (BENCHMARKS.md, "Many machines"); the hinge loss
-  stays with ``cocoa``;
+* the same with several row groups (``grid=K``, ``K > 1``) and a loss whose curvature
+  never vanishes (logistic, squared): ``tron``, whose rounds do not grow with ``K`` where
+  CoCoA+'s do (BENCHMARKS.md, "Many machines"); the hinge losses (hinge, squared and
+  smoothed hinge: Newton steps crawl on them on nearly separable data, measured there) stay
+  with ``cocoa``;
 * absolute and epsilon-insensitive losses: Pdprox (made for a non-smooth loss with a
   non-smooth regularizer); for weighted rows with the absolute loss, DSO (Pdprox has no row
   weights);
@@ -46,6 +47,11 @@ def _is_l2(regularizer) -> bool:
     return type(regularizer) is L2
 
 
+#: The losses ``auto`` runs with Newton steps on several row groups: their curvature never
+#: vanishes, so a step's quadratic model holds on every row (BENCHMARKS.md, "Many machines")
+_NEWTON_LOSSES = ("logistic", "squared")
+
+
 def auto_solver(loss, regularizer, *, weighted=False, grid=None) -> str:
     """The solver ``solver="auto"`` picks for a (loss, regularizer) pair (module docstring).
 
@@ -65,9 +71,8 @@ def auto_solver(loss, regularizer, *, weighted=False, grid=None) -> str:
     """
     name = loss_name(loss)
     regularizer_name = _regularizer_name(regularizer)
-    if grid is not None and int(grid) > 1 and _is_l2(regularizer):
-        if _covers("tron", name, regularizer_name, weighted) and name in _declared("tron").losses:
-            return "tron"
+    if grid is not None and int(grid) > 1 and _is_l2(regularizer) and name in _NEWTON_LOSSES:
+        return "tron"
     for candidate in _preferences(name, regularizer, regularizer_name):
         if _covers(candidate, name, regularizer_name, weighted):
             return candidate
