@@ -162,8 +162,8 @@ def _add_training_options(parser, *, defaults) -> None:
         type=_positive_int("--grid"),
         default=None,
         metavar="K",
-        help="row groups K (cocoa, tron; with the default solver, K > 1 and a loss with a "
-        "second derivative: tron, whose rounds do not grow with K) or DSO's grid size "
+        help="row groups K (cocoa, tron; with the default solver, K > 1 and the logistic or "
+        "squared loss: tron, whose rounds do not grow with K) or DSO's grid size "
         "(the dataset needs `daskpd partition --grid K`)",
     )
     group.add_argument(
