@@ -1,4 +1,4 @@
-"""The options of the trust-region Newton method (:class:`TronOptions`) and the constants every
+"""The options of the Newton-CG method (:class:`TronOptions`) and the constants every
 task of a run needs (:class:`_Settings`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trust-region Newton solver: the :class:`Tron` class that the driver runs."""
+"""The Newton-CG solver over row groups: the :class:`Tron` class that the driver runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tasks of the trust-region Newton method: a group's share of a product, the sums, and
+"""The tasks of the Newton-CG method: a group's share of a product, the sums, and
 the step's vector algebra on ``w``'s home.
 
 Tasks are pure (they return new arrays). Per round, each group's task runs on its owner;
