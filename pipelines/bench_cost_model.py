@@ -1,6 +1,7 @@
 """Issue 28's cost model: measure runs here, fit the model, check it, plan the splice-site job.
 
-Five parts (``daskpd.bench.costmodel`` has the model and its fitting):
+Five parts for the default solver (``daskpd.bench.costmodel`` has the model and its
+fitting), four for tron:
 
 ``runs``
     The default solver (``cocoa``, one row group) on fresh LocalClusters of ``--workers``
@@ -25,6 +26,10 @@ Five parts (``daskpd.bench.costmodel`` has the model and its fitting):
     Fits the model on the records (plus the out-of-core runs given with ``--runs``), prints
     the parameters, every measured run against its prediction, and the plan for the
     1.6e11-nonzero splice-site job on N machines.
+``tron-runs``, ``tron-rounds``, ``tron-netns``, ``tron-report``
+    The same for ``solver="tron"`` (issue 49; ``cost_model_tron.py`` beside this script,
+    ``daskpd.bench.costmodel_tron`` the model): runs to the line with every round timed, the
+    rounds by alpha, rounds across network namespaces, and the fit, check and plan.
 
 Reproduce (BENCHMARKS.md, "Cost model"; sets from ``daskpd bench``, the tiny one from
 ``daskpd generate splice tiny.zarr --n-samples 400 --binary --seed 3``, and the same with
@@ -456,8 +461,16 @@ def main(argv=None):
     report.add_argument("--cores", type=int, default=32)
     report.add_argument("--memory-gib", type=float, default=256)
     report.add_argument("--bandwidth-gbit", type=float, default=10)
+    # tron's parts (issue 49) live in cost_model_tron.py beside this script
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cost_model_tron
+
+    tron_parts = cost_model_tron.add_parsers(parts)
     args = parser.parse_args(argv)
     parts = {"runs": _runs, "groups": _groups, "dso": _dso, "bytes": _bytes, "report": _report}
+    parts.update(tron_parts)
     parts[args.part](args)
 
 

@@ -4,6 +4,7 @@ up by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -220,3 +221,213 @@ def test_the_stream_share_is_the_solvers():
     from daskpd.solvers.cocoa._options import STREAM_SHARE
 
     assert cm.STREAM_SHARE == STREAM_SHARE
+
+
+# -- tron's model (daskpd.bench.costmodel_tron) -----------------------------------------------
+
+
+def _tron_true():
+    from daskpd.bench import costmodel_tron as ct
+
+    return ct.TronRates(
+        nnz_ns={"hessian": 4.0, "step": 4.5, "gradient": 2.5},
+        thread_exponent={"hessian": 0.8, "step": 0.6, "gradient": 0.7},
+        fixed={"hessian": 0.02, "step": 0.035, "numbers": 0.008, "gradient": 0.03},
+        home_ns={"hessian": 3.0, "step": 9.0, "numbers": 0.0, "gradient": 6.0},
+        group_ns=0.4,
+        merge_ns=2.0,
+        scatter_ns=1.5,
+        task_seconds=0.0008,
+        hop=0.004,
+        init_fixed=0.9,
+        init_ns=7.0,
+    )
+
+
+def _tron_records(kinds=None):
+    """Rounds and runs on 2 workers, made by the true rates: a tiny set, two large ones,
+    K = 1 (two threads), 2 and 8 (one thread)."""
+    from daskpd.bench import costmodel_tron as ct
+
+    true = _tron_true()
+    net = ct.Network(true.hop, 1e9)
+    times, runs = [], []
+    sets = [("tiny", 1.8e5, 9.5e4), ("1e7", 1e7, 1.72e6), ("1e8", 1e8, 4.05e6)]
+    for name, nnz, used in sets:
+        for grid, threads in ((1, 2), (2, 1), (8, 1)):
+            layout = ct.Layout(grid, 2, threads)
+            columns = ct.Columns(used, used * 0.9 ** math.log2(grid), used * 0.95 ** (grid > 1))
+            for kind in kinds or ct.KINDS:
+                seconds = ct.round_seconds(true, kind, nnz, columns, layout, net)
+                times.append(ct.RoundTime(f"{name} K{grid}", kind, nnz, columns, grid, 2,
+                                          threads, seconds))  # fmt: skip
+            rounds = ct.TronRounds(newton=6, hessian=25, numbers=2, gradient=1)
+            runs.append(ct.TronRun(
+                f"{name} K{grid}", nnz, columns, grid, 2, threads, rounds,
+                ct.init_seconds(true, nnz, columns, layout, net),
+                ct.seconds_to_line(true, rounds, nnz, columns, layout, net),
+            ))  # fmt: skip
+    return times, runs, net
+
+
+def _apart():
+    true = _tron_true()
+    return {"home_ns": true.home_ns, "group_ns": true.group_ns, "merge_ns": true.merge_ns,
+            "scatter_ns": true.scatter_ns, "bandwidth": 1e9}  # fmt: skip
+
+
+def test_tron_rounds_add_up_to_the_solvers_counters():
+    from daskpd.bench import costmodel_tron as ct
+
+    # 9 accepted Newton steps with 19 CG steps in all: 1 + 19 + 9 rounds, 1 + 19 + 18 passes
+    rounds = ct.TronRounds(newton=9, hessian=19)
+    assert (rounds.rounds, rounds.passes) == (29, 38)
+    # a refused t = 1 with 3 halvings: 4 rounds more (the numbers, the gradient), 1 pass
+    refused = ct.TronRounds(newton=9, hessian=19, numbers=3, gradient=1)
+    assert (refused.rounds, refused.passes) == (33, 39)
+    assert [refused.count(k) for k in ct.KINDS] == [19, 9, 3, 1]
+
+
+def test_tron_layout_and_network_by_hand():
+    from daskpd.bench import costmodel_tron as ct
+
+    layout = ct.Layout(groups=8, workers=2, threads=1)
+    assert (layout.per_worker, layout.owners, layout.levels, layout.network_levels) == (
+        4, 2, 3, 1)  # fmt: skip
+    assert ct.Layout(1, 2).levels == 0 and ct.Layout(1, 2).network_levels == 0
+    job = ct.Layout(groups=64, workers=64, threads=32)
+    assert (job.levels, job.network_levels, job.owners) == (6, 6, 64)
+    flat, tree = ct.Network(0.01, 1e9), ct.Network(0.01, 1e9, broadcast="tree")
+    d = 1e7  # 80 MB a vector
+    # two vectors and the columns' int32 ids: 20 bytes a column
+    assert flat.reduce_seconds(job, d, 2) == pytest.approx(6 * 0.01 + 6 * 0.2)
+    assert ct.share_bytes(d, 1) == 1.2e8 and ct.share_bytes(d, 0) == 0
+    assert flat.reduce_seconds(job, d, 0) == pytest.approx(0.06)
+    assert flat.send_seconds(job, d, 1) == pytest.approx(63 * 0.08)
+    assert tree.send_seconds(job, d, 1) == pytest.approx(6 * 0.08)
+    with pytest.raises(ValueError, match="broadcast"):
+        ct.Network(0.01, 1e9, broadcast="ring")
+    columns = ct.Columns(100.0)
+    assert (columns.of_share, columns.crossing) == (100.0, 100.0)
+    assert ct.Columns(100.0, 40.0, 70.0).crossing == 70.0
+
+
+def test_tron_fit_recovers_the_parameters_that_made_the_records():
+    from daskpd.bench import costmodel_tron as ct
+
+    true = _tron_true()
+    times, runs, net = _tron_records()
+    fitted = ct.fit_tron(times, runs, **_apart())
+    for kind in ("hessian", "step", "gradient"):
+        assert fitted.nnz_ns[kind] == pytest.approx(true.nnz_ns[kind], rel=1e-9)
+        assert fitted.thread_exponent[kind] == pytest.approx(true.thread_exponent[kind])
+    for kind in ct.KINDS:
+        assert fitted.fixed[kind] == pytest.approx(true.fixed[kind], rel=1e-9)
+    assert fitted.task_seconds == pytest.approx(true.task_seconds, rel=1e-9)
+    assert fitted.hop == pytest.approx(true.hop, rel=1e-9)
+    assert fitted.init_fixed == pytest.approx(true.init_fixed, rel=1e-9)
+    assert fitted.init_ns == pytest.approx(true.init_ns, rel=1e-9)
+    round_rows, run_rows = ct.check_table(fitted, times, runs, net)
+    assert max(abs(r["error"]) for r in round_rows + run_rows) < 1e-9
+    # a run 20% slower than the model shows as -17%
+    slow = dataclasses.replace(runs[-1], wall_to=runs[-1].wall_to * 1.2)
+    (row,) = ct.check_table(fitted, [], [slow], net)[1]
+    assert row["error"] == pytest.approx(1 / 1.2 - 1)
+
+
+def test_tron_fit_without_refused_steps_borrows_their_rounds_costs():
+    from daskpd.bench import costmodel_tron as ct
+
+    times, runs, net = _tron_records(kinds=("hessian", "step"))
+    fitted = ct.fit_tron(times, runs, **_apart())
+    # a gradient round reads once, the step round twice
+    assert fitted.nnz_ns["gradient"] == pytest.approx(4.5 / 2)
+    assert fitted.thread_exponent["gradient"] == pytest.approx(0.6)
+    assert fitted.fixed["gradient"] == pytest.approx(fitted.fixed["step"])
+    assert fitted.fixed["numbers"] == pytest.approx(fitted.fixed["hessian"])
+    assert fitted.nnz_ns["hessian"] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(
+    "drop, word",
+    [
+        (lambda r: r.kind == "hessian" and r.nnz < 1e6, "small set"),
+        (lambda r: r.kind == "step" and r.nnz > 1e6 and r.threads == 1, "one-thread"),
+        (lambda r: r.nnz < 1e6 and r.groups == 8, "two row-group counts"),
+    ],
+)
+def test_tron_fit_names_the_term_it_has_no_record_for(drop, word):
+    from daskpd.bench import costmodel_tron as ct
+
+    times, runs, net = _tron_records()
+    with pytest.raises(ValueError, match=word):
+        ct.fit_tron([r for r in times if not drop(r)], runs, **_apart())
+    with pytest.raises(ValueError, match="init"):
+        ct.fit_tron(times, [], **_apart())
+
+
+def test_tron_plan_adds_up_by_hand():
+    from daskpd.bench import costmodel_tron as ct
+
+    rates = ct.TronRates(
+        nnz_ns={"hessian": 4.0, "step": 5.0, "gradient": 3.0},
+        thread_exponent={"hessian": 1.0, "step": 1.0, "gradient": 1.0},
+        fixed={"hessian": 0.02, "step": 0.03, "numbers": 0.01, "gradient": 0.02},
+        home_ns={"hessian": 2.0, "step": 8.0, "numbers": 0.0, "gradient": 5.0},
+        group_ns=0.5, merge_ns=2.0, scatter_ns=1.0, task_seconds=0.001, init_fixed=1.0,
+        init_ns=5.0,
+    )  # fmt: skip
+    job = cm.Job(nnz=1.6e11, n_samples=5e7, n_features=1e7, loss="logistic", alpha=1e-7)
+    machines = cm.Machines(count=16, cores=32, memory=256 * 2**30, bandwidth=1.25e9)
+    network = ct.Network(latency=0.01, bandwidth=1e9)
+    rounds = ct.TronRounds(newton=10, hessian=100, numbers=2, gradient=1)
+    plan = ct.plan_tron(rates, rounds, job, machines, network)
+    # a group: 1e10 nonzeros, 32 threads; its share on all 1e7 columns (80 MB a vector),
+    # made dense on the home (1 ns a column); 4 tree levels, every one crossing; 15 other
+    # owners fetch the home's vector; 15 more groups' tasks: 2, 9, 2 and 6 each
+    share = 1e7 * (32 * 0.5 + 2.0) * 1e-9 + 1e7 * 1e-9
+    # (a share travels with its columns' int32 ids: 12 and 20 bytes a column)
+    cg = (1e10 * 4e-9 / 32 + share + 0.02 + 1e7 * 2e-9 + 30 * 0.001
+          + 4 * 0.01 + 4 * 1.2e8 / 1e9 + 15 * 8e7 / 1e9)  # fmt: skip
+    step = (1e10 * 5e-9 / 32 + 2 * share + 0.03 + 1e7 * 8e-9 + 135 * 0.001
+            + 4 * 0.01 + 4 * 2e8 / 1e9 + 15 * 8e7 / 1e9)  # fmt: skip
+    numbers = 0.01 + 30 * 0.001 + 4 * 0.01
+    gradient = (1e10 * 3e-9 / 32 + 2 * share + 0.02 + 1e7 * 5e-9 + 90 * 0.001
+                + 4 * 0.01 + 4 * 2e8 / 1e9)  # fmt: skip
+    assert plan["round"]["hessian"] == pytest.approx(cg)
+    assert plan["round"]["step"] == pytest.approx(step)
+    assert plan["round"]["numbers"] == pytest.approx(numbers)
+    assert plan["round"]["gradient"] == pytest.approx(gradient)
+    start = 1.0 + 1e10 * 5e-9 + gradient
+    assert plan["init"] == pytest.approx(start)
+    assert plan["seconds"] == pytest.approx(start + 100 * cg + 10 * step + 2 * numbers
+                                            + gradient)  # fmt: skip
+    assert plan["passes"] == pytest.approx((1e10 / 32) * 1e-9 * (100 * 4 + 10 * 5 + 2 * 3))
+    assert plan["network"] == pytest.approx(
+        100 * (0.04 + 0.48 + 1.2) + 10 * (0.04 + 0.8 + 1.2) + 2 * 0.04 + (0.04 + 0.8)
+    )
+    assert plan["resident"] == pytest.approx(4e10) and plan["fits"]
+    assert plan["bytes_home"] == {"in": 4 * 1.2e8, "out": 15 * 8e7}
+    tree = ct.plan_tron(rates, rounds, job, machines,
+                        dataclasses.replace(network, broadcast="tree"))  # fmt: skip
+    assert plan["round"]["hessian"] - tree["round"]["hessian"] == pytest.approx(11 * 8e7 / 1e9)
+    assert tree["bytes_home"]["out"] == 4 * 8e7
+
+
+def test_tron_count_law_recovers_its_exponents():
+    from daskpd.bench import costmodel_tron as ct
+
+    def law(alpha, n):
+        newton = 3.0 * alpha**-0.1 * n**0.05
+        return ct.TronRounds(newton, 0.5 * alpha**-0.2 * n**0.15, 0.1 * newton, 0.05 * newton)
+
+    points = [(a, n, law(a, n)) for a in (1e-4, 1e-5, 1e-6) for n in (2e4, 2e5)]
+    fitted = ct.fit_count_law(points)
+    assert fitted.coefficients["newton"] == pytest.approx((math.log(3.0), -0.1, 0.05))
+    assert fitted.coefficients["hessian"] == pytest.approx((math.log(0.5), -0.2, 0.15))
+    assert fitted.shares == pytest.approx({"numbers": 0.1, "gradient": 0.05})
+    at = fitted.at(1e-8, 5e7)
+    assert at.hessian == pytest.approx(law(1e-8, 5e7).hessian)
+    assert at.numbers == pytest.approx(0.1 * at.newton)
+    with pytest.raises(ValueError, match="two alphas and two row counts"):
+        ct.fit_count_law([p for p in points if p[1] == 2e4])
