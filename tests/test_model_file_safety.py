@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import zarr
+from _cli import run_cli
 
 import daskpd
-from daskpd.cli import main
 from daskpd.data import write_dataset
 from daskpd.estimators import LinearSVC, load_estimator
 from daskpd.solvers import get_solver, solve
@@ -190,21 +190,12 @@ def test_malformed_documents_are_one_value_error_naming_the_file(result, estimat
         assert str(path) in str(error.value)
 
 
-def _cli(capsys, *argv):
-    try:
-        code = main([str(arg) for arg in argv])
-    except SystemExit as exit_info:
-        code = exit_info.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def test_cli_deeply_nested_model_is_one_line_exit_2(result, problem, capsys, tmp_path):
     _, _, data = problem
     path = result.save(tmp_path / "model.zarr")
     zarr.open_group(path, mode="r+").attrs["document"] = "[" * DEEP + "]" * DEEP
     for argv in (("evaluate", path, data), ("predict", path, data, tmp_path / "scores.zarr")):
-        code, out, err = _cli(capsys, *argv)
+        code, out, err = run_cli(capsys, *argv)
         assert code == 2 and out == "", err
         assert len(err.strip().splitlines()) == 1 and str(path) in err, err
         assert "nested far deeper" in err
@@ -214,7 +205,9 @@ def test_cli_deeply_nested_model_is_one_line_exit_2(result, problem, capsys, tmp
 @pytest.mark.parametrize("name", ["os.system", "_registry", "os", "tron.os"])
 def test_cli_solver_outside_the_registry_is_one_line_exit_2(problem, capsys, name):
     _, _, data = problem
-    code, out, err = _cli(capsys, "train", data, "--solver", name, "--in-process", "--no-progress")
+    code, out, err = run_cli(
+        capsys, "train", data, "--solver", name, "--in-process", "--no-progress"
+    )
     assert code == 2 and out == "", err
     assert err.strip().splitlines() == [
         f"daskpd train: error: unknown solver {name!r}; valid solvers: "

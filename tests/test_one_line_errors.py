@@ -21,10 +21,10 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _cli import run_cli
 from sklearn.datasets import dump_svmlight_file
 
 from daskpd import _worker_logging, metrics
-from daskpd.cli import main
 from daskpd.data import write_dataset
 from daskpd.estimators import LinearSVC
 
@@ -52,15 +52,6 @@ def inputs(tmp_path_factory):
     return root
 
 
-def _run(capsys, *argv):
-    try:
-        code = main([str(arg) for arg in argv])
-    except SystemExit as exit_info:
-        code = exit_info.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 def _one_line(code, err):
     assert code == 2, err
     lines = err.strip().splitlines()
@@ -80,7 +71,7 @@ def _one_line(code, err):
 )
 def test_a_truncated_or_damaged_compressed_input_is_one_line_naming_it(inputs, capsys, name, kind):
     dest = inputs / f"{name}.zarr"
-    line = _one_line(*_run(capsys, "ingest", inputs / name, dest)[::2])
+    line = _one_line(*run_cli(capsys, "ingest", inputs / name, dest)[::2])
     assert line.startswith(f"daskpd ingest: error: {inputs / name}"), line
     assert f"the {kind} data ends early or is damaged" in line
     assert not dest.exists()
@@ -93,21 +84,21 @@ def test_a_regular_file_is_not_a_store(inputs, capsys):
         ("info", regular),
         ("evaluate", inputs / "train.zarr", regular),
     ):
-        code, _, err = _run(capsys, *argv)
+        code, _, err = run_cli(capsys, *argv)
         if argv[0] == "evaluate":
             # the model argument comes first: a store is not a model
             assert code == 2 and "is not a daskpd model" in err
             continue
         line = _one_line(code, err)
         assert f"{regular}: not a daskpd store" in line and "does not exist" not in line
-    line = _one_line(*_run(capsys, "train", inputs / "absent.zarr", "--in-process")[::2])
+    line = _one_line(*run_cli(capsys, "train", inputs / "absent.zarr", "--in-process")[::2])
     assert "does not exist" in line
 
 
 def test_label_errors_print_plain_numbers(inputs, capsys):
     for loss in ("logistic", "hinge"):
         argv = ("train", inputs / "zero-one.zarr", "--loss", loss, "--in-process", "--no-progress")
-        line = _one_line(*_run(capsys, *argv)[::2])
+        line = _one_line(*run_cli(capsys, *argv)[::2])
         assert line.endswith("needs labels in {-1, +1}, got label 0.0"), line
     with pytest.raises(ValueError, match=r"got 2\.0$"):
         metrics.auprc(np.array([2.0, 1.0]), np.array([0.1, 0.2]))
