@@ -4,8 +4,7 @@ The public API, by layer:
 
 * data (:mod:`daskpd.data`): :func:`write_dataset`, :func:`open_dataset`,
   :func:`partition_dataset`, :func:`as_dataset`, ingestion (:func:`ingest_svmlight`,
-  :func:`ingest_sequences`) and the generators of :mod:`daskpd.generators` (old name:
-  :mod:`daskpd.datasets`);
+  :func:`ingest_sequences`) and the generators of :mod:`daskpd.generators`;
 * objectives: the losses and regularizers, :class:`Problem` (primal, dual and duality gap over
   a dataset in one Dask compute), :mod:`daskpd.metrics`;
 * training: :func:`solve` with the registered methods ``"dso"``, ``"spdc"``, ``"dspdc"``,
@@ -22,7 +21,7 @@ __version__ = "0.1.0"
 # a Dask worker that runs a CoCoA+ task loads 42 of the package's modules, not 68. The
 # estimators also import scikit-learn (and through it SciPy's stats and pandas: ~150 MB of
 # resident memory), which no worker needs.
-_SUBMODULES = ("datasets", "generators", "metrics")
+_SUBMODULES = ("generators", "metrics")
 _LAZY = {
     "load_model": "daskpd._load_model",
     "Callback": "daskpd.callbacks",
@@ -110,7 +109,6 @@ __all__ = [
     "__version__",
     "as_dataset",
     "available_solvers",
-    "datasets",
     "generators",
     "get_loss",
     "get_regularizer",

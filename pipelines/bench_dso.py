@@ -44,7 +44,7 @@ def ensure_data(path, n_samples, seed, grids, hash_bits=0):
     With ``hash_bits``, a generated dataset has its WD features hashed into
     ``2**hash_bits`` columns.
     """
-    from daskpd.dataset import open_dataset, partition_dataset
+    from daskpd.data import open_dataset, partition_dataset
     from daskpd.generators import make_splice_like
 
     if not os.path.isdir(path):

@@ -38,8 +38,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from daskpd.data import MemoryDataset
 from daskpd.data.atomic import write_text_atomic
-from daskpd.dataset import MemoryDataset
 from daskpd.losses import Absolute, Hinge, Logistic
 from daskpd.problem import Problem
 from daskpd.regularizers import L2, GroupLasso, L1Ball, project_l1_ball

@@ -282,7 +282,7 @@ def bench_dask(repeats, epochs):
     import scipy.sparse as sp
     from distributed import Client, LocalCluster
 
-    from daskpd.dataset import write_dataset
+    from daskpd.data import write_dataset
     from daskpd.solvers._driver import solve
 
     rng = np.random.default_rng(0)

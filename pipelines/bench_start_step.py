@@ -24,7 +24,7 @@ import numpy as np
 
 def run(name, train_path, test_path, args):
     """Rows of the table for one data set: the start, then one row per step."""
-    from daskpd.dataset import open_dataset
+    from daskpd.data import open_dataset
     from daskpd.metrics import auprc
     from daskpd.problem import Problem
     from daskpd.solvers import solve

@@ -270,7 +270,7 @@ def run(config: PipelineConfig) -> dict:
         What ``report.json`` holds.
     """
     from daskpd._cluster import dashboard_link
-    from daskpd.dataset import open_dataset, partition_dataset
+    from daskpd.data import open_dataset, partition_dataset
     from daskpd.metrics import auprc, average_precision
     from daskpd.solvers import solve
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
+from daskpd.data import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
 from daskpd.solvers._driver import solve
 from daskpd.solvers.dso import DSO, DSOOptions, serial_replay

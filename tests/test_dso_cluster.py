@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from daskpd._cluster import peak_rss_mib, worker_addresses
-from daskpd.dataset import MemoryDataset, partition_dataset, write_dataset
+from daskpd.data import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
 from daskpd.solvers._driver import solve
 from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
@@ -410,7 +410,7 @@ def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
 def _live_handles(path):
     import gc
 
-    from daskpd.dataset import Dataset
+    from daskpd.data import Dataset
 
     gc.collect()
     return sum(1 for obj in gc.get_objects() if isinstance(obj, Dataset) and obj.path == path)

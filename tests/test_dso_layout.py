@@ -20,7 +20,7 @@ from daskpd.data import (
     partition_dataset,
     write_layouts,
 )
-from daskpd.datasets import make_splice_like
+from daskpd.generators import make_splice_like
 from daskpd.kernels import dso as dso_kernels
 from daskpd.problem import Problem
 from daskpd.solvers import dso

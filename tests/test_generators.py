@@ -240,11 +240,10 @@ def test_generate_text_from_the_command_line(tmp_path, capsys):
     assert "--degree" in capsys.readouterr().err
 
 
-def test_the_old_name_daskpd_datasets_gives_the_same_generators():
+def test_the_generators_have_one_name():
     import daskpd
-    from daskpd import datasets
 
-    assert datasets.__all__ == generators.__all__
-    for name in generators.__all__:
-        assert getattr(datasets, name) is getattr(generators, name)
-    assert daskpd.datasets is datasets and daskpd.generators is generators
+    assert daskpd.generators is generators
+    assert "datasets" not in daskpd.__all__
+    with pytest.raises(ModuleNotFoundError):
+        import daskpd.datasets  # noqa: F401

@@ -49,7 +49,7 @@ def datasets(config, nnz):
 def _dataset(config, nnz, kind):
     """Generate (once) and open one set of a scale."""
     from daskpd.data import open_dataset
-    from daskpd.datasets import (
+    from daskpd.generators import (
         make_spdc_ridge,
         make_splice_like,
         make_text_like,
@@ -91,7 +91,7 @@ def _dna_sets(config):
     from sklearn.model_selection import train_test_split
 
     from daskpd.data import open_dataset, write_dataset
-    from daskpd.datasets import load_statlog_dna
+    from daskpd.generators import load_statlog_dna
     from daskpd.io.sequences import WDOptions, encode, wd_transform
 
     kinds = ("train", "valid", "test")

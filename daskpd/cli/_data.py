@@ -396,7 +396,7 @@ def _add_generate(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_generate(args) -> int:
-    from daskpd import datasets
+    from daskpd import generators
 
     given = {name: getattr(args, name) for name in _GENERATE_OPTIONS}
     given = {name: value for name, value in given.items() if value is not None}
@@ -413,26 +413,26 @@ def _run_generate(args) -> int:
             _print_dashboard(client)
         common["client"] = client
         if args.kind == "splice":
-            dataset = datasets.make_splice_like(
+            dataset = generators.make_splice_like(
                 args.dest, args.n_samples or 10000, **given, **common
             )
             planted = None
         elif args.kind == "text":
-            dataset = datasets.make_text_like(
+            dataset = generators.make_text_like(
                 args.dest, args.n_samples or 10000, given.pop("n_features", 2**20), **given,
                 **common,
             )  # fmt: skip
             planted = None
         elif args.kind in ("classification", "regression"):
-            make = getattr(datasets, f"make_{args.kind}")
+            make = getattr(generators, f"make_{args.kind}")
             generated = make(
                 args.dest, args.n_samples or 10000, given.pop("n_features", 1000), **given, **common
             )
-            dataset, planted = generated.dataset, datasets.planted_path(args.dest)
+            dataset, planted = generated.dataset, generators.planted_path(args.dest)
         elif args.kind == "factorized":
             if "factorized_task" in given:
                 given["task"] = given.pop("factorized_task")
-            generated = datasets.make_factorized(
+            generated = generators.make_factorized(
                 args.dest,
                 args.n_samples or 10000,
                 given.pop("n_features", 1000),
@@ -440,12 +440,12 @@ def _run_generate(args) -> int:
                 **given,
                 **common,
             )
-            dataset, planted = generated.dataset, datasets.planted_path(args.dest)
+            dataset, planted = generated.dataset, generators.planted_path(args.dest)
         else:
-            generated = datasets.make_spdc_ridge(
+            generated = generators.make_spdc_ridge(
                 args.dest, args.n_samples or 500, given.pop("n_features", 500), **given, **common
             )
-            dataset, planted = generated.dataset, datasets.planted_path(args.dest)
+            dataset, planted = generated.dataset, generators.planted_path(args.dest)
     summary = {"path": dataset.path, "planted": planted}
     summary.update(dataset.summary())
     _print_json(summary)

@@ -383,7 +383,7 @@ def _run_demo(args) -> int:
     from daskpd._cluster import worker_addresses
     from daskpd.checkpoint import save_model
     from daskpd.data import partition_dataset
-    from daskpd.datasets import make_splice_like
+    from daskpd.generators import make_splice_like
 
     if args.dir:
         root = Path(args.dir)

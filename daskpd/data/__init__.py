@@ -20,9 +20,7 @@ One module per job, lowest first (each imports only the ones above it):
 
 The numba kernels these use are in :mod:`daskpd.kernels.dataset` (and
 :mod:`daskpd.kernels.dso` for the layouts), imported, as scipy is, by the functions that use
-them: opening a dataset and reading its rows imports neither. :mod:`daskpd.dataset` and
-the private modules ``daskpd._base``, ``_memory``, ``_partition``, ``_format``, ``_layout``
-and ``_atomic`` are the old names of these modules; they re-export the same objects.
+them: opening a dataset and reading its rows imports neither.
 """
 
 from daskpd.data.base import BaseDataset, BiasDataset

@@ -257,7 +257,7 @@ def _warn_layout_once(directory, reason) -> None:
         _LAYOUT_WARNED.add((directory, reason))
     warnings.warn(
         f"{directory}: stored DSO tile layout not used, {reason}; the layout is built at run "
-        "time instead (store it again: daskpd.dataset.write_layouts(..., overwrite=True))",
+        "time instead (store it again: daskpd.data.write_layouts(..., overwrite=True))",
         UserWarning,
         stacklevel=4,
     )

@@ -29,7 +29,6 @@ make_text_like
 The package, by kind: ``_chunks`` (what every generator shares: chunks as Dask tasks, the
 parts assembled, the planted model stored), ``_splice`` (DNA windows), ``_linear`` (planted
 linear models), ``_factorized`` (low-rank and the SPDC paper's data), ``_text`` (documents).
-:mod:`daskpd.datasets` is this package's old name.
 """
 
 from daskpd.generators._chunks import Generated, planted_path

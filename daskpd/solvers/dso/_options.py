@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daskpd import _layout
+from daskpd.data import layout as _layout
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 from daskpd.solvers._groups import class_weight_pair, row_weights
@@ -61,7 +61,7 @@ class DSOOptions:
         chunks of each in a random order, a chunk's nonzeros one after the other. That
         layout is read as stored with the grid when it was stored for the run's
         ``block_bytes``, ``chunk_nnz`` and SVRG setting (``partition_dataset`` stores those
-        of the defaults), else built in the first epoch (:mod:`daskpd._layout`). The
+        of the defaults), else built in the first epoch (:mod:`daskpd.data.layout`). The
         kernel then runs a straight loop, the fastest of these orders on splice-like tiles
         (measured in BENCHMARKS.md, DSO section).
         ``"blocked"``: the same sub-blocks, inside each the rows in a random permutation,

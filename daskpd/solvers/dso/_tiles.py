@@ -12,8 +12,8 @@ import uuid
 
 import numpy as np
 
-from daskpd import _layout
 from daskpd._cluster import worker_memory_limit
+from daskpd.data import layout as _layout
 from daskpd.kernels import dso as kernels
 from daskpd.solvers._driver import block_seeds, epoch_seed
 from daskpd.solvers.dso._options import _SEGMENT_ORDERS, _SUB_BLOCK_ORDERS
@@ -69,7 +69,7 @@ def _layout_cols(settings):
 
 
 def _tile_layout(settings):
-    """The :class:`~daskpd._layout.TileLayout` of a run's tiles; None unless ``"shuffled"``."""
+    """The :class:`~daskpd.data.layout.TileLayout` of a run's tiles; None unless ``"shuffled"``."""
     if settings.visit_order != _layout.VISIT_ORDER:
         return None
     return _layout.TileLayout(settings.block_cols, settings.chunk_nnz)
@@ -93,7 +93,7 @@ def _load_tile(source, settings, q, r):
     ``source`` is a dataset (``tile(P, q, r)``) or the tile's ``(rows, cols, vals)``. With
     ``visit_order="blocked"`` the nonzeros are regrouped by column sub-block
     (:func:`daskpd.kernels.dso.block_layout`), with ``"shuffled"`` also shuffled inside each
-    sub-block and cut into chunks (:func:`daskpd._layout.build_tile_layout`); otherwise they
+    sub-block and cut into chunks (:func:`daskpd.data.layout.build_tile_layout`); otherwise they
     stay in storage order as one block. With ``settings.stored_layout`` the ``"shuffled"``
     layout is read as stored with the grid (checked against its per-tile CRC32), the same
     bits without the building. Tiles of on-disk datasets are memoized per process within
@@ -216,7 +216,7 @@ def _build_tile(source, settings, q, r, block_cols):
 
 
 #: Fewest chunks a sub-block of the ``"shuffled"`` layout is cut into (defined with the
-#: layout, :mod:`daskpd._layout`).
+#: layout, :mod:`daskpd.data.layout`).
 MIN_CHUNKS = _layout.MIN_CHUNKS
 
 
