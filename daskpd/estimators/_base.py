@@ -194,6 +194,8 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
         self.gap_ = float(result.gap)
         self.history_ = list(result.history)
         self.solver_ = result.solver
+        # for to_sklearn's C = 1 / (alpha n); private: a model file does not keep it
+        self._n_samples_fit = int(data.n_samples)
         if not result.converged:
             warnings.warn(
                 f"{type(self).__name__} stopped after {self.n_iter_} epochs with a duality gap "
@@ -202,6 +204,33 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
                 stacklevel=2,
             )
         return self
+
+    def to_sklearn(self, *, n_samples=None):
+        """This fitted model as a fitted scikit-learn estimator, usable without daskpd.
+
+        The nearest scikit-learn class (``LinearSVC``, ``LogisticRegression``, ``Ridge``,
+        ``Lasso``, ``ElasticNet``, ``LinearRegression``, ``LinearSVR``; ``SGDClassifier`` /
+        ``SGDRegressor`` for the other pairs; a ``OneVsRestClassifier`` of binary ones for a
+        multiclass model) with this model's coefficients: its ``predict`` and
+        ``decision_function`` equal this estimator's on NumPy and scipy.sparse input, and
+        its pickle loads where daskpd is not installed (see
+        :mod:`daskpd.estimators._sklearn_export`).
+
+        Parameters
+        ----------
+        n_samples : int, optional
+            Training rows, for the parameters that scale with them (``C = 1 / (alpha n)``);
+            default: those of the last fit (a model loaded from a file does not record
+            them, and ``C`` then stays at scikit-learn's default: it matters only to refit).
+
+        Returns
+        -------
+        estimator : sklearn.base.BaseEstimator
+            Fitted.
+        """
+        from daskpd.estimators._sklearn_export import to_sklearn
+
+        return to_sklearn(self, n_samples=n_samples)
 
     def _callbacks(self):
         callbacks = []
