@@ -394,7 +394,7 @@ def test_cli_info_prints_a_json_summary(tmp_path, capsys):
     assert main(["info", str(tmp_path / "d"), "--verify"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["shape"] == [30, 7] and summary["nnz"] == ds.nnz
-    assert summary["format_version"] == 1 and summary["verified"] is True
+    assert summary["format_version"] == 2 and summary["verified"] is True
     assert summary["stored_bytes"] > 0
     assert main(["info", str(tmp_path / "missing")]) == 2
     assert "no dataset" in capsys.readouterr().err

@@ -129,9 +129,11 @@ def _add_ingest(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--task",
-        choices=("auto", "binary", "regression"),
+        choices=("auto", "binary", "multiclass", "regression"),
         default="auto",
-        help="binary needs labels -1/+1 (auto: binary when they are)",
+        help="binary needs labels -1/+1, multiclass integer class labels (auto: binary when "
+        "every label is -1/+1, multiclass for 3 to 1000 distinct integer labels, else "
+        "regression)",
     )
     parser.add_argument(
         "--chunk-bytes",

@@ -50,6 +50,17 @@ class BaseDataset:
         """Number of row blocks."""
         return int(self.row_block_bounds.shape[0] - 1)
 
+    @property
+    def classes(self) -> np.ndarray | None:
+        """The class labels of a ``"multiclass"`` dataset, increasing (float64); else None.
+
+        Read from ``label_counts``, whose keys are the stored integer labels: every view of
+        a dataset (the bias view, a reopened handle) has the same classes without a read.
+        """
+        if self.task != "multiclass" or not self.label_counts:
+            return None
+        return np.array(sorted(float(label) for label in self.label_counts), dtype=np.float64)
+
     # ---- rows and blocks
 
     def _check_range(self, start, stop) -> tuple[int, int]:

@@ -5,7 +5,7 @@ dataset handle (:mod:`daskpd.data.ondisk`), the writer (:mod:`daskpd.data.writer
 grids (:mod:`daskpd.data.partition`) use them. The functions and classes named below are
 those of :mod:`daskpd.data`.
 
-Format (``format_version`` 1)
+Format (``format_version`` 2)
 -----------------------------
 A dataset is a directory holding one zarr v3 group. Every array is 1-D (dense ``X`` is 2-D),
 chunked to about 4 MiB uncompressed, compressed with Blosc zstd + byte shuffle and followed by a
@@ -30,11 +30,13 @@ Row block b is the contiguous slice ``indptr[bounds[b]]:indptr[bounds[b+1]]`` of
 
 Group attributes: ``format_version`` (int), ``shape`` [n, d], ``nnz`` (stored entries; for the
 dense layout the nonzero values), ``binary`` (bool; all values 1, no ``data``), ``layout``,
-``task`` ("binary" with labels in {-1, +1}, or "regression"), ``label_counts`` ({"-1": c, "1": c}
-for binary, null for regression), ``dtype`` (value dtype, "float32" or "float64"),
-``has_sample_weight``, ``n_row_blocks``, ``write_id`` (uuid of the write) and ``manifest``:
-for every array its shape, dtype, chunk shape, number and total size of chunk files, and the
-CRC32 of its logical little-endian bytes.
+``task`` ("binary" with labels in {-1, +1}, "multiclass" with integer class labels, or
+"regression"), ``label_counts`` ({"-1": c, "1": c} for binary; for multiclass the count of
+every class keyed by its integer label, {"0": c, "3": c, ...}; null for regression),
+``classes`` (multiclass only: the integer labels, increasing), ``dtype`` (value dtype,
+"float32" or "float64"), ``has_sample_weight``, ``n_row_blocks``, ``write_id`` (uuid of the
+write) and ``manifest``: for every array its shape, dtype, chunk shape, number and total size
+of chunk files, and the CRC32 of its logical little-endian bytes.
 
 Tiled layout for a P x P grid (derived by :func:`partition_dataset`), subgroup ``grids/<P>/``::
 
@@ -102,6 +104,11 @@ compares CRC32s with the manifest.
 Errors are :class:`DatasetIntegrityError` naming the path and the array. Handles unpickled in
 Dask tasks list chunk files once per process and directory state, so reopening is cheap.
 
+Versions: version 2 added the task "multiclass" and its ``classes`` attribute; nothing else
+changed, so a version 1 dataset (task "binary" or "regression") is read as before. Grids and
+stored layouts keep their own version (:data:`GRID_FORMAT_VERSION`, 1), unchanged by the
+dataset's: a grid derived under version 1 stays valid.
+
 Offsets: every offset (``indptr``, ``row_block_bounds``, ``tile_ptr``, bounds, counts) is int64
 on disk and in memory, and slices are computed from them as Python or int64 integers; column
 ids and tile-local ids are int32.
@@ -117,8 +124,16 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 
 from daskpd.data.store import is_url, remote_files
 
-#: Version written in the ``format_version`` attribute; readers refuse other versions.
-FORMAT_VERSION = 1
+#: Version written in the dataset group's ``format_version`` attribute.
+FORMAT_VERSION = 2
+
+#: Dataset versions this daskpd reads; others (newer ones) are refused. Version 1 is version 2
+#: without the task "multiclass".
+READABLE_FORMAT_VERSIONS = (1, 2)
+
+#: Version of the grid and stored-layout subgroups (``grids/<P>/``, their ``layouts/``); apart
+#: from the dataset's, which version 2 bumped for a new task without touching the grids.
+GRID_FORMAT_VERSION = 1
 
 # The empty values array that stands for binary features in the kernels' arguments. float32,
 # the dtype the generators write: binary data and valued data then share one compiled kernel

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.data.format import (
-    FORMAT_VERSION,
+    GRID_FORMAT_VERSION,
     NO_VALUES,
     DatasetIntegrityError,
     check_group_files,
@@ -175,7 +175,7 @@ class StoredLayoutsMixin:
                 f"it was derived from another write of the grid (grid write id {grid_write_id}, "
                 f"the grid's is {grid_attrs['write_id']})"
             )
-        expected = {**layout.attributes(), "format_version": FORMAT_VERSION}
+        expected = {**layout.attributes(), "format_version": GRID_FORMAT_VERSION}
         if recorded != expected:
             return None, f"it records the parameters {recorded}, the run needs {expected}"
         if not same_place:

@@ -11,6 +11,7 @@ from daskpd.data.grid import MemorySink, build_grid
 from daskpd.data.validation import (
     LAYOUTS,
     TASKS,
+    LabelCounter,
     block_limits,
     check_grid,
     check_labels,
@@ -20,7 +21,6 @@ from daskpd.data.validation import (
     dense_chunk,
     dense_stats,
     dense_to_csr,
-    task_and_counts,
 )
 
 
@@ -43,8 +43,8 @@ class MemoryDataset(BaseDataset):
         Default: float32 for float32 input, else float64.
     binary : bool, optional
         Default: True for sparse input whose stored values are all 1.
-    task : {"binary", "regression"}, optional
-        Default: inferred from the labels.
+    task : {"binary", "multiclass", "regression"}, optional
+        Default: inferred from the labels, as :class:`~daskpd.data.DatasetWriter` does.
     layout : {"csr", "dense"}, optional
         Default: "csr" for sparse input, "dense" for arrays.
     """
@@ -103,11 +103,9 @@ class MemoryDataset(BaseDataset):
         self._weight = (
             check_weights(sample_weight, n_samples, 0) if self.has_sample_weight else None
         )
-        n_negative = int(np.count_nonzero(self._y == -1.0))
-        n_positive = int(np.count_nonzero(self._y == 1.0))
-        self.task, self.label_counts = task_and_counts(
-            task, n_negative, n_positive, n_samples - n_negative - n_positive
-        )
+        labels = LabelCounter(task)
+        labels.add(self._y)
+        self.task, self.label_counts, _ = labels.task_and_counts()
 
         if layout == "csr":
             self._indptr, self._indices, self._data = csr_chunk(

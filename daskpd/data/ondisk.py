@@ -15,7 +15,8 @@ import numpy as np
 
 from daskpd.data.base import BaseDataset
 from daskpd.data.format import (
-    FORMAT_VERSION,
+    GRID_FORMAT_VERSION,
+    READABLE_FORMAT_VERSIONS,
     DatasetIntegrityError,
     check_group_files,
     verify_arrays,
@@ -88,10 +89,12 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
                 f"{self.path}: not a readable daskpd dataset (zarr group metadata: {exc})"
             ) from None
         version = attrs.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_FORMAT_VERSIONS:
             raise DatasetIntegrityError(
-                f"{self.path}: format_version is {version!r}, this daskpd reads {FORMAT_VERSION}"
+                f"{self.path}: format_version is {version!r}, this daskpd reads "
+                f"{', '.join(str(known) for known in READABLE_FORMAT_VERSIONS)}"
             )
+        self._format_version = int(version)
         try:
             self.shape = (int(attrs["shape"][0]), int(attrs["shape"][1]))
             self.nnz = int(attrs["nnz"])
@@ -99,6 +102,12 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
             self.layout = str(attrs["layout"])
             self.task = str(attrs["task"])
             self.label_counts = attrs["label_counts"]
+            if self.task == "multiclass" and (
+                self._format_version < 2
+                or [int(label) for label in attrs["classes"]]
+                != sorted(int(label) for label in self.label_counts)
+            ):
+                raise ValueError("the classes disagree with the label counts")
             self.dtype = np.dtype(attrs["dtype"])
             self.has_sample_weight = bool(attrs["has_sample_weight"])
             self._manifest = dict(attrs["manifest"])
@@ -229,8 +238,8 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
 
     @property
     def format_version(self) -> int:
-        """Version of the stored format."""
-        return FORMAT_VERSION
+        """Version of the stored format (1 or 2; 2 added the task "multiclass")."""
+        return self._format_version
 
     @property
     def stored_bytes(self) -> int:
@@ -312,7 +321,10 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
             attrs = dict(group.attrs)
             attrs["manifest"] = dict(attrs["manifest"])
             write_id = str(attrs["write_id"])
-            if int(attrs["grid"]) != int(n_blocks) or attrs["format_version"] != FORMAT_VERSION:
+            if (
+                int(attrs["grid"]) != int(n_blocks)
+                or attrs["format_version"] != GRID_FORMAT_VERSION
+            ):
                 raise ValueError("grid attributes disagree with the directory name")
             if attrs.get("dataset_write_id", self._write_id) != self._write_id:
                 raise ValueError("the grid was derived from another write of the dataset")

@@ -20,7 +20,7 @@ from daskpd.data.base import BaseDataset
 from daskpd.data.format import (
     ARRAY_CONFIG,
     CHUNK_BYTES,
-    FORMAT_VERSION,
+    GRID_FORMAT_VERSION,
     Appender,
     chunk_length,
     create_1d,
@@ -152,7 +152,7 @@ def partition_dataset(
         write_id = uuid.uuid4().hex
         group.attrs.update(
             {
-                "format_version": FORMAT_VERSION,
+                "format_version": GRID_FORMAT_VERSION,
                 "grid": n_blocks,
                 "nnz": int(dataset.nnz),
                 "binary": bool(dataset.binary),
@@ -306,7 +306,7 @@ def _store_layout(
             manifest[name] = manifest_entry(array, os.path.join(temporary, name), crc)
         group.attrs.update(
             {
-                "format_version": FORMAT_VERSION,
+                "format_version": GRID_FORMAT_VERSION,
                 "grid": n_blocks,
                 "layout": layout.name,
                 **layout.attributes(),

@@ -15,7 +15,13 @@ DEFAULT_BLOCK_NNZ = 2**22
 
 NO_LIMIT = int(np.iinfo(np.int64).max)
 LAYOUTS = ("csr", "dense")
-TASKS = ("binary", "regression")
+TASKS = ("binary", "multiclass", "regression")
+
+#: Most distinct integer labels a store is taken to be multiclass for without being told
+#: (``task=None``). Integer targets with more values are more likely counts or years than
+#: classes; the label values are stored either way, so a regression loss still reads them
+#: as numbers, and ``task=`` settles what a guess cannot.
+MAX_INFERRED_CLASSES = 1000
 
 
 def dense_to_csr(block):
@@ -146,6 +152,14 @@ def check_labels(y_rows, n_rows, first_row, task):
             raise ValueError(
                 f"label of row {first_row + row} is {y_rows[row]}; task 'binary' needs -1 or +1"
             )
+    elif task == "multiclass":
+        valid = y_rows == np.rint(y_rows)
+        if not valid.all():
+            row = first_bad(~valid)
+            raise ValueError(
+                f"label of row {first_row + row} is {y_rows[row]}; task 'multiclass' needs "
+                "integer class labels"
+            )
     return y_rows
 
 
@@ -162,11 +176,63 @@ def check_weights(sample_weight, n_rows, first_row):
     return sample_weight
 
 
-def task_and_counts(task, n_negative, n_positive, n_other):
-    """Stored ``task`` and ``label_counts``: "binary" when asked or when all labels are +-1."""
-    if task == "binary" or (task is None and n_other == 0):
-        return "binary", {"-1": int(n_negative), "1": int(n_positive)}
-    return "regression", None
+class LabelCounter:
+    """Counts of the label values of rows appended in any number of pieces.
+
+    What decides the stored ``task`` (:meth:`task_and_counts`). Counting stops (and the
+    counter forgets its counts) at the first label that is not an integer or once there are
+    more than :data:`MAX_INFERRED_CLASSES` distinct values: such labels are classes only when
+    the writer is told so, and then every value is an integer (:func:`check_labels`) and is
+    counted. Memory: one entry per distinct label.
+
+    Parameters
+    ----------
+    task : {"binary", "multiclass", "regression"} or None
+        The task asked for (None: inferred).
+    """
+
+    def __init__(self, task=None):
+        self.task = task
+        self.counts: dict | None = {}
+
+    def add(self, y_rows) -> None:
+        """Count the labels ``y_rows`` (float64, already checked by :func:`check_labels`)."""
+        if self.counts is None or self.task == "regression":
+            return
+        values, counts = np.unique(y_rows, return_counts=True)
+        if self.task is None and values.size and not np.all(values == np.rint(values)):
+            self.counts = None
+            return
+        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+            self.counts[value] = self.counts.get(value, 0) + int(count)
+        if self.task is None and len(self.counts) > MAX_INFERRED_CLASSES:
+            self.counts = None
+
+    def task_and_counts(self):
+        """The stored ``(task, label_counts, classes)``.
+
+        ``"binary"`` when asked or when every label is -1 or +1 (``label_counts`` keyed "-1"
+        and "1"); ``"multiclass"`` when asked or, when not told, for at least 3 and at most
+        :data:`MAX_INFERRED_CLASSES` distinct integer labels (``label_counts`` keyed by the
+        integer labels, ``classes`` those labels in increasing order); else ``"regression"``
+        (``label_counts`` and ``classes`` None).
+        """
+        counts = self.counts if self.counts is not None else {}
+        if self.task == "binary" or (
+            self.task is None and self.counts is not None and set(counts) <= {-1.0, 1.0}
+        ):
+            return (
+                "binary",
+                {"-1": int(counts.get(-1.0, 0)), "1": int(counts.get(1.0, 0))},
+                None,
+            )
+        if self.task == "multiclass" or (
+            self.task is None and self.counts is not None and len(counts) >= 3
+        ):
+            classes = sorted(counts)
+            label_counts = {str(int(value)): int(counts[value]) for value in classes}
+            return "multiclass", label_counts, [int(value) for value in classes]
+        return "regression", None, None
 
 
 def csr_row_stats(indptr, data):

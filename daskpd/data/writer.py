@@ -27,6 +27,7 @@ from daskpd.data.store import is_url, normalize_path
 from daskpd.data.validation import (
     LAYOUTS,
     TASKS,
+    LabelCounter,
     block_limits,
     check_labels,
     check_weights,
@@ -34,7 +35,6 @@ from daskpd.data.validation import (
     csr_row_stats,
     dense_chunk,
     dense_stats,
-    task_and_counts,
 )
 
 
@@ -58,9 +58,11 @@ class DatasetWriter:
         Features are 0/1: stored without values (appending any other value is an error).
     dtype : {numpy.float32, numpy.float64}, default=numpy.float64
         Dtype of stored values.
-    task : {"binary", "regression"} or None, default=None
-        "binary" requires labels in {-1, +1}; None infers it at close ("binary" when every
-        label is -1 or +1).
+    task : {"binary", "multiclass", "regression"} or None, default=None
+        "binary" requires labels in {-1, +1}, "multiclass" integer class labels; None infers
+        it at close (:meth:`daskpd.data.validation.LabelCounter.task_and_counts`: "binary"
+        when every label is -1 or +1, "multiclass" for 3 to
+        :data:`~daskpd.data.validation.MAX_INFERRED_CLASSES` distinct integer labels).
     layout : {"csr", "dense"}, default="csr"
     rows_per_block : int, optional
         Rows per row block.
@@ -133,9 +135,7 @@ class DatasetWriter:
         self._block_nnz = 0
         self._cuts = [np.zeros(1, dtype=np.int64)]
         self._col_nnz = np.zeros(n_features, dtype=np.int64)
-        self._n_negative = 0
-        self._n_positive = 0
-        self._n_other = 0
+        self._labels = LabelCounter(task)
         self._has_weight = None
         self._closed = False
 
@@ -214,9 +214,6 @@ class DatasetWriter:
             )
         if has_weight:
             sample_weight = check_weights(sample_weight, n_rows, first_row)
-        is_negative = y_rows == -1.0
-        is_positive = y_rows == 1.0
-
         if self.layout == "csr":
             indptr, indices, data = csr_chunk(
                 X_rows, self.n_features, self.binary, self.dtype, first_row
@@ -248,9 +245,7 @@ class DatasetWriter:
                 self._add("sample_weight", np.float64)
             self._appenders["sample_weight"].append(sample_weight)
         self._has_weight = has_weight
-        self._n_negative += int(np.count_nonzero(is_negative))
-        self._n_positive += int(np.count_nonzero(is_positive))
-        self._n_other += n_rows - int(np.count_nonzero(is_negative | is_positive))
+        self._labels.add(y_rows)
         self.n_samples += n_rows
         self.nnz += chunk_nnz
 
@@ -282,9 +277,7 @@ class DatasetWriter:
     def _commit(self) -> Dataset:
         if self.n_samples == 0:
             raise ValueError(f"no rows were written; nothing created at {self.path}")
-        task, label_counts = task_and_counts(
-            self.task, self._n_negative, self._n_positive, self._n_other
-        )
+        task, label_counts, classes = self._labels.task_and_counts()
         bounds = np.concatenate([*self._cuts, np.array([self.n_samples], dtype=np.int64)])
         for name, values in (("col_nnz", self._col_nnz), ("row_block_bounds", bounds)):
             self._add(name, np.int64)
@@ -304,6 +297,7 @@ class DatasetWriter:
                 "layout": self.layout,
                 "task": task,
                 "label_counts": label_counts,
+                **({"classes": classes} if classes is not None else {}),
                 "dtype": self.dtype.name,
                 "has_sample_weight": bool(self._has_weight),
                 "n_row_blocks": int(bounds.shape[0] - 1),
@@ -382,8 +376,8 @@ def write_dataset(
         Stored value dtype; default: float32 for float32 input, else float64.
     binary : bool, optional
         Store without values; default: True when every stored value of a sparse ``X`` is 1.
-    task : {"binary", "regression"}, optional
-        Default: inferred from the labels.
+    task : {"binary", "multiclass", "regression"}, optional
+        Default: inferred from the labels (see :class:`DatasetWriter`).
     layout : {"csr", "dense"}, optional
         Default: "dense" for ndarray input (or Dask arrays of ndarrays), "csr" for sparse input.
     overwrite : bool, default=False

@@ -382,8 +382,9 @@ def ingest_sequences(
     delimiter : str, default=","
     allow_n : bool, default=False
         Accept ``N`` letters.
-    task : {"auto", "binary", "regression"}, default="auto"
-        ``"binary"`` requires labels in {-1, +1} after mapping.
+    task : {"auto", "binary", "multiclass", "regression"}, default="auto"
+        ``"binary"`` requires labels in {-1, +1} after mapping, ``"multiclass"`` integer
+        class labels; ``"auto"`` infers it as :class:`daskpd.data.DatasetWriter` does.
     dtype : {float32, float64}, default=float32
         Stored value type (binary features store no values).
     overwrite : bool, default=False
@@ -413,8 +414,10 @@ def ingest_sequences(
     dest = os.fspath(dest)
     if not sources:
         raise ValueError("no source file given")
-    if task not in ("auto", "binary", "regression"):
-        raise ValueError(f"task must be 'auto', 'binary' or 'regression', got {task!r}")
+    if task not in ("auto", "binary", "multiclass", "regression"):
+        raise ValueError(
+            f"task must be 'auto', 'binary', 'multiclass' or 'regression', got {task!r}"
+        )
     if len(delimiter) != 1:
         raise ValueError(f"delimiter must be one character, got {delimiter!r}")
     dtype = np.dtype(dtype)

@@ -383,9 +383,12 @@ def ingest_svmlight(
     binary : bool or "auto", default="auto"
         Store no values. ``"auto"``: when every value is 1. ``True`` fails on a value
         other than 1.
-    task : {"auto", "binary", "regression"}, default="auto"
-        ``"binary"`` requires labels in {-1, +1} (the dataset convention); ``"auto"`` stores
-        ``"binary"`` when every label is -1 or +1, else ``"regression"``.
+    task : {"auto", "binary", "multiclass", "regression"}, default="auto"
+        ``"binary"`` requires labels in {-1, +1} (the dataset convention), ``"multiclass"``
+        integer class labels (kept as they are; the classes are recorded); ``"auto"`` stores
+        ``"binary"`` when every label is -1 or +1, ``"multiclass"`` for 3 to
+        :data:`daskpd.data.validation.MAX_INFERRED_CLASSES` distinct integer labels, else
+        ``"regression"`` (integer targets such as counts or years: say ``"regression"``).
     qid : {"error", "ignore"}, default="error"
         What to do with a ``qid:N`` token after the label.
     n_features : int, optional
@@ -426,8 +429,10 @@ def ingest_svmlight(
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
     if binary not in (True, False, "auto"):
         raise ValueError(f"binary must be True, False or 'auto', got {binary!r}")
-    if task not in ("auto", "binary", "regression"):
-        raise ValueError(f"task must be 'auto', 'binary' or 'regression', got {task!r}")
+    if task not in ("auto", "binary", "multiclass", "regression"):
+        raise ValueError(
+            f"task must be 'auto', 'binary', 'multiclass' or 'regression', got {task!r}"
+        )
     if qid not in ("error", "ignore"):
         raise ValueError(f"qid must be 'error' or 'ignore', got {qid!r}")
     dtype = np.dtype(dtype)
@@ -496,6 +501,15 @@ def ingest_svmlight(
             labels = {value for meta in metas for value in meta["labels"]}
             if not labels <= {-1.0, 1.0}:
                 _raise_non_binary_label(metas)
+        if task == "multiclass":
+            found = _locate_row(metas, _non_integer_labels)
+            if found is not None:
+                path, line, row, info = found
+                value = float(_parts.load_array(info, "y")[row])
+                raise SvmlightFormatError(
+                    f"{path}:{line}: label {value:g} does not fit task='multiclass' (class "
+                    "labels must be integers)"
+                )
         summary = _parts.run_one(
             _parts.assemble,
             [info for meta in metas for info in meta["parts"]],
@@ -529,6 +543,11 @@ def _rows_with_non_unit_values(info):
 def _non_binary_labels(info):
     y = _parts.load_array(info, "y")
     return (y != -1.0) & (y != 1.0)
+
+
+def _non_integer_labels(info):
+    y = _parts.load_array(info, "y")
+    return y != np.rint(y)
 
 
 def _raise_non_binary_label(metas):
