@@ -11,15 +11,27 @@ import numpy as np
 from daskpd.regularizers._base import SET_TOL, Regularizer, _vec, project_l1_ball
 
 
-def _check_radius(radius):
-    value = float(radius)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"radius must be finite and > 0, got radius={radius!r}")
-    return value
+@dataclass(frozen=True)
+class _Ball(Regularizer):
+    """The indicator of a ball of ``radius``: what the L1 and Euclidean balls share."""
+
+    is_indicator: ClassVar[bool] = True
+    radius: float = 1.0
+
+    def __post_init__(self):
+        value = float(self.radius)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"radius must be finite and > 0, got radius={self.radius!r}")
+        object.__setattr__(self, "radius", value)
+
+    @property
+    def params(self) -> np.ndarray:
+        """``[radius]``."""
+        return np.array([self.radius])
 
 
 @dataclass(frozen=True)
-class L1Ball(Regularizer):
+class L1Ball(_Ball):
     """Indicator of the L1 ball ``{||w||_1 <= radius}``.
 
     Conjugate (support function): ``radius ||v||_inf``; prox: Euclidean projection (Duchi et
@@ -33,16 +45,6 @@ class L1Ball(Regularizer):
     """
 
     name: ClassVar[str] = "l1_ball"
-    is_indicator: ClassVar[bool] = True
-    radius: float = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "radius", _check_radius(self.radius))
-
-    @property
-    def params(self) -> np.ndarray:
-        """``[radius]``."""
-        return np.array([self.radius])
 
     def value(self, w) -> float:
         """0 if ``||w||_1 <= radius`` (relative tolerance ``SET_TOL``), else ``inf``."""
@@ -67,7 +69,7 @@ class L1Ball(Regularizer):
 
 
 @dataclass(frozen=True)
-class L2Ball(Regularizer):
+class L2Ball(_Ball):
     """Indicator of the Euclidean ball ``{||w||_2 <= radius}``.
 
     Conjugate: ``radius ||v||_2``; prox: ``v min(1, radius / ||v||_2)``; LMO:
@@ -80,16 +82,6 @@ class L2Ball(Regularizer):
     """
 
     name: ClassVar[str] = "l2_ball"
-    is_indicator: ClassVar[bool] = True
-    radius: float = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "radius", _check_radius(self.radius))
-
-    @property
-    def params(self) -> np.ndarray:
-        """``[radius]``."""
-        return np.array([self.radius])
 
     def value(self, w) -> float:
         """0 if ``||w||_2 <= radius`` (relative tolerance ``SET_TOL``), else ``inf``."""
