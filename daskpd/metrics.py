@@ -10,6 +10,11 @@ score, and the undefined point with no predicted positive (precision 0/0) is dro
 curve starts at the recall of the highest score rather than at (0, 1).
 :func:`average_precision` is the step sum ``sum_k (R_k - R_{k-1}) P_k`` of scikit-learn's
 ``average_precision_score``; the two differ slightly and both are reported.
+
+Multiclass (one-vs-rest scores of shape (n_samples, n_classes), :func:`multiclass_metrics`):
+a row is predicted the class of its largest score (the first on ties, as scikit-learn's
+``argmax``); :func:`accuracy`, :func:`macro_f1`, and each class's :func:`auprc` of its
+column against "this class or not".
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "accuracy",
     "auprc",
     "average_precision",
     "error_rate",
     "log_loss",
+    "macro_f1",
+    "multiclass_metrics",
     "precision_recall_curve",
     "r2",
     "rmse",
@@ -150,3 +158,87 @@ def r2(y_true, predictions) -> float:
     if not np.all(np.isfinite(y)):
         raise ValueError("y_true must be finite, got NaN or inf")
     return float(r2_score(y, s))
+
+
+def accuracy(y_true, y_pred) -> float:
+    """Fraction of rows whose predicted label equals the true one."""
+    y_true = np.asarray(y_true).ravel()
+    y_pred = np.asarray(y_pred).ravel()
+    if y_true.shape != y_pred.shape or y_true.size == 0:
+        raise ValueError(
+            f"y_true and y_pred must be non-empty and of the same length, got {y_true.shape[0]} "
+            f"and {y_pred.shape[0]}"
+        )
+    return float(np.mean(y_true == y_pred))
+
+
+def macro_f1(y_true, y_pred, classes) -> float:
+    """Mean over ``classes`` of each class's F1 score ``2 TP / (2 TP + FP + FN)``.
+
+    scikit-learn's ``f1_score(average="macro", labels=classes)``: a class that is neither in
+    ``y_true`` nor predicted scores 0 (scikit-learn's ``zero_division=0``).
+    """
+    y_true = np.asarray(y_true).ravel()
+    y_pred = np.asarray(y_pred).ravel()
+    scores = []
+    for label in np.asarray(classes).ravel():
+        true = y_true == label
+        predicted = y_pred == label
+        hits = np.count_nonzero(true & predicted)
+        total = np.count_nonzero(true) + np.count_nonzero(predicted)
+        scores.append(2.0 * hits / total if total else 0.0)
+    return float(np.mean(scores))
+
+
+def multiclass_metrics(y_true, scores, classes) -> dict:
+    """Accuracy, macro F1 and per-class AUPRC of one-vs-rest scores.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        Labels, values of ``classes``.
+    scores : array-like of shape (n_samples, n_classes)
+        Column ``k``: the score of ``classes[k]`` (its binary problem's ``x . w_k``).
+    classes : array-like of shape (n_classes,)
+
+    Returns
+    -------
+    dict
+        ``accuracy``, ``macro_f1`` (floats), ``auprc`` and ``average_precision`` (dicts from
+        each class label, as a string, to its one-vs-rest value; NaN for a class absent from
+        ``y_true`` or present in every row).
+    """
+    classes = np.asarray(classes).ravel()
+    scores = np.asarray(scores, dtype=np.float64)
+    y_true = np.asarray(y_true).ravel()
+    if scores.ndim != 2 or scores.shape != (y_true.shape[0], classes.shape[0]):
+        raise ValueError(
+            f"scores must have shape (n_samples, n_classes) = ({y_true.shape[0]}, "
+            f"{classes.shape[0]}), got {scores.shape}"
+        )
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("scores must be finite, got NaN or inf")
+    y_pred = classes[np.argmax(scores, axis=1)]
+    per_class_auprc = {}
+    per_class_ap = {}
+    for k, label in enumerate(classes):
+        positive = np.where(y_true == label, 1.0, -1.0)
+        key = _label_key(label)
+        if positive.min() < 0 < positive.max():
+            per_class_auprc[key] = auprc(positive, scores[:, k])
+            per_class_ap[key] = average_precision(positive, scores[:, k])
+        else:
+            per_class_auprc[key] = per_class_ap[key] = float("nan")
+    return {
+        "accuracy": accuracy(y_true, y_pred),
+        "macro_f1": macro_f1(y_true, y_pred, classes),
+        "auprc": per_class_auprc,
+        "average_precision": per_class_ap,
+    }
+
+
+def _label_key(label) -> str:
+    """A class label as a JSON key: integers without a decimal point (3.0 -> "3")."""
+    if isinstance(label, float | np.floating) and float(label).is_integer():
+        return str(int(label))
+    return str(label)
