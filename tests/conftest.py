@@ -91,6 +91,13 @@ def rng():
     return np.random.default_rng(12345)
 
 
+@pytest.fixture(autouse=True)
+def _input_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Stores that a test's command makes from a file go to a temporary cache, never to the
+    user's (``daskpd train FILE`` caches them; DASKPD_CACHE names the cache)."""
+    monkeypatch.setenv("DASKPD_CACHE", str(tmp_path_factory.getbasetemp() / "daskpd-cache"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _kernels_compiled_in_the_background():
     """DSO's tile loops compiled on the other core while the first tests run (see

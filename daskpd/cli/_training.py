@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from daskpd.cli._inputs import add_input_options, check_file_inputs, open_input
 from daskpd.cli._options import (
     UsageError,
     _add_cluster_options,
@@ -225,7 +226,11 @@ def _summary(result) -> dict:
 
 @subcommand("train", "train a model on a dataset (progress bar, checkpoints, resume)")
 def _add_train(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", metavar="DATA", help="training dataset directory")
+    parser.add_argument(
+        "data",
+        metavar="DATA",
+        help="training data: a dataset directory, or an svmlight or sequences file (see below)",
+    )
     _add_training_options(
         parser,
         defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
@@ -236,7 +241,9 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="'balanced' or NEG:POS row weights, e.g. 1:10",
     )
-    parser.add_argument("--test", metavar="DATA", help="test dataset (AUPRC etc. in the history)")
+    parser.add_argument(
+        "--test", metavar="DATA", help="test dataset or file (AUPRC etc. in the history)"
+    )
     parser.add_argument("--out", metavar="MODEL", help="write the model (zarr) here")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
     parser.add_argument("--checkpoint-dir", metavar="D", help="write checkpoints into D")
@@ -252,6 +259,7 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="continue from the latest checkpoint in --checkpoint-dir",
     )
+    add_input_options(parser)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_train)
 
@@ -265,11 +273,14 @@ def _run_train(args) -> int:
     _check_not_input(args.out, "--out", inputs)
     # checkpoints are written beside each other in the directory, which may hold the data
     _check_not_input(args.checkpoint_dir, "--checkpoint-dir", inputs, holding=False)
-    data = _open_data(args.data, "DATA")
-    test = _open_data(args.test, "--test") if args.test else None
+    check_file_inputs(args, [args.data, args.test])
+    _check_out(args.out, args.overwrite)  # before a file's ingestion, which may take long
+    data = open_input(args, args.data, "DATA")
+    test = None
+    if args.test:
+        test = open_input(args, args.test, "--test", n_features=data.n_features)
     if test is not None and test.n_features != data.n_features:
         raise UsageError(f"--test has {test.n_features} features but DATA has {data.n_features}")
-    _check_out(args.out, args.overwrite)
     plan = _make_plan(
         args,
         data,
@@ -296,7 +307,8 @@ def _model_scores(args):
     from daskpd.solvers._driver import load_model, score_rows
 
     model = load_model(args.model)
-    data = _open_data(args.data, "DATA")
+    check_file_inputs(args, [args.data])
+    data = open_input(args, args.data, "DATA", n_features=model.w.shape[0])
     if data.n_features != model.w.shape[0]:
         raise UsageError(
             f"DATA has {data.n_features} features but the model has {model.w.shape[0]}"
@@ -310,7 +322,8 @@ def _model_scores(args):
 @subcommand("evaluate", "score a dataset with a model; metrics as JSON on stdout")
 def _add_evaluate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
-    parser.add_argument("data", metavar="DATA", help="dataset directory")
+    parser.add_argument("data", metavar="DATA", help="dataset directory, or a file to ingest")
+    add_input_options(parser)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_evaluate)
 
@@ -329,9 +342,10 @@ def _run_evaluate(args) -> int:
 @subcommand("predict", "write the decision scores X @ w of a dataset to a zarr array")
 def _add_predict(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
-    parser.add_argument("data", metavar="DATA", help="dataset directory")
+    parser.add_argument("data", metavar="DATA", help="dataset directory, or a file to ingest")
     parser.add_argument("out", metavar="OUT", help="output zarr group (array 'scores')")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    add_input_options(parser)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_predict)
 
