@@ -48,6 +48,6 @@ def load_model(path):
         from daskpd.estimators._model_file import estimator_from_model_file
 
         return estimator_from_model_file(model_file)
-    from daskpd.solvers._types import result_from_model_file
+    from daskpd.solvers.driver.types import result_from_model_file
 
     return result_from_model_file(model_file)

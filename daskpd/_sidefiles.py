@@ -7,7 +7,7 @@ The side names of daskpd:
 - ``DEST.tmp-<hex>``: a dataset, model, checkpoint or scores group being written, and
   ``DEST.old-<hex>``: the one it replaces, for an instant (:mod:`daskpd.data.atomic`);
 - ``<root>/daskpd-<token>``: a run's shared-memory directory, ``<root>`` being ``/dev/shm``
-  or ``$DASKPD_SHM_DIR`` (:mod:`daskpd.solvers._shared`).
+  or ``$DASKPD_SHM_DIR`` (:mod:`daskpd.solvers.common.shared`).
 
 A side name ``P`` has a lock file ``P.lock`` beside it, locked with ``flock(LOCK_EX)`` by the
 process that made ``P`` (the *owner*) until ``P`` is gone. The kernel lets go of a flock when

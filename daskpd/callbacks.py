@@ -2,7 +2,7 @@
 
 A callback is either a plain callable ``f(info) -> bool | None`` or a :class:`Callback`
 object. After every epoch the driver calls ``on_epoch_end(info)`` with an
-:class:`daskpd.solvers._driver.EpochInfo`; a true return value stops training after that
+:class:`daskpd.solvers.driver.EpochInfo`; a true return value stops training after that
 epoch (``stop_reason="callback"``). A solver whose start comes certified (DSO from the dual
 solver's rounds) also reports its start, as epoch 0. ``on_train_begin(run)`` receives a
 dict (``solver``, ``epoch`` already done, e.g. after a resume, ``max_epochs``, ``history``)

@@ -162,7 +162,7 @@ def wall(args):
     from distributed import Client, LocalCluster
 
     from daskpd.solvers import solve
-    from daskpd.solvers._auto import auto_solver
+    from daskpd.solvers.driver.auto import auto_solver
 
     data = _data(args.workdir, args.nnz)
     rows = []

@@ -206,8 +206,8 @@ def factorized_data(n=10000, p=500, rank=50, seed=0):
 
 def spdc_explicit(U, V, y, reg, alpha, time_limit, seed):
     """SPDC (Algorithm 1) on the explicit matrix A = U V; returns (epochs, seconds, gap)."""
+    from daskpd.solvers.common.coordinate import ProblemArgs, problem_spec
     from daskpd.solvers.dspdc import factorized_gap
-    from daskpd.solvers.spdc import ProblemArgs, problem_spec
 
     A = U @ V
     n, d = A.shape
@@ -283,7 +283,7 @@ def bench_dask(repeats, epochs):
     from distributed import Client, LocalCluster
 
     from daskpd.data import write_dataset
-    from daskpd.solvers._driver import solve
+    from daskpd.solvers.driver import solve
 
     rng = np.random.default_rng(0)
     n, d = 100_000, 1_000

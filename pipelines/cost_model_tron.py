@@ -297,7 +297,7 @@ def share_columns(data, grid, workers):
     (every used column with one group), and what the last worker's groups cover together
     (the share it sends up the tree; groups ``k * P // K`` on worker ``k``, as Tron places
     them)."""
-    from daskpd.solvers._groups import row_group_bounds
+    from daskpd.solvers.common.groups import row_group_bounds
 
     used = int(np.count_nonzero(np.asarray(data.col_nnz)))
     if grid == 1:
@@ -341,7 +341,7 @@ def _others_cores(before, after, seconds):
 
 
 def _owners_threads(client, grid):
-    from daskpd.solvers._groups import idle_cores, worker_list
+    from daskpd.solvers.common.groups import idle_cores, worker_list
 
     workers = worker_list(client)
     owners = tuple(workers[k * len(workers) // grid] for k in range(grid))

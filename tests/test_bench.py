@@ -279,7 +279,7 @@ def test_recorder_gathers_w_for_the_chosen_model_only():
     # certificate-only rows move no w; the recorder gathers it once, for the first point
     # within the rule, and a stop by the budget at an epoch without a row needs none
     from daskpd.bench.runners import _Recorder
-    from daskpd.solvers._types import EpochInfo, Iterate
+    from daskpd.solvers.driver.types import EpochInfo, Iterate
 
     fetched = []
 
@@ -308,7 +308,7 @@ def test_recorder_lets_the_epochs_after_a_certified_start_run():
     # a start's row (epoch 0) at the last line is chosen but does not stop the run: the
     # method's own epochs are timed too; the same primal at epoch 1 stops it
     from daskpd.bench.runners import _Recorder
-    from daskpd.solvers._types import EpochInfo, Iterate
+    from daskpd.solvers.driver.types import EpochInfo, Iterate
 
     def info(epoch, row):
         # each epoch's model is told apart by its w (all entries = the epoch)

@@ -30,14 +30,14 @@ from daskpd.regularizers import (
     get_regularizer,
 )
 from daskpd.solvers import get_solver, solve
-from daskpd.solvers._auto import auto_solver
-from daskpd.solvers._capabilities import (
+from daskpd.solvers.driver import Plan, make_plan, run_plan
+from daskpd.solvers.driver.auto import auto_solver
+from daskpd.solvers.driver.capabilities import (
     BUILTIN_LOSSES,
     BUILTIN_REGULARIZERS,
     Capabilities,
     markdown_table,
 )
-from daskpd.solvers._plan import Plan, make_plan, run_plan
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 N_SAMPLES, N_FEATURES = 40, 6

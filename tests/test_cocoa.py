@@ -17,8 +17,8 @@ from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.problem import Problem
 from daskpd.solvers import Iterate, block_seeds, epoch_seed, solve
-from daskpd.solvers._groups import row_group_bounds as _row_bounds
 from daskpd.solvers.cocoa import Cocoa, CocoaOptions
+from daskpd.solvers.common.groups import row_group_bounds as _row_bounds
 
 LOSSES = ["hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"]
 
@@ -1212,7 +1212,7 @@ from daskpd.data import open_dataset
 from daskpd.kernels import cocoa, dso, scalar
 from daskpd.problem import Problem
 from daskpd.solvers.cocoa import CocoaOptions, _tasks
-from daskpd.solvers._groups import row_group_bounds as _row_bounds
+from daskpd.solvers.common.groups import row_group_bounds as _row_bounds
 from daskpd.solvers.cocoa._options import _settings
 
 path, loss, threads, grid, rehearse = sys.argv[1:]

@@ -266,6 +266,24 @@ def test_batch_on_disk_equals_in_memory(problem_data, tmp_path):
     np.testing.assert_allclose(disk.w, memory.w, rtol=1e-12, atol=1e-14)
 
 
+def test_solve_reads_a_path_as_evaluate_does(problem_data, tmp_path):
+    # one data coercion (daskpd.data.as_data): a path trains as the dataset it opens, and as
+    # Problem.evaluate already read it
+    X, y, _ = problem_data
+    on_disk = write_dataset(X, y, tmp_path / "d.zarr", rows_per_block=70)
+    kwargs = {"loss": "logistic", "alpha": 1e-2, "solver": "batch", "max_epochs": 4, "tol": 0}
+    by_path = solve(str(tmp_path / "d.zarr"), client=False, **kwargs)
+    by_dataset = solve(on_disk, client=False, **kwargs)
+    np.testing.assert_array_equal(by_path.w, by_dataset.w)
+    assert by_path.gap == by_dataset.gap
+    from daskpd.problem import Problem
+
+    evaluation = Problem("logistic", "l2", 1e-2).evaluate(by_path.w, tmp_path / "d.zarr")
+    assert evaluation.primal == pytest.approx(by_path.primal, rel=1e-12)
+    with pytest.raises(ValueError, match="data must be a Dataset, a MemoryDataset, a path"):
+        solve(42, **kwargs)
+
+
 def test_class_weight_changes_the_objective(problem_data):
     _, y, data = problem_data
     plain = solve(data, loss="logistic", alpha=1e-2, solver="batch", max_epochs=200, tol=1e-9)
@@ -393,7 +411,7 @@ def test_history_clocks_and_timings(problem_data):
 
 
 def test_should_evaluate_rule():
-    from daskpd.solvers._loop import _should_evaluate
+    from daskpd.solvers.driver.loop import _should_evaluate
 
     # An int: every eval_every epochs, and the last epoch.
     assert [_should_evaluate(3, e, 0.0, 0.0, None, False, 1.0) for e in (1, 2, 3, 6)] == [
@@ -428,7 +446,7 @@ def test_should_evaluate_rule():
     [(0.0, 1.0, 0.01), (10.0, 1.0, 0.5), (0.0, 1.0, 4.0), (10.0, 1.5, 1.7), (1.0, 0.1, 0.2)],
 )
 def test_auto_cadence_keeps_evaluation_within_a_tenth(start_cost, epoch_cost, eval_cost):
-    from daskpd.solvers._loop import _should_evaluate
+    from daskpd.solvers.driver.loop import _should_evaluate
 
     # The driver's rule replayed on a clock that advances by fixed costs, for runs of
     # every length: evaluation stays within 10% of the wall time at the run's end.

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from daskpd.data import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
-from daskpd.solvers._driver import solve
+from daskpd.solvers.driver import solve
 from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
 
 
@@ -616,7 +616,7 @@ def test_column_block_is_packed_at_home_and_plain_in_transit(snapshots):
 def test_a_shared_column_block_travels_as_its_file_name(tmp_path, monkeypatch):
     import pickle
 
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
     from daskpd.solvers.dso._blocks import _ColumnBlock
 
     # any directory serves for the test (a machine's is /dev/shm); a second one stands for
@@ -668,7 +668,7 @@ def test_a_shared_column_block_travels_as_its_file_name(tmp_path, monkeypatch):
 
 
 def test_a_process_keeps_its_shared_arrays_mapped(tmp_path, monkeypatch):
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
     _shared.join("daskpd-run")
@@ -693,7 +693,7 @@ def test_a_process_keeps_its_shared_arrays_mapped(tmp_path, monkeypatch):
 
 def test_kept_mappings_stay_within_a_share_of_the_worker_limit(tmp_path, monkeypatch):
     import daskpd._cluster
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
     _shared.join("daskpd-run")
@@ -712,7 +712,7 @@ def test_kept_mappings_stay_within_a_share_of_the_worker_limit(tmp_path, monkeyp
 
 
 def test_no_shared_memory_where_the_directory_is_missing(tmp_path, monkeypatch):
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path / "missing"))
     assert _shared.root() is None and _shared.join("daskpd-run") is None

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from daskpd._cluster import peak_rss_mib, worker_addresses
 from daskpd.data import MemoryDataset, partition_dataset, write_dataset
 from daskpd.problem import Problem
-from daskpd.solvers._driver import solve
+from daskpd.solvers.driver import solve
 from daskpd.solvers.dso import DSO, DSOOptions, serial_replay
 from daskpd.solvers.dso._start import _start_method
 
@@ -156,7 +156,7 @@ def _shared_files(dask_worker):
 def test_w_blocks_change_worker_through_shared_memory(local_cluster, disk_data, shared_memory):
     import gc
 
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     problem = Problem("logistic", "l2", 1e-2)
     options = DSOOptions(grid=2, shared_memory=shared_memory, svrg_every=2)
@@ -222,7 +222,7 @@ def two_machines(tmp_path_factory):
     """A cluster whose two workers stand for two machines: each has its own shared root."""
     from distributed import Client, Nanny, Scheduler, SpecCluster
 
-    from daskpd.solvers._shared import ROOT_VARIABLE
+    from daskpd.solvers.common.shared import ROOT_VARIABLE
 
     roots = [tmp_path_factory.mktemp(f"shm-{k}") for k in "ab"]
     workers = {
@@ -245,7 +245,7 @@ def two_machines(tmp_path_factory):
 
 @pytest.mark.parametrize("client_on", ["a third machine", "the first worker's machine"])
 def test_w_blocks_cross_machines_as_plain_arrays(two_machines, disk_data, monkeypatch, client_on):
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     client, roots = two_machines
     here = roots[0] if client_on == "the first worker's machine" else roots[0].parent / "client"

@@ -24,7 +24,7 @@ from daskpd.generators import make_splice_like
 from daskpd.kernels import dso as dso_kernels
 from daskpd.problem import Problem
 from daskpd.solvers import dso
-from daskpd.solvers._driver import solve
+from daskpd.solvers.driver import solve
 
 GRID = 2
 #: The layout of the runs below (DSO's default options, no SVRG).

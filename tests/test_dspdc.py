@@ -16,7 +16,7 @@ from daskpd.kernels import dspdc as K
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
 from daskpd.problem import Problem
-from daskpd.solvers._driver import get_solver, solve
+from daskpd.solvers.driver import get_solver, solve
 from daskpd.solvers.dspdc import (
     DSPDCSolver,
     dspdc_step_sizes,

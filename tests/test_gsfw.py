@@ -17,7 +17,7 @@ from daskpd.kernels import gsfw as kernels
 from daskpd.kernels.scalar import LOGISTIC, SQUARED
 from daskpd.losses import Hinge, Logistic, Squared
 from daskpd.regularizers import GroupLasso, L1Ball
-from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, solve
+from daskpd.solvers.driver import Iterate, block_seeds, epoch_seed, solve
 from daskpd.solvers.gsfw import (
     GSFW,
     GSFWOptions,

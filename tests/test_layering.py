@@ -82,7 +82,8 @@ def test_the_walk_sees_the_imports():
     # module-level, function-level and relative imports all count
     assert "daskpd.kernels.cocoa" in graph["daskpd.solvers.cocoa._solver"]
     assert "daskpd.solvers.cocoa._solver" in graph["daskpd.solvers.cocoa"]
-    assert "daskpd.checkpoint" in graph["daskpd.solvers._plan"]
+    assert "daskpd.checkpoint" in graph["daskpd.solvers.driver.plan"]
+    assert "daskpd.solvers.driver.types" in graph["daskpd.solvers.spdc._solver"]
     assert "daskpd.data.memory" in graph["daskpd.data.conversion"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
@@ -90,3 +91,70 @@ def test_the_walk_sees_the_imports():
 def test_no_import_cycles():
     cycle = _cycle(_graph())
     assert cycle is None, " -> ".join(cycle)
+
+
+SOLVERS = "daskpd.solvers"
+#: What a method, and what the pieces methods share, may import from the driver.
+DRIVER_FOR_METHODS = {f"{SOLVERS}.driver.{name}" for name in ("types", "registry", "seeds")}
+
+
+def _room(module):
+    """``driver``, ``common``, a method's package name, or None outside daskpd.solvers."""
+    parts = module.split(".")
+    if parts[:2] != ["daskpd", "solvers"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def _solver_rooms(graph):
+    return {_room(name) for name in graph} - {None, "driver", "common"}
+
+
+def _wrong_imports(graph):
+    """The imports that leave a solver room the wrong way, each with the rule it breaks."""
+    methods = _solver_rooms(graph)
+    wrong = []
+    for name, targets in sorted(graph.items()):
+        room = _room(name)
+        if room is None:
+            continue
+        for target in sorted(targets):
+            other = _room(target)
+            if other is None or other == room or (other == "common" and room != "driver"):
+                continue
+            if room == "driver" and other in methods:
+                wrong.append(f"{name} -> {target} (the driver imports no method)")
+            elif room != "driver" and other == "driver" and target not in DRIVER_FOR_METHODS:
+                wrong.append(f"{name} -> {target} (a method or common/ imports only "
+                             "driver.types, driver.registry and driver.seeds)")  # fmt: skip
+            elif room != "driver" and other in methods:
+                wrong.append(f"{name} -> {target} (a method imports no other method)")
+    return wrong
+
+
+def test_the_rooms_of_the_solvers():
+    graph = _graph()
+    assert {"batch", "cocoa", "dso", "dspdc", "gsfw", "pdprox", "spdc", "tron"} <= _solver_rooms(
+        graph
+    )
+    wrong = _wrong_imports(graph)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rooms_test_sees_a_wrong_import():
+    graph = {
+        "daskpd.solvers.driver.plan": {"daskpd.solvers.cocoa._solver"},
+        "daskpd.solvers.spdc._solver": {
+            "daskpd.solvers.driver.run",
+            "daskpd.solvers.driver.types",
+            "daskpd.solvers.common.chain",
+        },
+        "daskpd.solvers.dspdc._solver": {"daskpd.solvers.spdc._solver"},
+        "daskpd.solvers.common.chain": {"daskpd.solvers.driver.seeds"},
+        "daskpd.solvers.cocoa._solver": set(),
+    }
+    wrong = _wrong_imports(graph)
+    assert len(wrong) == 3, wrong
+    assert "driver.plan -> daskpd.solvers.cocoa._solver (the driver imports no method)" in wrong[0]
+    assert "(a method imports no other method)" in wrong[1]
+    assert "spdc._solver -> daskpd.solvers.driver.run" in wrong[2]

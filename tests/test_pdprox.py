@@ -17,7 +17,7 @@ from daskpd.kernels import pdprox as kernels
 from daskpd.losses import Absolute, EpsilonInsensitive, Hinge, Logistic
 from daskpd.problem import Problem
 from daskpd.regularizers import L1, L2, GroupLasso, L1Inf, TraceNorm
-from daskpd.solvers._driver import Iterate, solve
+from daskpd.solvers.driver import Iterate, solve
 from daskpd.solvers.pdprox import (
     Pdprox,
     PdproxOptions,

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from daskpd.data import MemoryDataset, open_dataset, write_dataset
 from daskpd.problem import Problem
-from daskpd.solvers._data import score_rows
+from daskpd.solvers.common.scores import score_rows
 
 pytestmark = pytest.mark.cluster
 
@@ -75,7 +75,7 @@ def test_evaluation_from_kept_rows_equals_a_direct_one(local_cluster, tmp_path):
 def test_test_rows_are_prefetched_where_scoring_asks_for_them(local_cluster, tmp_path, monkeypatch):
     from daskpd._cluster import block_worker, worker_addresses
     from daskpd.data import resident
-    from daskpd.solvers._data import prefetch_rows
+    from daskpd.solvers.common.scores import prefetch_rows
 
     path = tmp_path / "test.zarr"
     X, y = _rows(6)

@@ -195,7 +195,7 @@ def test_sweep_removes_only_dead_owners_names(tmp_path):
 def test_shared_memory_setup_sweeps_dead_runs(tmp_path, monkeypatch):
     """A run's shared-memory setup (on the client and on each worker) removes the
     directories of dead runs, keeps a live run's, and holds the lock of the one it makes."""
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
     dead, live = tmp_path / "daskpd-dead", tmp_path / "daskpd-live"

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from daskpd.data import as_dataset
 from daskpd.problem import Problem
 from daskpd.solvers import spdc
-from daskpd.solvers._driver import get_solver, solve
+from daskpd.solvers.driver import get_solver, solve
 from daskpd.solvers.spdc import (
     SPDCSolver,
     draw_rows,
@@ -384,7 +384,7 @@ def test_an_epoch_keeps_one_lazy_carry_and_brings_it_up_to_date_once(rng, monkey
             assert runs == min(workers, n_blocks), (n_blocks, workers, order)
     # one task a run of a worker's blocks (the order cut where the worker changes)
     from daskpd._cluster import block_worker
-    from daskpd.solvers._chain import _runs
+    from daskpd.solvers.common.chain import _runs
 
     workers = ("tcp://a:1", "tcp://b:2")
     order = [int(b) for b in spdc.block_order(state.seed, 3, 24)]
@@ -443,7 +443,7 @@ def test_carry_through_shared_memory_on_one_machine(local_cluster, rng, tmp_path
     # file: the same bits as through Dask (shared_memory=False) and as in-process; the file
     # of the last epoch was handed over once and consumed by the epoch's flush.
     from daskpd.data import write_dataset
-    from daskpd.solvers import _shared
+    from daskpd.solvers.common import shared as _shared
 
     X = sp.random(120, 30, density=0.3, random_state=rng, format="csr")
     y = np.where(rng.normal(size=120) > 0, 1.0, -1.0)
@@ -482,7 +482,8 @@ def test_shared_carry_is_handed_over_once(rng, tmp_path, monkeypatch):
     # The hand-over's header: a shared carry maps once per hand-over; a second claim (a
     # retry of a task whose worker died half-way) or a stale one raises SharedStateLost,
     # which the driver replays like a lost worker. To another machine it goes as bytes.
-    from daskpd.solvers import _loop, _shared
+    from daskpd.solvers.common import shared as _shared
+    from daskpd.solvers.driver import loop as _loop
 
     monkeypatch.setenv(_shared.ROOT_VARIABLE, str(tmp_path))
     run = "daskpd-test-handover"
@@ -717,7 +718,7 @@ def test_certificate_is_the_evaluation_of_the_iterate(local_cluster, rng, tmp_pa
 
 
 def solver_dual(state):
-    from daskpd.solvers._chain import gather_dual
+    from daskpd.solvers.common.chain import gather_dual
 
     return gather_dual(state)
 

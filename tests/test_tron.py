@@ -14,7 +14,7 @@ from daskpd.kernels import scalar
 from daskpd.kernels import tron as kernels
 from daskpd.problem import Problem
 from daskpd.solvers import solve
-from daskpd.solvers._auto import auto_solver
+from daskpd.solvers.driver.auto import auto_solver
 from daskpd.solvers.tron import Tron, TronOptions
 
 LOSSES = ["logistic", "squared_hinge", "smooth_hinge", "squared"]
@@ -94,7 +94,8 @@ def test_gradient_and_hessian_rows_equal_numpy(loss, binary):
 
 
 def test_shares_on_their_own_columns_sum_as_dense_vectors():
-    from daskpd.solvers.tron._tasks import _add, _dense, _Share
+    from daskpd.solvers.common.resident import Share, add
+    from daskpd.solvers.common.resident import dense as on_every_column
 
     rng = np.random.default_rng(11)
     n_columns, dense = 50, []
@@ -104,17 +105,17 @@ def test_shares_on_their_own_columns_sum_as_dense_vectors():
         values = rng.normal(size=(2, size))
         full = np.zeros((2, n_columns))
         full[:, columns] = values
-        shares.append(_Share(columns, values))
+        shares.append(Share(columns, values))
         dense.append(full)
-    shares.append(_Share(None, rng.normal(size=(2, n_columns))))
+    shares.append(Share(None, rng.normal(size=(2, n_columns))))
     dense.append(shares[-1].values)
     expected = np.sum(dense, axis=0)
     for order in (shares, shares[::-1], shares[1:] + shares[:1]):
         total = order[0]
         for share in order[1:]:
-            total = _add(total, share)
-        np.testing.assert_allclose(_dense(total, n_columns), expected, rtol=1e-12)
-    merged = _add(*shares[:4])
+            total = add(total, share)
+        np.testing.assert_allclose(on_every_column(total, n_columns), expected, rtol=1e-12)
+    merged = add(*shares[:4])
     assert np.all(np.diff(merged.columns) > 0)
 
 

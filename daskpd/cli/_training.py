@@ -54,12 +54,12 @@ def _option_values(args) -> dict:
 
 
 def _make_plan(args, data, test=None, *, checkpoint_dir=None, checkpoint_every=1, resume=False):
-    """The run's plan (:func:`daskpd.solvers._plan.make_plan`, as ``solve`` and the estimators
+    """The run's plan (:func:`daskpd.solvers.driver.plan.make_plan`, as ``solve`` and the estimators
     build it): every check, with no Dask work, before a cluster starts (its dashboard line
     would come first and the error would no longer be one line)."""
     from daskpd.callbacks import ProgressBar
-    from daskpd.solvers._plan import make_plan
-    from daskpd.solvers._registry import UnknownOptionsError
+    from daskpd.solvers.driver.plan import make_plan
+    from daskpd.solvers.driver.registry import UnknownOptionsError
 
     try:
         return make_plan(
@@ -197,7 +197,7 @@ def _eval_every(text):
 
 def _train(plan, client):
     from daskpd.solvers import DivergenceError, TrainingFailed
-    from daskpd.solvers._plan import run_plan
+    from daskpd.solvers.driver.run import run_plan
 
     try:
         return run_plan(plan, False if client is None else client)
@@ -304,7 +304,8 @@ def _run_train(args) -> int:
 
 
 def _model_scores(args):
-    from daskpd.solvers._driver import load_model, score_rows
+    from daskpd.solvers.common.scores import score_rows
+    from daskpd.solvers.driver.types import load_model
 
     model = load_model(args.model)
     check_file_inputs(args, [args.data])
@@ -329,7 +330,7 @@ def _add_evaluate(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_evaluate(args) -> int:
-    from daskpd.solvers._driver import metrics_for
+    from daskpd.solvers.driver.data import metrics_for
 
     model, data, scores = _model_scores(args)
     task = getattr(data, "task", "binary")
@@ -535,7 +536,7 @@ def _demo_solver_fields(args) -> set:
     data has no row weights, so ``auto`` resolves as the plan will)."""
     from daskpd.problem import Problem
     from daskpd.solvers import get_solver
-    from daskpd.solvers._plan import resolve_solver
+    from daskpd.solvers.driver.plan import resolve_solver
 
     problem = Problem(args.loss, args.reg, args.alpha)
     return set(get_solver(resolve_solver(args.solver, problem)).Options.__dataclass_fields__)
@@ -554,7 +555,7 @@ def _run_solvers(args) -> int:
     import dataclasses
 
     from daskpd.solvers import available_solvers, get_solver
-    from daskpd.solvers._capabilities import markdown_table
+    from daskpd.solvers.driver.capabilities import markdown_table
 
     declared = [
         (name, getattr(get_solver(name), "capabilities", None)) for name in available_solvers()

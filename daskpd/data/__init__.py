@@ -16,7 +16,7 @@ One module per job, lowest first (each imports only the ones above it):
 * :mod:`~daskpd.data.ondisk`: :class:`Dataset`, :func:`open_dataset`, verification;
 * :mod:`~daskpd.data.writer`: :class:`DatasetWriter`, :func:`write_dataset`;
 * :mod:`~daskpd.data.partition`: :func:`partition_dataset`, :func:`write_layouts`;
-* :mod:`~daskpd.data.conversion`: :func:`as_dataset`.
+* :mod:`~daskpd.data.conversion`: :func:`as_data`, :func:`as_dataset`.
 
 The numba kernels these use are in :mod:`daskpd.kernels.dataset` (and
 :mod:`daskpd.kernels.dso` for the layouts), imported, as scipy is, by the functions that use
@@ -24,7 +24,7 @@ them: opening a dataset and reading its rows imports neither.
 """
 
 from daskpd.data.base import BaseDataset, BiasDataset
-from daskpd.data.conversion import IN_MEMORY_BYTES, as_dataset
+from daskpd.data.conversion import IN_MEMORY_BYTES, as_data, as_dataset
 from daskpd.data.format import FORMAT_VERSION, DatasetIntegrityError
 from daskpd.data.grid import GridInfo
 from daskpd.data.layout import DEFAULT_LAYOUTS, TileLayout
@@ -45,6 +45,7 @@ __all__ = [
     "GridInfo",
     "MemoryDataset",
     "TileLayout",
+    "as_data",
     "as_dataset",
     "open_dataset",
     "partition_dataset",

@@ -1,4 +1,9 @@
-"""Any supported input as a dataset: on-disk and in-memory datasets, paths, arrays, Dask."""
+"""Any supported input as a dataset: on-disk and in-memory datasets, paths, arrays, Dask.
+
+:func:`as_data` is the one coercion of what a caller passes as ``data`` (to
+:func:`daskpd.solve`, :meth:`daskpd.problem.Problem.evaluate`, a result's scoring);
+:func:`as_dataset` turns arrays into a dataset.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,41 @@ from daskpd.data.writer import compute_slice, is_dask_array, write_dataset
 
 #: Dense Dask arrays up to this many bytes are computed into memory by :func:`as_dataset`.
 IN_MEMORY_BYTES = 256 * 2**20
+
+
+def as_data(data, *, name="data"):
+    """The dataset-like object for what a caller passes as ``data``.
+
+    Parameters
+    ----------
+    data : Dataset-like, str, os.PathLike, or (X, y) / (X, y, sample_weight) pair
+        A dataset (anything with ``n_row_blocks`` and ``row_block_bounds``: an on-disk or
+        in-memory dataset, or a view of one) is returned as is; a path is opened; a pair goes
+        through :func:`as_dataset`.
+    name : str, default="data"
+        The parameter's name, for the messages.
+
+    Returns
+    -------
+    Dataset-like
+
+    Raises
+    ------
+    ValueError
+        For ``None`` or anything else, naming the parameter.
+    """
+    if hasattr(data, "n_row_blocks") and hasattr(data, "row_block_bounds"):
+        return data
+    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
+        return as_dataset(*data)
+    if isinstance(data, (str, os.PathLike)):
+        return as_dataset(data)
+    if data is None:
+        raise ValueError(f"{name} is None")
+    raise ValueError(
+        f"{name} must be a Dataset, a MemoryDataset, a path or an (X, y) pair, got "
+        f"{name} of type {type(data).__name__}"
+    )
 
 
 def as_dataset(X, y=None, sample_weight=None, *, temporary_dir=None, **options):

@@ -55,7 +55,7 @@ from daskpd.estimators._regressors import (
     Ridge,
 )
 from daskpd.estimators._saddle_point import SaddlePointEstimator
-from daskpd.solvers._auto import auto_solver
+from daskpd.solvers.driver.auto import auto_solver
 
 __all__ = [
     "SaddlePointEstimator",

@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from daskpd.estimators._inputs import _InputsMixin, _is_dask_collection
 from daskpd.estimators._model_file import _ModelFileMixin
-from daskpd.solvers._auto import loss_name
+from daskpd.solvers.driver.auto import loss_name
 
 _CLASSIFICATION_LOSSES = frozenset({"hinge", "smooth_hinge", "squared_hinge", "logistic"})
 
@@ -56,7 +56,7 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
         """Check the hyper-parameters; ValueError naming the parameter, before any work.
 
         ``alpha``, the loss and the regularizer are checked by the problem they make (the
-        rule of :func:`daskpd.solvers._plan.make_plan`, which checks the rest of the run
+        rule of :func:`daskpd.solvers.driver.plan.make_plan`, which checks the rest of the run
         once the data is known).
 
         Returns
@@ -127,7 +127,7 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             The fitted estimator.
         """
         from daskpd._cluster import ClusterOptions, cluster_client
-        from daskpd.solvers._plan import make_plan, run_plan
+        from daskpd.solvers.driver import make_plan, run_plan
 
         problem = self._validate_params()
         self._dataset_class_weight = None

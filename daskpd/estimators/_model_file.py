@@ -82,7 +82,7 @@ def _solver_fields(solver) -> frozenset:
     ``"auto"`` (which one a fit takes depends on the data)."""
     import dataclasses
 
-    from daskpd.solvers._registry import available_solvers, get_solver
+    from daskpd.solvers.driver.registry import available_solvers, get_solver
 
     names = available_solvers() if solver == "auto" else [solver]
     return frozenset(
@@ -101,7 +101,7 @@ def _model_solver_options(solver, solver_options):
 
 def _check_model_params(params, where) -> None:
     """Refuse parameters that say where or how to run, or name what daskpd does not have."""
-    from daskpd.solvers._registry import get_solver
+    from daskpd.solvers.driver.registry import get_solver
 
     for name in _RUN_PARAMS:
         if params.get(name) is not None:

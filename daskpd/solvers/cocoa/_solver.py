@@ -16,16 +16,6 @@ from daskpd._cluster import worker_memory_limits
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
-from daskpd.solvers._capabilities import Capabilities
-from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
-from daskpd.solvers._groups import (
-    class_weight_pair,
-    group_owner,
-    idle_cores,
-    is_on_disk,
-    row_group_bounds,
-    worker_list,
-)
 from daskpd.solvers.cocoa._graph import (
     _ClientRound,
     _references,
@@ -55,6 +45,17 @@ from daskpd.solvers.cocoa._tasks import (
     _stats_task,
     _sum_task,
 )
+from daskpd.solvers.common.groups import (
+    class_weight_pair,
+    group_owner,
+    idle_cores,
+    is_on_disk,
+    row_group_bounds,
+    worker_list,
+)
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.seeds import block_seeds, epoch_seed
+from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 
 _LOG = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def default_threads(settings, client, owners) -> int:
 
 
 @register_solver
-class Cocoa:
+class Cocoa(Solver):
     """CoCoA+ (``solver="cocoa"``): data-parallel dual coordinate ascent, updates added.
 
     Supports the losses hinge, squared hinge, smoothed hinge, logistic and squared with the
@@ -91,6 +92,8 @@ class Cocoa:
     """
 
     name = "cocoa"
+    #: every round certifies its start point from its own pass
+    has_certificate = True
     capabilities = Capabilities(
         losses=frozenset({"hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"}),
         regularizers=frozenset({"l2"}),

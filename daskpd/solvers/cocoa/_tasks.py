@@ -15,8 +15,8 @@ from daskpd.data.format import NO_VALUES
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
-from daskpd.solvers._groups import in_threads, row_weights
 from daskpd.solvers.cocoa._options import CACHE_CHUNKS
+from daskpd.solvers.common.groups import in_threads, row_weights
 
 
 class _Group(NamedTuple):

@@ -19,7 +19,7 @@ only on ``z`` block ``q`` (from task ``(r - 1, q)``) and on ``w`` block ``sigma_
 serial replay :func:`serial_replay` in the order (epoch, round, row group, visit order).
 
 A ``w`` block that moves between two worker processes of one machine goes through shared
-memory (:mod:`daskpd.solvers._shared`): the next task maps and updates the same pages. Between
+memory (:mod:`daskpd.solvers.common.shared`): the next task maps and updates the same pages. Between
 machines it travels as plain arrays through Dask.
 
 The code lives in private modules by job: ``_options`` (:class:`DSOOptions`, the default

@@ -1,6 +1,6 @@
 """DSO's ``w`` blocks between tasks: packed column records (:class:`_ColumnBlock`), handed
 between the worker processes of one machine through shared memory
-(:mod:`daskpd.solvers._shared`), and the pool of recycled output buffers.
+(:mod:`daskpd.solvers.common.shared`), and the pool of recycled output buffers.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from daskpd._cluster import worker_memory_limit
 from daskpd.kernels import dso as kernels
-from daskpd.solvers import _shared
+from daskpd.solvers.common import shared as _shared
 
 # the package's logger, as before it was cut into modules
 _LOG = logging.getLogger(__package__)
@@ -30,7 +30,7 @@ class _ColumnBlock:
     Records in a process's own memory travel as the four plain arrays when pickled (sent to
     another worker or the client, spilled): half the bytes of the records, which carry
     ``1 / |Omegabar_j|`` and padding; the receiving task packs them into new records.
-    Records in a shared-memory file of the run (:mod:`daskpd.solvers._shared`) travel as
+    Records in a shared-memory file of the run (:mod:`daskpd.solvers.common.shared`) travel as
     the file's handle, and the receiver maps the same pages: every process of one machine
     updates the block where it is. Such a block is sent to another machine (or a client
     there) only as :meth:`plain` arrays.
@@ -80,7 +80,7 @@ class _ColumnBlock:
         """This block if packed, else its arrays packed into new records.
 
         ``share``: ``(run, file name)`` of the shared file to put new records in (see
-        :mod:`daskpd.solvers._shared`); ``None`` for this process's memory.
+        :mod:`daskpd.solvers.common.shared`); ``None`` for this process's memory.
         """
         if self._records is not None:
             return self

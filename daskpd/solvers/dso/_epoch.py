@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from daskpd._graphs import TaskGraph
-from daskpd.solvers._groups import group_owner
+from daskpd.solvers.common.groups import group_owner
 from daskpd.solvers.dso._options import _Settings
 from daskpd.solvers.dso._tasks import (
     _plain_task,

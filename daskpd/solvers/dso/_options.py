@@ -14,7 +14,7 @@ import numpy as np
 from daskpd.data import layout as _layout
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
-from daskpd.solvers._groups import class_weight_pair, row_weights
+from daskpd.solvers.common.groups import class_weight_pair, row_weights
 
 _STEPS = ("adagrad", "sqrt")
 _ORDERS = ("shuffled", "blocked", "rows", "random", "storage")
@@ -130,7 +130,7 @@ class DSOOptions:
     shared_memory : bool, default=True
         Hand ``w`` blocks between the worker processes of one machine through shared
         memory (``/dev/shm``, or ``$DASKPD_SHM_DIR``): a block that changes worker is its
-        file's name, not 16 bytes a column over TCP (:mod:`daskpd.solvers._shared`).
+        file's name, not 16 bytes a column over TCP (:mod:`daskpd.solvers.common.shared`).
         Between machines, and everywhere with ``False``, blocks travel by Dask. The
         result is the same bits either way.
     """

@@ -13,10 +13,8 @@ import numpy as np
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
-from daskpd.solvers import _shared
-from daskpd.solvers._capabilities import Capabilities
-from daskpd.solvers._driver import Iterate, epoch_seed, register_solver
-from daskpd.solvers._groups import (
+from daskpd.solvers.common import shared as _shared
+from daskpd.solvers.common.groups import (
     class_weight_pair,
     group_owner,
     has_grid,
@@ -24,6 +22,9 @@ from daskpd.solvers._groups import (
     worker_list,
     worker_memory,
 )
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.seeds import epoch_seed
+from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.dso._blocks import _ColumnBlock
 from daskpd.solvers.dso._epoch import _epoch_graph, _fresh, _graph, _handed, _State, _w_home
 from daskpd.solvers.dso._options import WARM_ETA, DSOOptions, _settings
@@ -83,7 +84,7 @@ def _ensure_grid(data, grid):
 
 
 @register_solver
-class DSO:
+class DSO(Solver):
     """Distributed stochastic saddle-point optimization (DSO) over a ``grid x grid`` tiling.
 
     Supports the losses hinge, smoothed hinge, logistic, squared and absolute and the
@@ -143,7 +144,7 @@ class DSO:
     def prepare(self, data, options, client):
         """Build the tiled layout of in-memory data for the grid this run will use.
 
-        Run by :func:`daskpd.solvers._plan.run_plan` once the client is known (the grid
+        Run by :func:`daskpd.solvers.driver.plan.run_plan` once the client is known (the grid
         follows the number of workers). The bias view of an in-memory dataset
         (``with_bias``) shows the grids of the dataset it wraps but cannot build one itself,
         so the grid is built on the wrapped dataset. On-disk data is left as it is (its

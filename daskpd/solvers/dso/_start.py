@@ -12,23 +12,22 @@ import numpy as np
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 from daskpd.kernels import spdc as spdc_kernels
-from daskpd.solvers._driver import Iterate, block_seeds
-from daskpd.solvers._groups import resident_bytes, worker_memory
+from daskpd.solvers.common.groups import resident_bytes, worker_memory
+from daskpd.solvers.driver.registry import get_solver, make_options
+from daskpd.solvers.driver.seeds import block_seeds
+from daskpd.solvers.driver.types import Iterate
 
 
 def _cocoa_start_solver():
-    # Imported here: the start is one use of the dual solver, which DSO's other paths skip.
-    from daskpd.solvers.cocoa import Cocoa
-
-    return Cocoa()
+    # Found by name: a method imports no other method (the registry imports it on first use,
+    # which DSO's other starts skip).
+    return get_solver("cocoa")
 
 
 def _cocoa_start_options():
-    from daskpd.solvers.cocoa import CocoaOptions
-
     # One thread: DSO's runs are functions of their seed (a replay after a lost worker
     # repeats the bits), which the dual solver's threaded rounds are not.
-    return CocoaOptions(threads=1)
+    return make_options(_cocoa_start_solver(), {"threads": 1})
 
 
 #: The dual solver's start keeps its rows in one worker's memory: ``"auto"`` takes it only

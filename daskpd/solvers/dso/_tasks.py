@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from daskpd.kernels import dso as kernels
-from daskpd.solvers._groups import row_weights
+from daskpd.solvers.common.groups import row_weights
 from daskpd.solvers.dso._blocks import _OUTPUTS, _ColumnBlock
 from daskpd.solvers.dso._tiles import _kernel_segments, _load_tile, _visit_order
 

@@ -15,7 +15,7 @@ import numpy as np
 from daskpd._cluster import worker_memory_limit
 from daskpd.data import layout as _layout
 from daskpd.kernels import dso as kernels
-from daskpd.solvers._driver import block_seeds, epoch_seed
+from daskpd.solvers.driver.seeds import block_seeds, epoch_seed
 from daskpd.solvers.dso._options import _SEGMENT_ORDERS, _SUB_BLOCK_ORDERS
 
 _CACHE_LOCK = threading.Lock()

@@ -36,7 +36,7 @@ variant of Theorem 3.2 with its linear rate), and any regularizer with an ``lmo`
 The code lives in private modules by job: ``_options`` (:class:`GSFWOptions`), ``_tasks``
 (the Dask tasks of an epoch), ``_solver`` (:class:`GSFW`, registered as ``"gsfw"``) and
 ``_in_memory`` (references and baselines); the row-block reader is
-:mod:`daskpd.solvers._blocks`.
+:mod:`daskpd.solvers.common.blocks`.
 """
 
 from __future__ import annotations

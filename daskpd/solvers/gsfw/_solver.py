@@ -14,9 +14,10 @@ import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import gsfw as kernels
-from daskpd.solvers._blocks import block_csr
-from daskpd.solvers._capabilities import Capabilities
-from daskpd.solvers._driver import Iterate, block_seeds, epoch_seed, register_solver
+from daskpd.solvers.common.blocks import block_csr
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.seeds import block_seeds, epoch_seed
+from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.gsfw._options import GSFWOptions
 from daskpd.solvers.gsfw._tasks import (
     _DenseLMO,
@@ -72,7 +73,7 @@ class _State:
 
 
 @register_solver
-class GSFW:
+class GSFW(Solver):
     """Generalized stochastic Frank-Wolfe with stochastic substitute gradient (Algorithm 1).
 
     Registered as ``solver="gsfw"``. The reported ``w`` is the weighted average

@@ -12,7 +12,7 @@ import dask
 import numpy as np
 
 from daskpd.kernels import gsfw as kernels
-from daskpd.solvers._blocks import block_csr
+from daskpd.solvers.common.blocks import block_csr
 
 
 def _sum_arrays(*arrays):

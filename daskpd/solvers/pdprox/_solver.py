@@ -10,9 +10,9 @@ import dataclasses
 import numpy as np
 
 from daskpd.kernels import pdprox as kernels
-from daskpd.solvers._blocks import block_csr
-from daskpd.solvers._capabilities import BUILTIN_REGULARIZERS, Capabilities
-from daskpd.solvers._driver import Iterate, register_solver
+from daskpd.solvers.common.blocks import block_csr
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.types import BUILTIN_REGULARIZERS, Capabilities, Iterate, Solver
 from daskpd.solvers.pdprox._graph import (
     _gather,
     _Graph,
@@ -62,7 +62,7 @@ def _dual_from_contract(spec, y, z, tol=1e-9):
 
 
 @register_solver
-class Pdprox:
+class Pdprox(Solver):
     """Primal-dual prox method (Pdprox-dual / Pdprox-primal) over Dask row blocks.
 
     Registered as ``solver="pdprox"``. Losses: hinge, absolute, epsilon-insensitive (and, in

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from daskpd.kernels import pdprox as kernels
-from daskpd.solvers._blocks import block_csr
+from daskpd.solvers.common.blocks import block_csr
 
 
 def _gram_task(data, block, v):

@@ -12,18 +12,12 @@ import numpy as np
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
 from daskpd.kernels import tron as kernels
-from daskpd.solvers._capabilities import Capabilities
-from daskpd.solvers._driver import Iterate, register_solver
-from daskpd.solvers._groups import (
-    class_weight_pair,
-    idle_cores,
-    is_on_disk,
-    row_group_bounds,
-    worker_list,
-)
+from daskpd.solvers.common.groups import idle_cores, row_group_bounds, worker_list
+from daskpd.solvers.common.resident import ranges, read_groups, run_graph, tree, value
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.tron._options import TronOptions, _settings
 from daskpd.solvers.tron._tasks import (
-    _add,
     _cg_direction,
     _cg_scalars,
     _cg_start,
@@ -33,7 +27,6 @@ from daskpd.solvers.tron._tasks import (
     _hessian_task,
     _line_scalars,
     _line_task,
-    _load_group,
     _margins_task,
     _moved_w,
     _point_scalars,
@@ -82,7 +75,7 @@ class _State:
 
 
 @register_solver
-class Tron:
+class Tron(Solver):
     """Newton with conjugate gradients and a line search (``solver="tron"``), data-parallel.
 
     Supports the logistic, squared hinge, smoothed hinge and squared losses with the L2
@@ -91,6 +84,8 @@ class Tron:
     """
 
     name = "tron"
+    #: every Newton step certifies its point from its gradient round
+    has_certificate = True
     capabilities = Capabilities(
         losses=frozenset({"squared_hinge", "smooth_hinge", "logistic", "squared"}),
         loss_rule="a loss with a (generalized) second derivative",
@@ -170,7 +165,9 @@ class Tron:
         if used.shape[0] < int(data.n_features):
             positions = np.full(int(data.n_features), -1, dtype=np.int32)
             positions[used] = np.arange(used.shape[0], dtype=np.int32)
-        groups = _read_groups(data, problem, client, owners, bounds, threads, positions, token)
+        groups = read_groups(
+            data, problem, client, owners, bounds, threads, positions, token, "tron"
+        )
         state = _State(
             problem=problem,
             settings=settings,
@@ -266,7 +263,7 @@ class Tron:
             w_ref = w
         graph = TaskGraph("tron-start", state.token)
         if margins is not None:
-            pieces = [margins[start:stop] for start, stop in _ranges(state.bounds)]
+            pieces = [margins[start:stop] for start, stop in ranges(state.bounds)]
             if client is not None:
                 pieces = [
                     client.scatter([piece], workers=[state.owners[k]], hash=False)[0]
@@ -282,7 +279,7 @@ class Tron:
         else:
             margins = [
                 graph.task(f"margins-{k}", np.zeros, stop - start, worker=state.owners[k])
-                for k, (start, stop) in enumerate(_ranges(state.bounds))
+                for k, (start, stop) in enumerate(ranges(state.bounds))
             ]
             passes = 0
         state = dataclasses.replace(state, passes=state.passes + passes)
@@ -312,7 +309,7 @@ class Tron:
             # hold the futures it reads)
             new_cg, done = _run(state, graph, [cg, done])
             rounds += 1
-            done = _value(done)
+            done = value(done)
             cg = new_cg
             if done["done"]:
                 break
@@ -340,7 +337,7 @@ class Tron:
             outputs[grid : grid + 2],
             outputs[grid + 2 :],
         )
-        quadratic = _value(quadratic)
+        quadratic = value(quadratic)
         # the X s pass; the round and the gradient's pass are counted with the point
         passes += 1
         f = state.scalars["inner_primal"]
@@ -353,7 +350,7 @@ class Tron:
             return f_new - f <= _ARMIJO * step_length * quadratic["g_s"]
 
         moved = dataclasses.replace(state, rounds=rounds, passes=passes, stalled=False)
-        if accepted(1.0, _value(total)):
+        if accepted(1.0, value(total)):
             return _at_point(moved, refs)
         # t = 1 refused: its round and its gradient pass were spent
         rounds, passes = rounds + 1, passes + 1
@@ -363,7 +360,7 @@ class Tron:
             graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
             (total,) = _run(state, graph, [_line_round(graph, state, step_margins, step_length)])
             rounds += 1
-            if accepted(step_length, _value(total)):
+            if accepted(step_length, value(total)):
                 break
         else:
             return dataclasses.replace(state, rounds=rounds, passes=passes, stalled=True)
@@ -399,7 +396,7 @@ def _gradient_round(graph, state, w, margins, step_margins, step_length):
         graph.task(f"shares-{k}", _shares, part, worker=state.owners[k])
         for k, part in enumerate(parts)
     ]
-    total = _tree(graph, "grad-sum", shares, state.owners)
+    total = tree(graph, "grad-sum", shares, state.owners)
     point = graph.task("point", _point_task, w, total, state.settings, worker=state.home)
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
     kept = [
@@ -417,7 +414,7 @@ def _at_point(state, outputs):
     return dataclasses.replace(
         state,
         point=point,
-        scalars=_value(scalars),
+        scalars=value(scalars),
         z=tuple(kept[:grid]),
         curv=tuple(kept[grid : 2 * grid]),
         margins=tuple(kept[2 * grid :]),
@@ -441,7 +438,7 @@ def _line_round(graph, state, step_margins, step_length):
         )  # fmt: skip
         for k, group in enumerate(state.groups)
     ]
-    return _tree(graph, "loss-sum", losses, state.owners, _sum_numbers)
+    return tree(graph, "loss-sum", losses, state.owners, _sum_numbers)
 
 
 def _hessian_round(graph, state, direction):
@@ -452,88 +449,9 @@ def _hessian_round(graph, state, direction):
         )
         for k, group in enumerate(state.groups)
     ]
-    return _tree(graph, "hv-sum", parts, state.owners)
-
-
-def _tree(graph, name, parts, owners, add=_add):
-    """Sum ``parts`` (in group order) pairwise, level by level; each sum runs where its first
-    group lives, so that groups on one worker are summed there before anything moves."""
-    level = 0
-    nodes = list(zip(parts, owners, strict=True))
-    while len(nodes) > 1:
-        level += 1
-        merged = []
-        for k in range(0, len(nodes), 2):
-            if k + 1 == len(nodes):
-                merged.append(nodes[k])
-                continue
-            (left, where), (right, _) = nodes[k], nodes[k + 1]
-            merged.append(
-                (graph.task(f"{name}-{level}-{k // 2}", add, left, right, worker=where), where)
-            )
-        nodes = merged
-    return nodes[0][0]
+    return tree(graph, "hv-sum", parts, state.owners)
 
 
 def _run(state, graph, outputs):
-    """Run ``graph``: in-process values, or futures on the client (one message)."""
-    if state.client is None:
-        return graph.compute(outputs, scheduler="sync" if len(state.groups) == 1 else None)
-    return graph.submit(state.client, outputs)
-
-
-def _value(ref):
-    """A small result: the value itself in-process, fetched from a future on a client."""
-    return ref.result() if hasattr(ref, "result") else ref
-
-
-def _read_groups(data, problem, client, owners, bounds, threads, positions, token):
-    """The row groups, read once each by its owner (futures), or in-process (values);
-    ``positions`` renumbers their columns into the used ones (None: all are used); with
-    several groups each keeps its own columns."""
-    own_columns = len(owners) > 1
-    class_pair = class_weight_pair(problem, data)
-    ranges = _ranges(bounds)
-    if client is not None and is_on_disk(data):
-        if positions is not None:
-            # once to every owner, not once per task through the scheduler
-            positions = client.scatter(positions, broadcast=True, hash=False)
-        graph = TaskGraph("tron-rows", token)
-        groups = graph.submit(
-            client,
-            [
-                graph.task(
-                    k,
-                    _load_group,
-                    data,
-                    start,
-                    stop,
-                    class_pair,
-                    threads,
-                    positions,
-                    own_columns,
-                    worker=owners[k],
-                )  # fmt: skip
-                for k, (start, stop) in enumerate(ranges)
-            ],
-        )
-        # the positions are held until the groups are read (a graph sent does not hold them)
-        from distributed import wait
-
-        wait(groups)
-        return groups
-    loaded = (
-        _load_group(data, start, stop, class_pair, threads, positions, own_columns)
-        for start, stop in ranges
-    )
-    if client is not None:
-        return [
-            client.scatter([group], workers=[owners[k]], hash=False)[0]
-            for k, group in enumerate(loaded)
-        ]
-    return list(loaded)
-
-
-def _ranges(bounds):
-    """``(start, stop)`` of each group's rows."""
-    return [(int(bounds[k]), int(bounds[k + 1])) for k in range(len(bounds) - 1)]
+    """Run ``graph`` on the run's client (or in-process)."""
+    return run_graph(state.client, len(state.groups), graph, outputs)

@@ -2,8 +2,8 @@
 the step's vector algebra on ``w``'s home.
 
 Tasks are pure (they return new arrays). Per round, each group's task runs on its owner;
-the groups' d-vectors are summed by a tree of :func:`_add` tasks; the Newton and
-conjugate-gradient vectors (``w``, the gradient, the preconditioner, the CG state) live on one
+the groups' d-vectors are summed up a tree (:mod:`daskpd.solvers.common.resident`); the Newton
+and conjugate-gradient vectors (``w``, the gradient, the preconditioner, the CG state) live on one
 worker, ``w``'s home, and only scalars reach the driver.
 """
 
@@ -13,36 +13,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from daskpd.data.format import NO_VALUES
 from daskpd.kernels import tron as kernels
-from daskpd.kernels.dataset import local_columns
-from daskpd.solvers._groups import in_threads, row_weights
+from daskpd.solvers.common.groups import in_threads
+from daskpd.solvers.common.resident import (
+    Share,
+    dense,
+    group_products,
+    on_own_columns,
+    thread_sum,
+)
 from daskpd.solvers.tron._options import PCG_MIX
-
-
-class _Group(NamedTuple):
-    """One row group's rows as the kernels read them (resident on its owner)."""
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    vals: np.ndarray
-    binary: bool
-    y: np.ndarray
-    weight: np.ndarray
-    #: thread cuts by nonzeros, for the run's thread count
-    cuts: np.ndarray
-    #: the group's own columns (increasing, into the run's used columns) that ``indices``
-    #: number; None: the group's indices are the run's columns (one group)
-    columns: np.ndarray | None = None
-
-
-class _Share(NamedTuple):
-    """A group's (or a sum of groups') d-vectors on its own columns."""
-
-    #: increasing int32 positions into the run's columns; None: all of them, in order
-    columns: np.ndarray | None
-    #: shape (n_vectors, n_columns of the share)
-    values: np.ndarray
 
 
 class _Point(NamedTuple):
@@ -75,60 +55,14 @@ class _Cg(NamedTuple):
 # on the groups' owners
 
 
-def _load_group(source, start, stop, class_pair, threads, used, own_columns):
-    """Task: rows ``start:stop`` of ``source`` as a :class:`_Group` (kept by the owner), its
-    column ids renumbered into the data's used columns (``used``: positions by column id, or
-    None when every column is used) and, with ``own_columns`` (several groups), into the
-    group's own columns, so that its shares of a product are as long as those."""
-    indptr, indices, vals, y = source.read_rows_arrays(start, stop)
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    indptr = indptr - indptr[0]
-    indices = np.ascontiguousarray(indices, dtype=np.int32)
-    if used is not None:
-        indices = used[indices]
-    columns = None
-    if own_columns:
-        n_columns = int(source.n_features) if used is None else int(used.max()) + 1
-        columns, indices = local_columns(indices, n_columns)
-    binary = vals is None
-    if binary:
-        vals = NO_VALUES
-    else:
-        vals = np.ascontiguousarray(vals)
-        if vals.dtype not in (np.float32, np.float64):
-            vals = vals.astype(np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    weight = row_weights(source, y, start, stop, class_pair)
-    cuts = kernels.thread_cuts(indptr, int(threads))
-    return _Group(indptr, indices, vals, binary, y, weight, cuts, columns)
-
-
-def _own(group, v):
-    """``v`` (on the run's columns) on the group's own columns."""
-    return v if group.columns is None else v[group.columns]
-
-
 def _margins_task(group, w):
     """A group's margins ``X_k w`` (kept on the owner; a warm start's)."""
-    return _row_products(group, _own(group, w))
+    return group_products(group, on_own_columns(group, w))
 
 
 def _step_margins_task(group, step):
     """A group's ``X_k s`` for a Newton step ``s`` (kept on the owner for the line search)."""
-    return _row_products(group, _own(group, step))
-
-
-def _row_products(group, v):
-    out = np.empty(group.y.shape[0])
-
-    def work(t):
-        kernels.row_products(
-            group.indptr, group.indices, group.vals, group.binary, v,
-            group.cuts[t], group.cuts[t + 1], out,
-        )  # fmt: skip
-
-    in_threads(group.cuts.shape[0] - 1, work)
-    return out
+    return group_products(group, on_own_columns(group, step))
 
 
 def _line_task(group, margins, step_margins, step_length, settings):
@@ -169,15 +103,15 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
         )  # fmt: skip
 
     in_threads(n_threads, work)
-    total = _thread_sum(packs)
+    total = thread_sum(packs)
     vectors = np.ascontiguousarray(total.T if settings.precondition else total[:, :1].T)
-    return (_Share(group.columns, vectors), sums.sum(axis=0), z, curv, margins)
+    return (Share(group.columns, vectors), sums.sum(axis=0), z, curv, margins)
 
 
 def _hessian_task(group, curv, v):
     """A group's share of a Hessian-vector product: ``X_k^T (curv * (X_k v))``."""
     n_threads = group.cuts.shape[0] - 1
-    v = _own(group, v)
+    v = on_own_columns(group, v)
     # each thread's record a column: v to read, its share of the product to add to
     packs = np.zeros((n_threads, v.shape[0], 2))
     packs[:, :, 0] = v
@@ -192,57 +126,12 @@ def _hessian_task(group, curv, v):
     product = packs[0, :, 1].copy()
     for t in range(1, n_threads):
         product += packs[t, :, 1]
-    return _Share(group.columns, product[None, :])
-
-
-def _thread_sum(rows):
-    """The sum of the threads' output rows (the first row, reused, when there is one)."""
-    total = rows[0]
-    for t in range(1, rows.shape[0]):
-        total += rows[t]
-    return total
+    return Share(group.columns, product[None, :])
 
 
 def _shares(part):
     """The part of a gradient task's output that is summed over the groups."""
     return part[0], part[1]
-
-
-def _add(*parts):
-    """Sum of the groups' shares (:class:`_Share`, arrays, or tuples of them), in the order
-    given."""
-    first = parts[0]
-    if isinstance(first, _Share):
-        total = first
-        for part in parts[1:]:
-            total = _add_shares(total, part)
-        return total
-    if isinstance(first, tuple):
-        return tuple(_add(*(part[k] for part in parts)) for k in range(len(first)))
-    total = first.copy()
-    for part in parts[1:]:
-        total += part
-    return total
-
-
-def _add_shares(a, b):
-    if a.columns is not None and b.columns is not None:
-        return _Share(*kernels.merge_columns(a.columns, a.values, b.columns, b.values))
-    if a.columns is None and b.columns is None:
-        return _Share(None, a.values + b.values)
-    full, part = (a, b) if a.columns is None else (b, a)
-    values = full.values.copy()
-    values[:, part.columns] += part.values
-    return _Share(None, values)
-
-
-def _dense(share, n_columns):
-    """A share's vectors on every one of the run's columns (on the home)."""
-    if share.columns is None:
-        return share.values
-    values = np.zeros((share.values.shape[0], n_columns))
-    values[:, share.columns] = share.values
-    return values
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,7 +141,7 @@ def _dense(share, n_columns):
 def _point_task(w, shares, settings):
     """The :class:`_Point` at ``w`` from the summed shares of its gradient pass."""
     share, sums = shares
-    vectors = _dense(share, w.shape[0])
+    vectors = dense(share, w.shape[0])
     xtz, diag = vectors[0], vectors[1] if settings.precondition else None
     n, alpha = settings.n_samples, settings.alpha
     gradient, m_diag = np.empty_like(w), np.empty_like(w)
@@ -315,7 +204,7 @@ def _cg_step(cg, products, point, settings):
         return cg
     d = cg.direction
     hd = np.empty_like(d)
-    products = _dense(products, d.shape[0])[0]
+    products = dense(products, d.shape[0])[0]
     curvature = kernels.cg_curvature(d, products, settings.alpha, float(settings.n_samples), hd)
     iterations = cg.iterations + 1
     if not curvature > 1e-16 * float(d @ d) * settings.alpha:

@@ -20,16 +20,16 @@ wall clock), and the reasons where nothing was measured:
   and DSPDC solve those only after a perturbation (an approximate answer).
 
 Each rule names its solvers in order of preference; the first whose declared
-:class:`~daskpd.solvers._capabilities.Capabilities` cover the loss, the regularizer and the row
-weights is taken (so weighted rows with the absolute loss go to DSO), and when none does, the
-first, whose capabilities then refuse the run naming the parameter. The plan
-(:mod:`daskpd.solvers._plan`) calls this on the resolved loss and regularizer objects, so a name
-and its object choose alike.
+:class:`~daskpd.solvers.driver.capabilities.Capabilities` cover the loss, the regularizer and
+the row weights is taken (so weighted rows with the absolute loss go to DSO), and when none
+does, the first, whose capabilities then refuse the run naming the parameter. The plan
+(:mod:`daskpd.solvers.driver.plan`) calls this on the resolved loss and regularizer objects,
+so a name and its object choose alike.
 """
 
 from __future__ import annotations
 
-from daskpd.solvers._capabilities import BUILTIN_LOSSES, BUILTIN_REGULARIZERS
+from daskpd.solvers.driver.capabilities import BUILTIN_LOSSES, BUILTIN_REGULARIZERS
 
 
 def loss_name(loss) -> str:
@@ -97,7 +97,7 @@ def _preferences(name, regularizer, regularizer_name) -> tuple:
 
 
 def _declared(solver):
-    from daskpd.solvers._registry import get_solver
+    from daskpd.solvers.driver.registry import get_solver
 
     return get_solver(solver).capabilities
 

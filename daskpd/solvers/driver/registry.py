@@ -1,8 +1,8 @@
-"""The solver registry: methods by name, found by scanning this directory, and their options.
+"""The solver registry: methods by name, found by scanning ``daskpd/solvers/``, and their options.
 
-A solver module registers its class with :func:`register_solver` when it is imported;
-:func:`get_solver` and :func:`available_solvers` import the solver modules on first lookup
-(the modules whose names start with ``_``, such as this one, are not solvers).
+A method package registers its class with :func:`register_solver` when it is imported;
+:func:`get_solver` and :func:`available_solvers` import the method packages on first lookup
+(``driver``, ``common`` and the names that start with ``_`` are not methods).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
+from daskpd.solvers.driver.protocol import Solver
+
 __all__ = [
     "UnknownOptionsError",
     "available_solvers",
@@ -23,6 +25,8 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, Any] = {}
+#: The methods of :class:`Solver` that every solver implements (the rest have defaults).
+_REQUIRED = ("check", "init", "run_epoch", "iterate", "state_arrays", "restore")
 
 
 class UnknownOptionsError(ValueError):
@@ -51,7 +55,9 @@ def register_solver(solver=None, *, name: str | None = None):
     Parameters
     ----------
     solver : class or object
-        Implements :class:`Solver`; a class is instantiated without arguments.
+        Implements :class:`~daskpd.solvers.driver.protocol.Solver`; a class is instantiated
+        without arguments. A class written without that base (a duck-typed solver) is
+        registered as a subclass of it, so the hooks it lacks have their defaults.
     name : str, optional
         Overrides ``solver.name``.
 
@@ -61,14 +67,15 @@ def register_solver(solver=None, *, name: str | None = None):
     """
 
     def register(obj):
-        instance = obj() if isinstance(obj, type) else obj
+        instance = _as_solver(obj() if isinstance(obj, type) else obj)
         key = name or getattr(instance, "name", None)
         if not key or not isinstance(key, str):
             raise ValueError(f"solver {obj!r} has no name")
         missing = [
             method
-            for method in ("check", "init", "run_epoch", "iterate", "state_arrays", "restore")
-            if not callable(getattr(instance, method, None))
+            for method in _REQUIRED
+            if getattr(type(instance), method, None) is getattr(Solver, method)
+            or not callable(getattr(instance, method, None))
         ]
         options = getattr(instance, "Options", None)
         if missing or not (isinstance(options, type) and dataclasses.is_dataclass(options)):
@@ -84,21 +91,39 @@ def register_solver(solver=None, *, name: str | None = None):
     return register(solver)
 
 
+#: The packages of ``daskpd/solvers/`` that are not methods.
+_NOT_METHODS = frozenset({"driver", "common"})
+
+
+def _as_solver(instance):
+    """``instance`` as a :class:`Solver`: its class becomes a subclass of :class:`Solver`
+    (the hooks it lacks take the base's defaults), its methods and attributes unchanged."""
+    if isinstance(instance, Solver):
+        return instance
+    cls = type(instance)
+    cls = type(cls.__name__, (cls, Solver), {"__module__": cls.__module__, "__doc__": cls.__doc__})
+    instance.__class__ = cls
+    return instance
+
+
 def _solver_module_names() -> frozenset:
-    """The solver modules beside this one: the only names :func:`get_solver` imports.
+    """The method packages of ``daskpd/solvers/``: the only names :func:`get_solver` imports.
 
     A name typed by a user or read from a model file is looked up in this set before anything
-    is imported, so it can never reach another module (``os.system``, ``_registry``).
+    is imported, so it can never reach another module (``os.system``, ``driver``).
     """
+    solvers_dir = os.path.dirname(os.path.dirname(__file__))
     return frozenset(
         module.name
-        for module in pkgutil.iter_modules([os.path.dirname(__file__)])
-        if not module.name.startswith("_") and module.name.isidentifier()
+        for module in pkgutil.iter_modules([solvers_dir])
+        if not module.name.startswith("_")
+        and module.name.isidentifier()
+        and module.name not in _NOT_METHODS
     )
 
 
 def _import_solver_modules() -> None:
-    # the solver modules beside this one (importing the package from here would be a cycle)
+    # the method packages (importing daskpd.solvers from here would be a cycle)
     for name in sorted(_solver_module_names()):
         try:
             importlib.import_module(f"daskpd.solvers.{name}")
@@ -140,7 +165,7 @@ def get_solver(name) -> Any:
     """
     if not isinstance(name, str):
         if all(hasattr(name, m) for m in ("init", "run_epoch", "iterate", "Options")):
-            return name
+            return _as_solver(name)
         raise ValueError(f"solver must be a name or a Solver object, got {name!r}")
     key = name.lower()
     if key not in _REGISTRY and key in _solver_module_names():

@@ -17,7 +17,7 @@ import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import spdc as spdc_kernels
-from daskpd.solvers._driver import block_seeds, epoch_seed
+from daskpd.solvers.driver.seeds import block_seeds, epoch_seed
 
 
 class Carry(NamedTuple):
@@ -86,7 +86,7 @@ class ChainState:
     reads: tuple | None = None
     #: the Problem, for the certificate (:meth:`daskpd.solvers.spdc.SPDCSolver.certificate`)
     problem: Any = None
-    #: the run's shared-memory files (:class:`daskpd.solvers._shared.SharedRun`; None: the
+    #: the run's shared-memory files (:class:`daskpd.solvers.common.shared.SharedRun`; None: the
     #: carry travels by Dask), for a ``handoff`` of :func:`run_chain`
     shared: Any = None
 
@@ -184,7 +184,7 @@ def run_chain(state, epoch, task, finish=None, handoff=None):
     if state.client is not None and state.reads is None:
         # The chain runs on one worker at a time: the others read their blocks meanwhile,
         # so the first epoch does not wait for each block's read (DSO's tiles alike).
-        from daskpd.solvers._data import prefetch_rows
+        from daskpd.solvers.common.scores import prefetch_rows
 
         state = dataclasses.replace(state, reads=tuple(prefetch_rows(state.data, state.client,
                                                                      arrays=True)))  # fmt: skip
@@ -271,3 +271,23 @@ def initial_dual(data, client, z=None):
     if client is not None:
         blocks = client.scatter(blocks)
     return blocks, u
+
+
+def _carry_w(carry):
+    return carry.w
+
+
+def _carry_xtz(carry, n):
+    """``X^T z`` of the carry's dual: ``u = X^T z / n`` times ``n`` (a task, or in-process)."""
+    return carry.u * n
+
+
+def carry_point(state):
+    """``(w, X^T z)`` of the state's carry: futures on the carry's worker when it is one there
+    (nothing gathered), else the in-process arrays (``w`` the carry's own)."""
+    n = int(state.data.shape[0])
+    carry, client = state.carry, state.client
+    if client is not None and hasattr(carry, "key"):
+        return client.submit(_carry_w, carry), client.submit(_carry_xtz, carry, n)
+    carry = carry_of(state)
+    return _carry_w(carry), _carry_xtz(carry, n)

@@ -1,4 +1,4 @@
-"""The training loop of :func:`daskpd.solvers._driver.solve`.
+"""The training loop of :func:`daskpd.solvers.driver.solve`.
 
 Epochs, the evaluation cadence (``eval_every``) and the solver's own certificates, history
 and its clocks, callbacks, stop rules, checkpoints and resume, divergence checks, and the
@@ -16,14 +16,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from daskpd.checkpoint import options_to_dict
-from daskpd.solvers._data import (
+from daskpd.solvers.common.scores import prefetch_rows, score_rows
+from daskpd.solvers.driver.data import (
     _data_identity,
     _objective_description,
     metrics_for,
-    prefetch_rows,
-    score_rows,
 )
-from daskpd.solvers._types import DivergenceError, EpochInfo, SolveResult, TrainingFailed
+from daskpd.solvers.driver.types import DivergenceError, EpochInfo, SolveResult, TrainingFailed
 
 
 def _lost_worker_errors() -> tuple:
@@ -35,7 +34,7 @@ def _lost_worker_errors() -> tuple:
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
-    from daskpd.solvers._shared import SharedStateLost
+    from daskpd.solvers.common.shared import SharedStateLost
 
     return (
         KilledWorker,
@@ -47,46 +46,42 @@ def _lost_worker_errors() -> tuple:
     )
 
 
-def _loop(
-    *,
-    method,
-    options,
-    data,
-    problem,
-    test_data,
-    start,
-    seed,
-    client,
-    callback_list,
-    max_epochs,
-    tol,
-    time_limit,
-    eval_every,
-    store,
-    checkpoint_every,
-    resume,
-    max_retries,
-    divergence_factor,
-) -> SolveResult:
+def loop(plan, client) -> SolveResult:
+    """Run ``plan`` on ``client`` (a ``distributed.Client``, or None for in-process work).
+
+    Parameters
+    ----------
+    plan : daskpd.solvers.driver.plan.Plan
+        The checked run (:func:`daskpd.solvers.driver.plan.make_plan`).
+    client : distributed.Client or None
+
+    Returns
+    -------
+    SolveResult
+    """
+    method, problem, data, test_data = plan.method, plan.problem, plan.data, plan.test_data
+    store = plan.store
+    # a resumed run takes its checkpoint's seed
+    seed = plan.seed
     # The wall clock of the call starts here: a cluster that solve() started is already up.
     progress = _Progress(started=time.perf_counter())
     spent = dict.fromkeys(("init", "epochs", "checkpoint"), 0.0)
     objective = _objective_description(problem, data)
     run_meta = {
         "solver": method.name,
-        "options": options_to_dict(options),
+        "options": options_to_dict(plan.options),
         "objective": objective,
         "data": _data_identity(data),
     }
     state = None
-    if resume:
+    if plan.resume:
         tick = time.perf_counter()
         saved = store.latest()
         if saved is not None:
             saved.check_compatible(run_meta)
             seed = saved.seed()
-            state = _restore(method, problem, data, saved.arrays, seed, client, options)
-            state = _with_tol(method, state, tol)
+            state = _restore(method, problem, data, saved.arrays, seed, client, plan.options)
+            state = _with_tol(method, state, plan.tol)
             seconds = float(saved.meta["seconds"])
             progress = _Progress(
                 started=progress.started,
@@ -107,9 +102,9 @@ def _loop(
     if state is None:
         tick = time.perf_counter()
         state = method.init(
-            problem, data, seed=seed, client=client, options=options, warm_start=start
+            problem, data, seed=seed, client=client, options=plan.options, warm_start=plan.start
         )
-        state = _with_tol(method, state, tol)
+        state = _with_tol(method, state, plan.tol)
         # Initialization is training work (DSO's local DCD start can be several passes), so
         # it counts in the seconds of the history, as it would in a peer's fit time.
         elapsed = time.perf_counter() - tick
@@ -122,44 +117,44 @@ def _loop(
         # same bits as the lost attempt would have.
         saved = store.latest() if store is not None else None
         if saved is not None:
-            restored = _restore(method, problem, data, saved.arrays, seed, client, options)
-            return _with_tol(method, restored, tol), saved.epoch
+            restored = _restore(method, problem, data, saved.arrays, seed, client, plan.options)
+            return _with_tol(method, restored, plan.tol), saved.epoch
         fresh = method.init(
-            problem, data, seed=seed, client=client, options=options, warm_start=start
+            problem, data, seed=seed, client=client, options=plan.options, warm_start=plan.start
         )
-        return _with_tol(method, fresh, tol), 0
+        return _with_tol(method, fresh, plan.tol), 0
 
-    for callback in callback_list:
+    for callback in plan.callbacks:
         callback.on_train_begin(
             {
                 "solver": method.name,
                 "epoch": progress.epoch,
-                "max_epochs": max_epochs,
+                "max_epochs": plan.max_epochs,
                 "history": tuple(progress.history),
             }
         )
     lost = _lost_worker_errors()
-    certify = getattr(method, "certificate", None)
+    certify = method.certificate if method.has_certificate else None
     # a certificate that reads the data is taken in place of the cadence's evaluations; one
     # that the epoch computed anyway (CoCoA's), after every epoch that is not evaluated
-    certificate_is_pass = bool(getattr(method, "certificate_reads_data", False))
+    certificate_is_pass = bool(method.certificate_reads_data)
     stop_reason = "max_epochs"
     converged = False
     last_iterate = None
     retries = 0
     try:
         try:
-            start = _start_row(
-                method, problem, data, state, progress, fresh, max_epochs, test_data, client,
-                store, divergence_factor, callback_list,
+            opening = _start_row(
+                method, problem, data, state, progress, fresh, plan.max_epochs, test_data, client,
+                store, plan.divergence_factor, plan.callbacks,
             )  # fmt: skip
         except lost:
             # a worker lost while the start's model was gathered: no row; the first epoch
             # meets the loss and replays as any epoch does
-            start = None
-        if start is not None:
-            last_iterate, stop_reason = start
-        while start is None and progress.epoch < max_epochs:
+            opening = None
+        if opening is not None:
+            last_iterate, stop_reason = opening
+        while opening is None and progress.epoch < plan.max_epochs:
             epoch = progress.epoch + 1
             tick = time.perf_counter()
             try:
@@ -171,8 +166,8 @@ def _loop(
                 spent["epochs"] += elapsed
                 tick = None
                 progress.epoch = epoch
-                out_of_time = time_limit is not None and progress.seconds >= time_limit
-                last_epoch = epoch >= max_epochs or out_of_time
+                out_of_time = plan.time_limit is not None and progress.seconds >= plan.time_limit
+                last_epoch = epoch >= plan.max_epochs or out_of_time
                 if last_epoch:
                     # the epoch's tasks that run on after it (the run's end waits for them)
                     # are training, not the final evaluation's wait
@@ -181,10 +176,11 @@ def _loop(
                     spent["epochs"] += settled
                 row = iterate = None
                 evaluate = _should_evaluate(
-                    eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
+                    plan.eval_every, epoch, progress.wall_seconds(), progress.eval_seconds,
                     progress.last_eval_cost, last_epoch, elapsed,
-                    _wall_to_come(elapsed, max_epochs - epoch, time_limit, progress.seconds),
-                    stops_at_evaluations=tol > 0 and (certify is None or certificate_is_pass),
+                    _wall_to_come(elapsed, plan.max_epochs - epoch, plan.time_limit,
+                                  progress.seconds),
+                    stops_at_evaluations=plan.tol > 0 and (certify is None or certificate_is_pass),
                 )  # fmt: skip
                 if certificate_is_pass:
                     # the run's last evaluation and test metrics need the gathered iterate
@@ -194,12 +190,12 @@ def _loop(
                 certified = None
                 if by_certificate:
                     row = _certified_row(
-                        certify, state, progress, divergence_factor, store, certificate_is_pass
+                        certify, state, progress, plan.divergence_factor, store, certificate_is_pass
                     )
                     if row is not None:
                         # The first certified epoch gets the full row (the gathered w) that
                         # a stop by ``tol`` reports.
-                        evaluate = row["gap"] <= tol
+                        evaluate = row["gap"] <= plan.tol
                         if evaluate:
                             progress.history.pop()
                             # a pass certificate is of iterate()'s very point: its numbers
@@ -215,11 +211,13 @@ def _loop(
                         )
                     row = _checked_row(
                         problem, iterate, data, test_data, client, progress, store,
-                        divergence_factor, evaluation_started,
+                        plan.divergence_factor, evaluation_started,
                     )  # fmt: skip
                     last_iterate = iterate
-                    converged = row["gap"] <= tol
-                if store is not None and (epoch % checkpoint_every == 0 or last_epoch or converged):
+                    converged = row["gap"] <= plan.tol
+                if store is not None and (
+                    epoch % plan.checkpoint_every == 0 or last_epoch or converged
+                ):
                     saving = time.perf_counter()
                     arrays = method.state_arrays(state)
                     _check_state_arrays(arrays, epoch, store)
@@ -245,7 +243,7 @@ def _loop(
                 _close(method, state)
                 rebuilding = time.perf_counter()
                 state, back_to, retries = _recover_with_retries(
-                    recover, retries, max_retries, epoch, exc
+                    recover, retries, plan.max_retries, epoch, exc
                 )
                 spent["init"] += time.perf_counter() - rebuilding
                 progress.rewind(back_to)
@@ -253,7 +251,7 @@ def _loop(
                 last_iterate = None
                 continue
             asked_stop = _tell_callbacks(
-                callback_list, method, state, progress, epoch, max_epochs, row, iterate
+                plan.callbacks, method, state, progress, epoch, plan.max_epochs, row, iterate
             )
             if converged:
                 stop_reason = "tol"
@@ -281,19 +279,19 @@ def _loop(
             last_iterate = method.iterate(state)
             _checked_row(
                 problem, last_iterate, data, test_data, client, progress, store,
-                divergence_factor, evaluation_started,
+                plan.divergence_factor, evaluation_started,
             )  # fmt: skip
         elif last_iterate is None:
             last_iterate = method.iterate(state)
         # (Also right when resuming from the final checkpoint, whose last row is this epoch.)
-        converged = progress.history[-1]["gap"] <= tol
+        converged = progress.history[-1]["gap"] <= plan.tol
         # a run stopped at an evaluated epoch (tol with several row groups, a callback):
         # the workers idle when the call returns (a no-op when settled above)
         _settle(method, state)
     finally:
         _close(method, state)
         prefetched.clear()
-        for callback in callback_list:
+        for callback in plan.callbacks:
             callback.on_train_end()
 
     final = progress.history[-1]
@@ -307,7 +305,7 @@ def _loop(
         converged=bool(converged),
         stop_reason=stop_reason,
         solver=method.name,
-        options=options,
+        options=plan.options,
         objective=objective,
         seed_entropy=int(seed.entropy),
         recoveries=retries,
@@ -326,17 +324,15 @@ def _settle(method, state):
     (CoCoA+: a round's shrunk passes run on after its certificate is reported); returns
     the seconds it took."""
     started = time.perf_counter()
-    settle = getattr(method, "settle", None)
-    if settle is not None and state is not None:
-        settle(state)
+    if state is not None:
+        method.settle(state)
     return time.perf_counter() - started
 
 
 def _close(method, state):
     """``method.close(state)``, for the solvers that hold something outside Dask."""
-    close = getattr(method, "close", None)
-    if close is not None and state is not None:
-        close(state)
+    if state is not None:
+        method.close(state)
 
 
 def _recover_with_retries(recover, retries, max_retries, epoch, error):
@@ -489,11 +485,10 @@ def _start_row(method, problem, data, state, progress, fresh, max_epochs, test_d
     start meets the default ``tol`` on most problems, and a user who picks DSO wants its
     epochs). Returns ``(iterate, "callback")`` when a callback asks to stop, else None.
     """
-    certify = getattr(method, "start_certificate", None)
-    if not fresh or certify is None:
+    if not fresh:
         return None
     started = time.perf_counter()
-    certificate = certify(state)
+    certificate = method.start_certificate(state)
     if certificate is None:
         return None
     primal, dual = (float(v) for v in certificate)
@@ -579,9 +574,7 @@ def _with_tol(method, state, tol):
     pass already shows the gap within ``tol`` skips the rest of its passes, since the run
     then stops and returns that round's start) gets the run's ``tol``; others are as given.
     """
-    if tol > 0 and hasattr(method, "stop_at_gap"):
-        return method.stop_at_gap(state, tol)
-    return state
+    return method.stop_at_gap(state, tol) if tol > 0 else state
 
 
 def _restore(method, problem, data, arrays, seed, client, options):

@@ -2,7 +2,7 @@
 
 Every registered solver class carries ``capabilities = Capabilities(...)``: its losses and
 regularizers (by the names of the built-in ones), whether it takes row weights and a warm
-start, and the kinds of data it reads. The plan (:mod:`daskpd.solvers._plan`) checks a run
+start, and the kinds of data it reads. The plan (:mod:`daskpd.solvers.driver.plan`) checks a run
 against them before the solver's own ``check``, so an unsupported choice fails the same way
 from :func:`daskpd.solve`, the estimators and the ``daskpd`` command; the estimators and the
 command read them instead of keeping their own lists, and the README's solver table is

@@ -1,84 +1,31 @@
 """The objects a solver and the driver exchange: the protocol, its iterate, the result.
 
-Every method (DSO, SPDC, DSPDC, GSFW, Pdprox, the batch baseline) is a class that follows the
-:class:`Solver` protocol below and registers itself under a name with
-:func:`daskpd.solvers._registry.register_solver`; :func:`daskpd.solvers._driver.solve` runs
-it. This module also holds what a run hands back (:class:`SolveResult`, read back by
+Every method (CoCoA+, DSO, SPDC, DSPDC, GSFW, Pdprox, Newton-CG, the batch baseline) is a
+subclass of :class:`Solver` registered under a name with
+:func:`daskpd.solvers.driver.registry.register_solver`; :func:`daskpd.solvers.driver.run.solve`
+runs it. This module also holds what a run hands back (:class:`SolveResult`, read back by
 :func:`load_model`), what a callback sees (:class:`EpochInfo`) and the errors of a run.
-
-Solver protocol
----------------
-A solver is a class with a ``name``, an ``Options`` frozen dataclass, a ``capabilities``
-:class:`~daskpd.solvers._capabilities.Capabilities` (what it supports; checked by the plan
-before ``check``, read by the estimators, the command and the README's table; a solver without
-one is left to its ``check``), and these methods::
-
-    check(problem, data, options) -> None
-        Raise ValueError (naming the parameter and its value) for anything the method cannot
-        do with this problem and data, before any Dask work.
-    init(problem, data, *, seed, client, options, warm_start=None) -> state
-        Build the state of epoch 0. ``seed`` is the root ``np.random.SeedSequence`` of the run;
-        keep it in the state and draw the randomness of epoch ``e`` from
-        ``epoch_seed(seed, e)`` (and per block from ``block_seeds(epoch_seed(seed, e), n)``),
-        so that a run is a function of (seed, epoch) only and resumes bit for bit.
-        ``warm_start`` is ``None`` or an :class:`Iterate` (``w`` ndarray, ``z`` ndarray or
-        ``None``). ``client`` is a ``distributed.Client`` or ``None`` (in-process: use plain
-        ``dask.compute``, which then runs on the threaded or configured scheduler).
-    run_epoch(state, epoch) -> state
-        One epoch (epoch = 1, 2, ...), ONE Dask compute or one wave of futures. Tasks are
-        pure: they copy what they mutate, so a retried task gives the same bits. The one
-        exception is a block that a single task reads, updated in place only after
-        everything in the task that can fail (DSO's ``w`` blocks); the state given to such
-        a ``run_epoch`` is spent, and the driver uses only the state it returns.
-    iterate(state) -> Iterate
-        The current answer: ``w`` (and ``w_avg``) as ndarray (n_features,); ``z`` an ndarray
-        (n_samples,), or a list of per-range arrays / futures with ``z_bounds``, or ``None``
-        (then the driver's evaluation builds the dual point from ``w``).
-    state_arrays(state) -> dict[str, np.ndarray]
-        Everything needed to resume exactly (w, z, accumulators, step counters as 0-d
-        arrays, ...). Written to the checkpoint as zarr arrays.
-    restore(problem, data, arrays, *, seed, client, options) -> state
-        Inverse of ``state_arrays``: the state after the checkpointed epoch. ``seed`` is the
-        same root SeedSequence that ``init`` received.
-    prepare(data, options, client) -> None   (optional)
-        Called by :func:`daskpd.solvers._plan.run_plan` once the client is known, before
-        ``init``: what depends on the client and is done once per run (DSO builds the
-        tiled layout of in-memory data for the grid it will use).
-    close(state) -> None   (optional)
-        Release what the run holds outside Dask (DSO: its shared-memory files). Called
-        once when the run ends, and on a state given up for a replay after a lost worker.
-    certificate(state) -> (primal, dual) or None   (optional)
-        The exact primal and dual of the point :meth:`iterate` would return, when the
-        epoch's own work produced them (the dual solver's pass sees every margin) and
-        reading them costs a few numbers, not a pass or a gather of ``w``. The driver asks
-        for it after every epoch that the ``eval_every`` cadence skips, so that a run stops
-        by ``tol`` at the first certified epoch and the history has a row per epoch.
-        A solver whose certificate is a pass over the rows without gathering ``w`` (SPDC:
-        its state on the workers, with ``X^T z``) sets ``certificate_reads_data = True``:
-        the driver then asks for it at the epochs the cadence evaluates, instead of the
-        evaluation, except the run's last and with test data; a certificate within ``tol``
-        becomes the run's last row with the iterate gathered, and is not evaluated again.
-    start_certificate(state) -> (primal, dual) or None   (optional)
-        The exact primal and dual of the epoch-0 iterate when ``init`` produced them (DSO
-        started from the dual solver's rounds). The driver reports it as an epoch-0 row
-        (callbacks see epoch 0); ``tol`` is checked from epoch 1 on.
-
-The solver never prints, never evaluates the objective for the driver's sake, and never
-calls ``compute`` inside an inner loop.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
-from daskpd.solvers._data import _as_data, _check_n_features, score_rows
-from daskpd.solvers._registry import get_solver, make_options
+from daskpd.data.conversion import as_data
+from daskpd.solvers.common.scores import score_rows
+from daskpd.solvers.driver.capabilities import BUILTIN_LOSSES, BUILTIN_REGULARIZERS, Capabilities
+from daskpd.solvers.driver.data import _check_n_features
+from daskpd.solvers.driver.protocol import Solver
+from daskpd.solvers.driver.registry import get_solver, make_options
 
 __all__ = [
+    "BUILTIN_LOSSES",
+    "BUILTIN_REGULARIZERS",
+    "Capabilities",
     "DivergenceError",
     "EpochInfo",
     "Iterate",
@@ -124,32 +71,6 @@ class Iterate:
     primal: float | None = None
     dual: float | None = None
     xtz: np.ndarray | None = None
-
-
-@runtime_checkable
-class Solver(Protocol):
-    """What a method implements to run under :func:`solve` (see the module docstring)."""
-
-    name: str
-    Options: type
-
-    def check(self, problem, data, options) -> None:
-        """Raise ``ValueError`` for an unsupported problem, data or options."""
-
-    def init(self, problem, data, *, seed, client, options, warm_start=None):
-        """Return the state of epoch 0."""
-
-    def run_epoch(self, state, epoch):
-        """Return the state after one more epoch (one Dask compute)."""
-
-    def iterate(self, state) -> Iterate:
-        """Return the current :class:`Iterate`."""
-
-    def state_arrays(self, state) -> dict:
-        """Return the arrays from which :meth:`restore` rebuilds ``state`` exactly."""
-
-    def restore(self, problem, data, arrays, *, seed, client, options):
-        """Rebuild the state saved by :meth:`state_arrays`."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +156,7 @@ class SolveResult:
 
         Parameters
         ----------
-        data : Dataset, MemoryDataset or (X, y) pair
+        data : Dataset, MemoryDataset, path or (X, y) pair
             Rows to score; ``n_features`` must match ``w``.
         client : distributed.Client, optional
             Where to run; default: in-process for in-memory data, the active client otherwise.
@@ -244,7 +165,7 @@ class SolveResult:
         -------
         scores : ndarray of shape (n_samples,)
         """
-        data = _as_data(data, name="data")
+        data = as_data(data, name="data")
         _check_n_features(data, self.w.shape[0], "data")
         return score_rows(self.w, data, client=client)
 

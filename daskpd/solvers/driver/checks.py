@@ -1,4 +1,4 @@
-"""Checks and coercion of :func:`daskpd.solvers._driver.solve`'s arguments.
+"""Checks and coercion of :func:`daskpd.solvers.driver.solve`'s arguments.
 
 Each check raises one ``ValueError`` naming the parameter and its value, before any Dask
 work.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from daskpd.solvers._types import Iterate, SolveResult
+from daskpd.solvers.driver.types import Iterate, SolveResult
 
 
 def _coerce_warm_start(warm_start, data) -> Iterate | None:

@@ -1,72 +1,19 @@
-"""The shared solver driver: :func:`solve`, and the names of the driver's modules.
+"""A run from the caller's arguments: :func:`solve` (a plan, then its run) and :func:`run_plan`.
 
-Every method (DSO, SPDC, DSPDC, GSFW, Pdprox, the batch baseline) is a class that follows the
-:class:`Solver` protocol and registers itself under a name with :func:`register_solver`.
-:func:`solve` owns everything around a run: the choice of Dask client, the loop over epochs,
-evaluation of the duality gap (through :meth:`daskpd.problem.Problem.evaluate`), test metrics,
-history, callbacks, stop rules, divergence detection, checkpoints and resume, and recovery
-after a lost worker.
-
-The driver is split by job; this module builds the run's plan, executes it and re-exports
-the names of the others, so that ``from daskpd.solvers._driver import ...`` keeps working:
-
-- :mod:`daskpd.solvers._plan`: :func:`make_plan` (every check of :func:`solve`'s arguments,
-  in one place, without Dask work) and :func:`run_plan` (the choice of client and the run);
-- :mod:`daskpd.solvers._capabilities`: :class:`Capabilities`, what each solver declares it
-  supports;
-
-- :mod:`daskpd.solvers._types`: the :class:`Solver` protocol (its contract in full),
-  :class:`Iterate`, :class:`SolveResult` and :func:`load_model`, :class:`EpochInfo`, the
-  errors :class:`DivergenceError` and :class:`TrainingFailed`;
-- :mod:`daskpd.solvers._registry`: :func:`register_solver`, :func:`get_solver`,
-  :func:`available_solvers`, :func:`make_options`;
-- :mod:`daskpd.solvers._seeds`: :func:`epoch_seed`, :func:`block_seeds`, the root seed;
-- :mod:`daskpd.solvers._checks`: checks and coercion of single arguments;
-- :mod:`daskpd.solvers._data`: data, scoring (:func:`score_rows`, :func:`metrics_for`) and
-  run descriptions;
-- :mod:`daskpd.solvers._loop`: the loop over epochs, evaluation, checkpoints, divergence
-  checks and recovery.
+:func:`solve` owns everything around a run through the modules beside this one: the plan
+(:mod:`~daskpd.solvers.driver.plan`, every check, no Dask work), the choice of Dask client
+(:func:`run_plan`, here) and the loop over epochs (:mod:`~daskpd.solvers.driver.loop`:
+evaluation, history, callbacks, stop rules, divergence, checkpoints, resume, recovery after a
+lost worker).
 """
 
 from __future__ import annotations
 
-from daskpd.solvers._data import (
-    metrics_for,  # noqa: F401 (imported from here by daskpd.cli)
-    score_rows,  # noqa: F401 (imported from here by daskpd.cli)
-)
-from daskpd.solvers._plan import make_plan, run_plan
-from daskpd.solvers._registry import (
-    available_solvers,
-    get_solver,
-    make_options,
-    register_solver,
-)
-from daskpd.solvers._seeds import block_seeds, epoch_seed
-from daskpd.solvers._types import (
-    DivergenceError,
-    EpochInfo,
-    Iterate,
-    Solver,
-    SolveResult,
-    TrainingFailed,
-    load_model,  # noqa: F401 (imported from here by daskpd.cli)
-)
+from daskpd.solvers.common.scores import _is_in_memory
+from daskpd.solvers.driver.plan import Plan, make_plan
+from daskpd.solvers.driver.types import SolveResult
 
-__all__ = [
-    "DivergenceError",
-    "EpochInfo",
-    "Iterate",
-    "SolveResult",
-    "Solver",
-    "TrainingFailed",
-    "available_solvers",
-    "block_seeds",
-    "epoch_seed",
-    "get_solver",
-    "make_options",
-    "register_solver",
-    "solve",
-]
+__all__ = ["run_plan", "solve"]
 
 
 def solve(
@@ -100,9 +47,9 @@ def solve(
 
     Parameters
     ----------
-    data : Dataset, MemoryDataset or (X, y) pair
-        Training rows. An (X, y) pair (NumPy, scipy.sparse, Dask) goes through
-        :func:`daskpd.data.as_dataset`.
+    data : Dataset, MemoryDataset, path or (X, y) pair
+        Training rows, through :func:`daskpd.data.as_data` (a path is opened; an (X, y)
+        pair of NumPy, scipy.sparse or Dask arrays becomes a dataset).
     loss : str or Loss, default="hinge"
     regularizer : str or Regularizer, default="l2"
     alpha : float, default=1e-4
@@ -110,7 +57,7 @@ def solve(
     solver : str, default="auto"
         Registered method (see :func:`available_solvers`), or ``"auto"``: the method that
         reaches a certified model first for the loss and regularizer
-        (:func:`daskpd.solvers._auto.auto_solver`; dual coordinate ascent, ``"cocoa"``, for
+        (:func:`daskpd.solvers.driver.auto.auto_solver`; dual coordinate ascent, ``"cocoa"``, for
         L2 with the hinge, squared hinge, smoothed hinge, logistic and squared losses).
     max_epochs : int, default=100
         Epoch budget (total, counting epochs before a resume).
@@ -157,7 +104,7 @@ def solve(
         Continue from the latest checkpoint in ``checkpoint_dir`` (a fresh start when there is
         none). The result equals an uninterrupted run with the same seed (and the same
         evaluated epochs, when ``tol`` stops it); the history's clocks continue.
-    test_data : Dataset, MemoryDataset or (X, y) pair, optional
+    test_data : Dataset, MemoryDataset, path or (X, y) pair, optional
         Held-out rows; their metrics (``test_auprc``, ...) join the history.
     class_weight : dict or "balanced", optional
         Per-class row weights, passed to :class:`daskpd.problem.Problem`.
@@ -208,3 +155,64 @@ def solve(
         **solver_options,
     )
     return run_plan(plan, client)
+
+
+def run_plan(plan: Plan, client=None):
+    """Execute a plan: the run of :func:`daskpd.solve` (see its ``client`` parameter).
+
+    Parameters
+    ----------
+    plan : Plan
+    client : distributed.Client, False or None, default=None
+        A client is used as given; ``False`` runs in-process; ``None``: a local scheduler
+        set with ``dask.config.set(scheduler=...)`` if any, else the active distributed
+        client if any, else in-process for in-memory data, else a LocalCluster started for
+        the run (closed at the end).
+
+    Returns
+    -------
+    SolveResult
+    """
+    if client is False:
+        return _execute(plan, None)
+    if client is None and _local_scheduler_configured():
+        return _execute(plan, None)
+    if client is None:
+        from daskpd._cluster import active_client
+
+        client = active_client()
+    if client is None and _is_in_memory(plan.data):
+        return _execute(plan, None)
+    if client is None:
+        from daskpd._cluster import cluster_client
+
+        with cluster_client(start=True) as started, started.as_current():
+            return _execute(plan, started)
+    # Route every plain dask.compute (Problem.evaluate, solvers) to this client, even when it
+    # is not the process-wide default one.
+    with client.as_current():
+        return _execute(plan, client)
+
+
+def _execute(plan: Plan, client):
+    from daskpd.solvers.driver.loop import loop
+
+    # what depends on the client (DSO's grid follows the number of workers)
+    plan.method.prepare(plan.data, plan.options, client)
+    return loop(plan, client)
+
+
+def _local_scheduler_configured() -> bool:
+    """Whether ``dask.config`` names a local scheduler ("threads", "sync", a callable...).
+
+    An explicit ``dask.config.set(scheduler=...)`` is a request to run there, so it wins over
+    a distributed client that merely happens to exist in the process.
+    """
+    import dask
+
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler is None:
+        return False
+    if isinstance(scheduler, str):
+        return scheduler.lower() not in ("distributed", "dask.distributed")
+    return "Client" not in type(scheduler).__name__

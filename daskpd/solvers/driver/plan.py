@@ -3,9 +3,9 @@
 :func:`daskpd.solve`, the estimators and the ``daskpd`` command all build their run here, so
 they accept and refuse the same things with the same messages: one ``alpha`` rule (the one of
 :class:`daskpd.problem.Problem`: > 0, or >= 0 for constraint sets and the zero regularizer),
-one ``solver="auto"`` choice (:func:`daskpd.solvers._auto.auto_solver`, on the resolved loss
+one ``solver="auto"`` choice (:func:`daskpd.solvers.driver.auto.auto_solver`, on the resolved loss
 and regularizer), the solver's options built once, and the solver's declared
-:class:`~daskpd.solvers._capabilities.Capabilities` checked before its own ``check``.
+:class:`~daskpd.solvers.driver.capabilities.Capabilities` checked before its own ``check``.
 
 Making a plan does no Dask work: it reads metadata and per-row statistics (label counts, row
 norms) only. :func:`run_plan` executes a plan: it picks the client, lets the solver prepare the
@@ -19,18 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from daskpd.solvers._checks import (
+from daskpd.data.conversion import as_data
+from daskpd.solvers.driver.checks import (
     _check_eval_every,
     _check_nonnegative_float,
     _check_positive_int,
     _coerce_warm_start,
 )
-from daskpd.solvers._data import _as_data, _check_n_features, _is_in_memory
-from daskpd.solvers._registry import get_solver, make_options
-from daskpd.solvers._seeds import _root_seed
-from daskpd.solvers._types import Iterate
+from daskpd.solvers.driver.data import _check_n_features
+from daskpd.solvers.driver.registry import get_solver, make_options
+from daskpd.solvers.driver.seeds import _root_seed
+from daskpd.solvers.driver.types import Iterate
 
-__all__ = ["Plan", "make_plan", "resolve_solver", "run_plan"]
+__all__ = ["Plan", "make_plan", "resolve_solver"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,28 +83,7 @@ divergence_factor
     @property
     def capabilities(self):
         """The solver's declared :class:`Capabilities` (None for a solver without any)."""
-        return getattr(self.method, "capabilities", None)
-
-    def _loop_arguments(self) -> dict:
-        return {
-            "method": self.method,
-            "options": self.options,
-            "data": self.data,
-            "problem": self.problem,
-            "test_data": self.test_data,
-            "start": self.start,
-            "seed": self.seed,
-            "callback_list": self.callbacks,
-            "max_epochs": self.max_epochs,
-            "tol": self.tol,
-            "time_limit": self.time_limit,
-            "eval_every": self.eval_every,
-            "store": self.store,
-            "checkpoint_every": self.checkpoint_every,
-            "resume": self.resume,
-            "max_retries": self.max_retries,
-            "divergence_factor": self.divergence_factor,
-        }
+        return self.method.capabilities
 
 
 def make_plan(
@@ -171,20 +151,19 @@ def make_plan(
     seed = _root_seed(random_state)
     callback_list = as_callbacks(callbacks)
 
-    data = _as_data(data, name="data")
+    data = as_data(data, name="data")
     problem = Problem(loss, regularizer, alpha, class_weight=class_weight)
     if method is None:
         method = get_solver(resolve_solver(solver, problem, data, grid=solver_options.get("grid")))
         options = make_options(method, solver_options)
-    name = str(getattr(method, "name", type(method).__name__))
+    name = str(method.name)
     start = _coerce_warm_start(warm_start, data)
-    capabilities = getattr(method, "capabilities", None)
-    if capabilities is not None:
-        capabilities.check(name, problem, data, warm_start=start is not None)
+    if method.capabilities is not None:
+        method.capabilities.check(name, problem, data, warm_start=start is not None)
     problem.check(data)
     method.check(problem, data, options)
     if test_data is not None:
-        test_data = _as_data(test_data, name="test_data")
+        test_data = as_data(test_data, name="test_data")
         _check_n_features(test_data, data.n_features, "test_data")
     store = None
     if checkpoint_dir is not None:
@@ -221,7 +200,7 @@ def make_plan(
 
 def resolve_solver(solver, problem, data=None, grid=None):
     """The solver a run uses: ``solver``, or for ``"auto"`` the choice of
-    :func:`daskpd.solvers._auto.auto_solver` for the problem's loss and regularizer.
+    :func:`daskpd.solvers.driver.auto.auto_solver` for the problem's loss and regularizer.
 
     Parameters
     ----------
@@ -238,70 +217,7 @@ def resolve_solver(solver, problem, data=None, grid=None):
     """
     if not (isinstance(solver, str) and solver == "auto"):
         return solver
-    from daskpd.solvers._auto import auto_solver
+    from daskpd.solvers.driver.auto import auto_solver
 
     weighted = problem.class_weight is not None or bool(getattr(data, "has_sample_weight", False))
     return auto_solver(problem.loss, problem.regularizer, weighted=weighted, grid=grid)
-
-
-def run_plan(plan: Plan, client=None):
-    """Execute a plan: the run of :func:`daskpd.solve` (see its ``client`` parameter).
-
-    Parameters
-    ----------
-    plan : Plan
-    client : distributed.Client, False or None, default=None
-        A client is used as given; ``False`` runs in-process; ``None``: a local scheduler
-        set with ``dask.config.set(scheduler=...)`` if any, else the active distributed
-        client if any, else in-process for in-memory data, else a LocalCluster started for
-        the run (closed at the end).
-
-    Returns
-    -------
-    SolveResult
-    """
-    if client is False:
-        return _execute(plan, None)
-    if client is None and _local_scheduler_configured():
-        return _execute(plan, None)
-    if client is None:
-        from daskpd._cluster import active_client
-
-        client = active_client()
-    if client is None and _is_in_memory(plan.data):
-        return _execute(plan, None)
-    if client is None:
-        from daskpd._cluster import cluster_client
-
-        with cluster_client(start=True) as started, started.as_current():
-            return _execute(plan, started)
-    # Route every plain dask.compute (Problem.evaluate, solvers) to this client, even when it
-    # is not the process-wide default one.
-    with client.as_current():
-        return _execute(plan, client)
-
-
-def _execute(plan: Plan, client):
-    from daskpd.solvers._loop import _loop
-
-    prepare = getattr(plan.method, "prepare", None)
-    if callable(prepare):
-        # What depends on the client (DSO's grid follows the number of workers).
-        prepare(plan.data, plan.options, client)
-    return _loop(client=client, **plan._loop_arguments())
-
-
-def _local_scheduler_configured() -> bool:
-    """Whether ``dask.config`` names a local scheduler ("threads", "sync", a callable...).
-
-    An explicit ``dask.config.set(scheduler=...)`` is a request to run there, so it wins over
-    a distributed client that merely happens to exist in the process.
-    """
-    import dask
-
-    scheduler = dask.config.get("scheduler", None)
-    if scheduler is None:
-        return False
-    if isinstance(scheduler, str):
-        return scheduler.lower() not in ("distributed", "dask.distributed")
-    return "Client" not in type(scheduler).__name__

@@ -1,29 +1,4 @@
-"""The batch baseline: accelerated proximal gradient (FISTA) over row blocks.
-
-Full-gradient method for smooth losses with any regularizer that has a prox; it stands in for
-the batch solver (BMRM) of the DSO paper's comparisons. One epoch is one map-reduce pass over
-the row blocks (one Dask compute): every block returns its partial loss sums and partial
-gradients ``X_b^T (c_b * loss'(X_b v, y_b))`` and a fixed binary tree adds them, so the sum
-order, and hence every bit of the result, is independent of which worker ran which block.
-
-Method. With ``f(w) = (1/n) sum_i c_i loss(x_i . w, y_i)`` (gradient Lipschitz constant
-``L <= smoothness * lambda_max(X^T C X) / n``) and ``g = alpha * R``::
-
-    x_{k+1} = prox_{g / L}(y_k - grad f(y_k) / L)
-    y_{k+1} = x_{k+1} + beta_k (x_{k+1} - x_k)
-
-with FISTA's ``beta_k = (t_k - 1) / t_{k+1}`` (Beck & Teboulle 2009), or, when ``g`` is
-``mu``-strongly convex, ``beta = (1 - sqrt(q)) / (1 + sqrt(q))``, ``q = (mu / L) / (1 + mu / L)``
-(Chambolle & Pock 2016, Alg. 5), plus the adaptive restart of O'Donoghue & Candes (2015):
-momentum is reset when ``(y_k - x_{k+1}) . (x_{k+1} - x_k) > 0``.
-
-``L`` starts from a power-iteration estimate and is checked by backtracking without extra
-passes: each pass evaluates, besides the gradient at the next extrapolated point, the loss at
-the pending candidate ``x_{k+1}``; when the sufficient-decrease condition
-``f(x_{k+1}) <= f(y_k) + grad f(y_k) . (x_{k+1} - y_k) + L/2 |x_{k+1} - y_k|^2`` fails, the
-candidate is rejected, ``L`` grows by ``backtrack_factor`` and the candidate is recomputed
-(that pass is spent, which happens a handful of times at most).
-"""
+"""The batch baseline's solver: the :class:`Batch` class that the driver runs (``"batch"``)."""
 
 from __future__ import annotations
 
@@ -33,50 +8,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from daskpd._graphs import TaskGraph
-from daskpd.solvers._capabilities import BUILTIN_REGULARIZERS, Capabilities
-from daskpd.solvers._driver import Iterate, register_solver
+from daskpd.solvers.batch._options import BatchOptions
+from daskpd.solvers.batch._tasks import _add_power, _block_power, _class_weight, _run_pass
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.types import BUILTIN_REGULARIZERS, Capabilities, Iterate, Solver
 
-__all__ = ["BatchGradient", "BatchOptions"]
-
-
-@dataclass(frozen=True)
-class BatchOptions:
-    """Options of the batch baseline.
-
-    Parameters
-    ----------
-    power_iterations : int, default=10
-        Passes of power iteration that estimate ``lambda_max(X^T C X)`` at start-up.
-    lipschitz : float or None, default=None
-        Known Lipschitz constant of ``grad f`` (skips the power iteration).
-    backtrack_factor : float, default=2.0
-        Growth of ``L`` when a candidate fails the sufficient-decrease test.
-    restart : bool, default=True
-        Adaptive momentum restart.
-    """
-
-    power_iterations: int = 10
-    lipschitz: float | None = None
-    backtrack_factor: float = 2.0
-    restart: bool = True
-
-    def __post_init__(self):
-        if (
-            isinstance(self.power_iterations, bool)
-            or not isinstance(self.power_iterations, int | np.integer)
-            or self.power_iterations < 1
-        ):
-            raise ValueError(
-                f"power_iterations must be a positive integer, got {self.power_iterations!r}"
-            )
-        if self.lipschitz is not None and not (
-            isinstance(self.lipschitz, int | float) and 0 < self.lipschitz < math.inf
-        ):
-            raise ValueError(f"lipschitz must be a finite number > 0, got {self.lipschitz!r}")
-        if not (isinstance(self.backtrack_factor, int | float) and self.backtrack_factor > 1):
-            raise ValueError(f"backtrack_factor must be > 1, got {self.backtrack_factor!r}")
-        if not isinstance(self.restart, bool | np.bool_):
-            raise ValueError(f"restart must be True or False, got {self.restart!r}")
+__all__ = ["Batch"]
 
 
 @dataclass(frozen=True)
@@ -96,90 +33,11 @@ class _State:
     options: object = None
 
 
-# --------------------------------------------------------------------------------------------
-# block tasks (pure: read a block, return new arrays)
-
-
-def _row_weights(class_weight, y, sample_weight):
-    """``c_i = sample_weight_i * class_weight[y_i]``; ``class_weight`` is (negative, positive)."""
-    weights = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, float)
-    if class_weight is not None:
-        negative, positive = class_weight
-        weights = weights * np.where(y > 0, positive, negative)
-    return weights
-
-
-def _block_pass(data, i, loss, class_weight, points, gradient_rows):
-    """Loss sums at every row of ``points`` and gradients at the rows in ``gradient_rows``."""
-    X_block, y = data.block(i)
-    start, stop = int(data.row_block_bounds[i]), int(data.row_block_bounds[i + 1])
-    weights = _row_weights(class_weight, y, data.sample_weight_rows(start, stop))
-    # One row per point, C-contiguous: the loss kernels then see the array layout they were
-    # compiled (and cached) for.
-    predictions = np.ascontiguousarray(
-        np.asarray(X_block @ points.T, dtype=np.float64).reshape(y.shape[0], -1).T
-    )
-    values = np.empty(points.shape[0])
-    grads = np.zeros((len(gradient_rows), points.shape[1]))
-    for k in range(points.shape[0]):
-        values[k] = float(weights @ np.asarray(loss.value(predictions[k], y)))
-    for slot, k in enumerate(gradient_rows):
-        residual = weights * np.asarray(loss.gradient(predictions[k], y))
-        grads[slot] = np.asarray(X_block.T @ residual).ravel()
-    return values, grads
-
-
-def _block_power(data, i, class_weight, vector):
-    X_block, y = data.block(i)
-    start, stop = int(data.row_block_bounds[i]), int(data.row_block_bounds[i + 1])
-    weights = _row_weights(class_weight, y, data.sample_weight_rows(start, stop))
-    projected = np.asarray(X_block @ vector, dtype=np.float64).ravel()
-    return (np.asarray(X_block.T @ (weights * projected)).ravel(), float(weights.max(initial=0)))
-
-
-def _add_pass(a, b):
-    return a[0] + b[0], a[1] + b[1]
-
-
-def _add_power(a, b):
-    return a[0] + b[0], max(a[1], b[1])
-
-
-def _class_weight(problem, data):
-    """The (negative, positive) class weights of the problem, resolved on ``data``, or None."""
-    if getattr(problem, "class_weight", None) is None:
-        return None
-    # Problem resolves "balanced" from the label counts; reuse it so that the solver and the
-    # evaluation weigh rows identically.
-    negative, positive = problem._class_weight_pair(data)
-    return float(negative), float(positive)
-
-
-def _run_pass(problem, data, class_weight, points, gradient_rows):
-    """One compute: (loss sums / n at each point, gradients / n at the chosen points)."""
-    points = np.ascontiguousarray(points, dtype=np.float64)
-    graph = TaskGraph("batch-pass")
-    shared, data_ref = graph.data("points", points), graph.data("data", data)
-    parts = [
-        graph.task(i, _block_pass, data_ref, i, problem.loss, class_weight, shared,
-                   tuple(gradient_rows))
-        for i in range(data.n_row_blocks)
-    ]  # fmt: skip
-    ((values, grads),) = graph.compute([graph.tree("sum", _add_pass, parts)])
-    n = float(data.n_samples)
-    return values / n, grads / n
-
-
-# --------------------------------------------------------------------------------------------
-# the solver
-
-
 @register_solver
-class BatchGradient:
+class Batch(Solver):
     """Accelerated proximal gradient over row blocks (registered as ``"batch"``).
 
-    Needs a smooth loss (logistic, squared, squared hinge, smoothed hinge, Huber) and a
-    regularizer with a prox (every regularizer of :mod:`daskpd.regularizers`).
+    Needs a smooth loss and a regularizer with a prox (its ``capabilities`` name them).
     """
 
     name = "batch"

@@ -1,0 +1,495 @@
+"""One-vs-rest CoCoA+ for multiclass data: every class's problem in one visit of each row.
+
+A dataset of task ``"multiclass"`` (classes ``c_0 < ... < c_{K-1}``, :mod:`daskpd.data`)
+trained with a classification loss is ``K`` binary problems, problem ``k`` with labels ``+1``
+for the rows of class ``c_k`` and ``-1`` for the others, each the CoCoA+ problem of
+:mod:`daskpd.solvers.cocoa` with its own ``w_k`` and dual block ``z[:, k]``. They share the
+rows, so a round runs them together: one group (``grid`` 1, ``sigma`` 1: serial dual
+coordinate ascent, liblinear's method), one random order a round, and for each row visited
+the kernel :func:`daskpd.kernels.cocoa_multiclass.one_vs_rest_pass` takes the step of every
+class. Out of core the rows are read once a round for all ``K`` problems, where ``K`` binary
+runs would read them ``K`` times.
+
+Certificates: as in the binary solver, the pass computes each class's primal and dual
+sums at the round's start ``(w_t, z_t)``, so every round certifies the point it started
+from, class by class: ``P_k(w_k) - D_k(z_k)`` bounds how far ``w_k`` is from its problem's
+optimum. The run's ``gap`` is their sum, the gap of the joint problem
+``sum_k P_k``; it stops once that sum is within ``tol`` (so is every class's gap) and
+returns the certified start of its last round, one round behind the newest weights.
+
+Graph shape: in-process, the rows are read here and the rounds run here. With a client,
+one task reads the rows on a worker, where they stay (a future) with the duals; a round is
+one task there, and only the round's sums (3 numbers a class) and, at the end, the weights
+come back.
+
+Not here (refused with a message naming the option): several row groups, threads, streamed
+rows, shrinking and screening (the binary solver's speed-ups for box losses), class weights
+(in one-vs-rest they weigh the rows of each problem differently) and checkpoints.
+Multinomial logistic regression is not one-vs-rest: its per-row dual lives on a simplex
+over the ``K`` classes, a ``K``-dimensional subproblem per visit (Yu, Huang and Lin, Machine
+Learning 2011), so it needs its own kernel; none is written yet.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from daskpd.kernels import cocoa_multiclass as kernels
+from daskpd.kernels.cocoa import row_norms
+from daskpd.solvers.driver.seeds import epoch_seed
+
+__all__ = ["OneVsRestResult", "class_scores", "multiclass_scores", "one_vs_rest", "run_multiclass"]
+
+#: The losses of one-vs-rest CoCoA+ by name (the classification losses of CoCoA+).
+LOSSES = ("hinge", "smooth_hinge", "squared_hinge", "logistic")
+
+
+class _Rows(NamedTuple):
+    """All rows as the kernel reads them, with each row's class index."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    vals: np.ndarray
+    binary: bool
+    label: np.ndarray
+    weight: np.ndarray
+    norm_sq: np.ndarray
+
+
+class _Settings(NamedTuple):
+    """What every round needs: the loss as a kernel takes it and the step scaling."""
+
+    loss_code: int
+    loss_params: np.ndarray
+    inv_alpha_n: float
+    alpha: float
+    n_samples: int
+
+
+@dataclass(frozen=True)
+class OneVsRestResult:
+    """The outcome of a one-vs-rest run.
+
+    Attributes
+    ----------
+    classes : ndarray of shape (n_classes,)
+        The class labels, increasing; problem ``k`` is "class ``classes[k]`` or not".
+    w : ndarray of shape (n_classes, n_features)
+        The certified weights of each class's problem (the start of the last round).
+    z : ndarray of shape (n_samples, n_classes)
+        The dual iterate paired with ``w``.
+    primal, dual, gaps : ndarray of shape (n_classes,)
+        Each class's ``P_k(w_k)``, ``D_k(z_k)`` and their difference.
+    gap : float
+        ``sum(gaps)``, the duality gap of the joint problem.
+    n_epochs : int
+        Rounds run (each one pass over the rows for every class).
+    converged : bool
+        Whether ``gap <= tol``.
+    stop_reason : str
+        ``"tol"``, ``"max_epochs"``, ``"time_limit"`` or ``"callback"``.
+    history : tuple of dict
+        One row per round: ``epoch``, ``seconds``, ``primal``, ``dual``, ``gap`` (sums over
+        the classes), ``class_primal``, ``class_dual``, ``class_gap`` (lists, one entry per
+        class) and, with test data, its :func:`daskpd.metrics.multiclass_metrics` as
+        ``test_accuracy``, ``test_macro_f1``, ``test_auprc`` (per class).
+    row_visits : ndarray of shape (n_samples,), int64
+        How many times the kernel visited each row (all classes together): ``n_epochs`` for
+        every row of weight > 0.
+    solver : str
+        ``"cocoa"``.
+    """
+
+    classes: np.ndarray
+    w: np.ndarray
+    z: np.ndarray
+    primal: np.ndarray
+    dual: np.ndarray
+    gaps: np.ndarray
+    gap: float
+    n_epochs: int
+    converged: bool
+    stop_reason: str
+    history: tuple
+    row_visits: np.ndarray
+    solver: str = "cocoa"
+    objective: dict = field(default_factory=dict)
+
+
+def check_one_vs_rest(problem, data, options=None) -> None:
+    """Raise ValueError, naming the parameter, for what one-vs-rest CoCoA+ does not run.
+
+    Parameters
+    ----------
+    problem : daskpd.problem.Problem
+    data : Dataset-like
+        Of task ``"multiclass"``.
+    options : CocoaOptions, optional
+    """
+    loss = str(problem.loss.name)
+    if loss not in LOSSES:
+        raise ValueError(
+            f"multiclass data trains one-vs-rest with a classification loss ({', '.join(LOSSES)})"
+            f"; got loss={loss!r}"
+        )
+    if str(problem.regularizer.name) != "l2":
+        raise ValueError(
+            f"one-vs-rest CoCoA+ needs regularizer='l2', got {problem.regularizer.name!r}"
+        )
+    if getattr(problem, "class_weight", None) is not None:
+        raise ValueError(
+            "class_weight is not supported on multiclass data (one-vs-rest would weigh each "
+            "class's problem differently); store sample weights instead"
+        )
+    classes = data.classes
+    if classes is None or classes.shape[0] < 2:
+        raise ValueError(
+            f"multiclass training needs at least 2 classes, got {0 if classes is None else 1}"
+        )
+    if options is None:
+        return
+    unsupported = {
+        "grid": options.grid not in (None, 1),
+        "sigma": options.sigma not in (None, 1, 1.0),
+        "threads": options.threads not in (None, 1),
+        "rows": options.rows == "stream",
+        "shrinking": options.shrinking is True,
+        "screening": options.screening is True,
+    }
+    for name, refused in unsupported.items():
+        if refused:
+            raise ValueError(
+                f"solver 'cocoa' on multiclass data runs one row group in one thread with its "
+                f"rows in memory, without shrinking or screening; got {name}="
+                f"{getattr(options, name)!r}"
+            )
+
+
+def read_rows(data, classes) -> _Rows:
+    """Every row of ``data`` as :func:`one_vs_rest_pass` reads them (a task on a worker)."""
+    n = int(data.n_samples)
+    indptr, indices, vals, y = data.read_rows_arrays(0, n)
+    binary = vals is None
+    vals = np.zeros(0, dtype=np.float32) if binary else np.ascontiguousarray(vals)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    y = np.asarray(y, dtype=np.float64)
+    known = np.isin(y, classes)
+    if not known.all():
+        raise ValueError(
+            f"label {y[~known][0]:g} is not one of the data's classes {classes.tolist()}"
+        )
+    label = np.searchsorted(classes, y).astype(np.int64)
+    sample = data.sample_weight_rows(0, n)
+    weight = np.ones(n) if sample is None else np.asarray(sample, dtype=np.float64).copy()
+    norm_sq = np.empty(n)
+    row_norms(indptr, vals, binary, norm_sq)
+    return _Rows(indptr, indices, vals, binary, label, weight, norm_sq)
+
+
+def _round(rows, z, w, order, settings):
+    """One round from ``(w, z)``: the pass, and the start's sums; returns new arrays.
+
+    Returns ``(z_next, w_next, sums)`` with ``sums`` of shape (3, K): the loss sums and the
+    conjugate sums at ``(w, z)`` and ``||w_k||^2``; and ``visits`` (per row, this round).
+    """
+    z_next = z.copy()
+    v = w.copy()
+    sums = np.zeros((3, w.shape[1]))
+    visits = np.zeros(z.shape[0], dtype=np.int64)
+    kernels.one_vs_rest_pass(
+        rows.indptr, rows.indices, rows.vals, rows.binary, rows.label, rows.weight,
+        rows.norm_sq, z_next, v, w, order, settings.loss_code, settings.loss_params, 1.0,
+        settings.inv_alpha_n, sums[:2], visits,
+    )  # fmt: skip
+    sums[2] = np.einsum("jk,jk->k", w, w)
+    return z_next, v, sums, visits
+
+
+def _round_task(state, order, settings):
+    """Dask task: a round on the worker that keeps ``state = (rows, z, w, ...)``."""
+    rows, z, w = state[0], state[1], state[2]
+    z_next, w_next, sums, visits = _round(rows, z, w, order, settings)
+    return rows, z_next, w_next, sums, visits, z, w
+
+
+def _certificate(sums, settings):
+    """Each class's ``(P_k, D_k)`` at the round's start from the pass's sums."""
+    n = settings.n_samples
+    half = 0.5 * settings.alpha * sums[2]
+    return sums[0] / n + half, -sums[1] / n - half
+
+
+def one_vs_rest(
+    data,
+    problem,
+    *,
+    max_epochs=100,
+    tol=1e-4,
+    seed=None,
+    test_data=None,
+    callbacks=(),
+    time_limit=None,
+    warm_start=None,
+    client=None,
+) -> OneVsRestResult:
+    """Train every class's one-vs-rest problem with CoCoA+, one visit of each row a round.
+
+    Parameters
+    ----------
+    data : Dataset-like
+        Of task ``"multiclass"``.
+    problem : daskpd.problem.Problem
+        Loss (:data:`LOSSES`), ``l2`` regularizer and ``alpha``, as for binary data.
+    max_epochs : int, default=100
+    tol : float, default=1e-4
+        Stop once the sum of the classes' duality gaps is at most ``tol``.
+    seed : numpy.random.SeedSequence, optional
+        Root seed; round ``t`` visits the rows in ``default_rng(epoch_seed(seed, t))``'s
+        permutation.
+    test_data : Dataset-like, optional
+        Multiclass data whose metrics the last history row reports.
+    callbacks : sequence of Callback
+        As :func:`daskpd.callbacks.as_callbacks` returns them; ``on_epoch_end`` gets an
+        :class:`~daskpd.solvers.driver.types.EpochInfo` each round.
+    time_limit : float, optional
+        Seconds after which no new round starts.
+    warm_start : None
+        Not supported yet (ValueError otherwise): a warm start's duals would have to be
+        rebuilt for every class.
+    client : distributed.Client, False or None
+        Where the rounds run: None or False in-process; a client on one of its workers.
+
+    Returns
+    -------
+    OneVsRestResult
+    """
+    from daskpd.solvers.driver.types import EpochInfo
+
+    check_one_vs_rest(problem, data)
+    classes = np.asarray(data.classes, dtype=np.float64)
+    n, d, n_classes = int(data.n_samples), int(data.n_features), int(classes.shape[0])
+    seed = np.random.SeedSequence(0) if seed is None else seed
+    settings = _Settings(
+        int(problem.loss.code), np.asarray(problem.loss.params, dtype=np.float64),
+        1.0 / (float(problem.alpha) * n), float(problem.alpha), n,
+    )  # fmt: skip
+    if warm_start is not None:
+        raise ValueError(
+            "warm_start is not supported on multiclass data yet (the duals of a warm start "
+            "would have to be rebuilt for every class)"
+        )
+    started = time.perf_counter()
+    z = np.zeros((n, n_classes))
+    w = np.zeros((d, n_classes))
+    use_client = client is not None and client is not False
+    if use_client:
+        worker = sorted(client.scheduler_info()["workers"])[0]
+        rows = client.submit(read_rows, data, classes, workers=[worker], pure=False)
+        state = client.submit(
+            lambda r, z0, w0: (r, z0, w0), rows, z, w, workers=[worker], pure=False
+        )
+    else:
+        state = (read_rows(data, classes), z, w)
+    history = []
+    visits_total = np.zeros(n, dtype=np.int64)
+    stop_reason = "max_epochs"
+    last = None
+    for epoch in range(1, int(max_epochs) + 1):
+        order = np.random.default_rng(epoch_seed(seed, epoch)).permutation(n).astype(np.int64)
+        if use_client:
+            state = client.submit(_round_task, state, order, settings, workers=[worker], pure=False)
+            sums, visits = client.submit(lambda s: (s[3], s[4]), state, pure=False).result()
+        else:
+            state = _round_task(state, order, settings)
+            sums, visits = state[3], state[4]
+        visits_total += visits
+        primal, dual = _certificate(sums, settings)
+        gaps = primal - dual
+        row = {
+            "epoch": epoch,
+            "seconds": time.perf_counter() - started,
+            "primal": float(primal.sum()),
+            "dual": float(dual.sum()),
+            "gap": float(gaps.sum()),
+            "class_primal": primal.tolist(),
+            "class_dual": dual.tolist(),
+            "class_gap": gaps.tolist(),
+        }
+        last = (primal, dual, gaps)
+        history.append(row)
+        converged = row["gap"] <= tol
+        stop = False
+        for callback in callbacks:
+            info = EpochInfo(
+                epoch=epoch, max_epochs=int(max_epochs), seconds=row["seconds"],
+                wall_seconds=time.perf_counter() - started, row=row, history=tuple(history),
+                iterate=None, solver="cocoa",
+            )  # fmt: skip
+            stop = bool(callback.on_epoch_end(info)) or stop
+        if converged:
+            stop_reason = "tol"
+            break
+        if stop:
+            stop_reason = "callback"
+            break
+        if time_limit is not None and time.perf_counter() - started >= time_limit:
+            stop_reason = "time_limit"
+            break
+    # the certified point is the last round's start, kept in the state beside the new one
+    if use_client:
+        z_start, w_start = client.submit(lambda s: (s[5], s[6]), state, pure=False).result()
+    else:
+        z_start, w_start = state[5], state[6]
+    primal, dual, gaps = last
+    coef = np.ascontiguousarray(np.asarray(w_start).T)
+    if test_data is not None:
+        from daskpd import metrics
+
+        scores = class_scores(coef, test_data)
+        found = metrics.multiclass_metrics(test_data.y, scores, classes)
+        history[-1].update({f"test_{key}": value for key, value in found.items()})
+    return OneVsRestResult(
+        classes=classes,
+        w=coef,
+        z=np.asarray(z_start),
+        primal=primal,
+        dual=dual,
+        gaps=gaps,
+        gap=float(gaps.sum()),
+        n_epochs=len(history),
+        converged=float(gaps.sum()) <= tol,
+        stop_reason=stop_reason,
+        history=tuple(history),
+        row_visits=visits_total,
+        objective={
+            "loss": str(problem.loss.name),
+            "regularizer": "l2",
+            "alpha": float(problem.alpha),
+            "n_features": d,
+            "task": "multiclass",
+            "classes": classes.tolist(),
+        },
+    )
+
+
+def class_scores(coef, data) -> np.ndarray:
+    """``X @ coef.T`` for every row of ``data``, here (:func:`multiclass_scores` in-process).
+
+    Parameters
+    ----------
+    coef : ndarray of shape (n_classes, n_features)
+    data : Dataset-like
+
+    Returns
+    -------
+    scores : ndarray of shape (n_samples, n_classes)
+    """
+    return multiclass_scores(coef, data)
+
+
+def run_multiclass(plan, client=None):
+    """Run a plan on multiclass data one-vs-rest: :func:`daskpd.solve`'s multiclass answer.
+
+    Parameters
+    ----------
+    plan : daskpd.solvers.driver.plan.Plan
+        Of solver ``"cocoa"`` with a classification loss on data of task ``"multiclass"``.
+    client : distributed.Client or None
+        None: in-process.
+
+    Returns
+    -------
+    SolveResult
+        ``w`` of shape (n_classes, n_features) and ``z`` of shape (n_samples, n_classes);
+        ``gap``, ``primal`` and ``dual`` the sums over the classes, each class's in the
+        history rows (``class_gap``, ``class_primal``, ``class_dual``); ``objective`` with
+        ``task`` "multiclass" and ``classes``.
+    """
+    from daskpd.solvers.driver.types import SolveResult
+
+    check_one_vs_rest(plan.problem, plan.data, plan.options)
+    if plan.store is not None:
+        raise ValueError("checkpoints are not supported on multiclass data yet")
+    started = time.perf_counter()
+    found = one_vs_rest(
+        plan.data,
+        plan.problem,
+        max_epochs=plan.max_epochs,
+        tol=plan.tol,
+        seed=plan.seed,
+        test_data=plan.test_data,
+        callbacks=plan.callbacks,
+        time_limit=plan.time_limit,
+        warm_start=None if plan.start is None else plan.start.w,
+        client=client,
+    )
+    seconds = time.perf_counter() - started
+    return SolveResult(
+        w=found.w,
+        z=found.z,
+        w_avg=None,
+        history=found.history,
+        n_epochs=found.n_epochs,
+        gap=found.gap,
+        converged=found.converged,
+        stop_reason=found.stop_reason,
+        solver="cocoa",
+        options=plan.options,
+        objective={
+            **found.objective,
+            "loss_params": [float(value) for value in plan.problem.loss.params],
+            "regularizer_params": [],
+            "class_weight": None,
+        },
+        seed_entropy=int(plan.seed.entropy),
+        timings={"wall": seconds, "epochs": found.history[-1]["seconds"]},
+    )
+
+
+def _block_class_scores(data, start, stop, coef_by_feature):
+    """Task: the one-vs-rest scores of rows ``start:stop`` (one read of the rows)."""
+    indptr, indices, vals, _ = data.read_rows_arrays(start, stop)
+    binary = vals is None
+    vals = np.zeros(0, dtype=np.float32) if binary else np.ascontiguousarray(vals)
+    out = np.empty((stop - start, coef_by_feature.shape[1]))
+    kernels.class_scores(
+        np.ascontiguousarray(indptr, dtype=np.int64),
+        np.ascontiguousarray(indices, dtype=np.int32), vals, binary, coef_by_feature, out,
+    )  # fmt: skip
+    return out
+
+
+def multiclass_scores(coef, data, *, client=None) -> np.ndarray:
+    """``X @ coef.T`` for every row of ``data``, one task per row block, one read each.
+
+    Parameters
+    ----------
+    coef : ndarray of shape (n_classes, n_features)
+    data : Dataset-like
+    client : distributed.Client, optional
+        Where the blocks are scored (each on a worker, where it is read); None: here.
+
+    Returns
+    -------
+    scores : ndarray of shape (n_samples, n_classes)
+    """
+    coef_by_feature = np.ascontiguousarray(np.asarray(coef, dtype=np.float64).T)
+    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
+    ranges = [(int(bounds[b]), int(bounds[b + 1])) for b in range(bounds.shape[0] - 1)]
+    if client is None or client is False:
+        parts = [_block_class_scores(data, lo, hi, coef_by_feature) for lo, hi in ranges]
+    else:
+        shared = client.scatter(coef_by_feature, broadcast=True)
+        futures = [
+            client.submit(_block_class_scores, data, lo, hi, shared, pure=False)
+            for lo, hi in ranges
+        ]
+        parts = client.gather(futures)
+    if not parts:
+        return np.empty((0, coef_by_feature.shape[1]))
+    return np.concatenate(parts)
