@@ -1,0 +1,231 @@
+"""Row groups resident on their owners, and the sums of their shares up a tree: the shape of
+the exact-gradient methods (``tron`` in the primal, ``dual_newton`` in the dual).
+
+A run cuts the rows into ``K`` groups; each is read once by its owner (a worker) and kept
+there. A round is one graph: every group computes its share of a product on its owner, the
+shares (d-vectors on the group's own columns) are summed pairwise up a tree whose nodes run
+where their first group lives, and the sum lands on one worker, the home of the run's
+d-vectors. Only numbers reach the driver.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from daskpd._graphs import TaskGraph
+from daskpd.data.format import NO_VALUES
+from daskpd.kernels.dataset import local_columns
+from daskpd.kernels.tron import merge_columns, row_products, thread_cuts
+from daskpd.solvers.common.groups import class_weight_pair, in_threads, is_on_disk, row_weights
+
+__all__ = [
+    "RowGroup",
+    "Share",
+    "add",
+    "dense",
+    "group_products",
+    "load_group",
+    "on_own_columns",
+    "ranges",
+    "read_groups",
+    "run_graph",
+    "thread_sum",
+    "tree",
+    "value",
+]
+
+
+class RowGroup(NamedTuple):
+    """One row group's rows as the kernels read them (resident on its owner)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    vals: np.ndarray
+    binary: bool
+    y: np.ndarray
+    weight: np.ndarray
+    #: thread cuts by nonzeros, for the run's thread count
+    cuts: np.ndarray
+    #: the group's own columns (increasing, into the run's used columns) that ``indices``
+    #: number; None: the group's indices are the run's columns (one group)
+    columns: np.ndarray | None = None
+
+
+class Share(NamedTuple):
+    """A group's (or a sum of groups') d-vectors on its own columns."""
+
+    #: increasing int32 positions into the run's columns; None: all of them, in order
+    columns: np.ndarray | None
+    #: shape (n_vectors, n_columns of the share)
+    values: np.ndarray
+
+
+def load_group(source, start, stop, class_pair, threads, used, own_columns):
+    """Task: rows ``start:stop`` of ``source`` as a :class:`RowGroup` (kept by the owner), its
+    column ids renumbered into the data's used columns (``used``: positions by column id, or
+    None when every column is used) and, with ``own_columns`` (several groups), into the
+    group's own columns, so that its shares of a product are as long as those."""
+    indptr, indices, vals, y = source.read_rows_arrays(start, stop)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indptr = indptr - indptr[0]
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    if used is not None:
+        indices = used[indices]
+    columns = None
+    if own_columns:
+        n_columns = int(source.n_features) if used is None else int(used.max()) + 1
+        columns, indices = local_columns(indices, n_columns)
+    binary = vals is None
+    if binary:
+        vals = NO_VALUES
+    else:
+        vals = np.ascontiguousarray(vals)
+        if vals.dtype not in (np.float32, np.float64):
+            vals = vals.astype(np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    weight = row_weights(source, y, start, stop, class_pair)
+    cuts = thread_cuts(indptr, int(threads))
+    return RowGroup(indptr, indices, vals, binary, y, weight, cuts, columns)
+
+
+def on_own_columns(group, v):
+    """``v`` (on the run's columns) on the group's own columns."""
+    return v if group.columns is None else v[group.columns]
+
+
+def group_products(group, v):
+    """``X_k v`` for ``v`` on the group's own columns, the group's threads each on its rows."""
+    out = np.empty(group.y.shape[0])
+
+    def work(t):
+        row_products(
+            group.indptr, group.indices, group.vals, group.binary, v,
+            group.cuts[t], group.cuts[t + 1], out,
+        )  # fmt: skip
+
+    in_threads(group.cuts.shape[0] - 1, work)
+    return out
+
+
+def thread_sum(rows):
+    """The sum of the threads' output rows (the first row, reused, when there is one)."""
+    total = rows[0]
+    for t in range(1, rows.shape[0]):
+        total += rows[t]
+    return total
+
+
+def add(*parts):
+    """Sum of the groups' shares (:class:`Share`, arrays, or tuples of them), in the order
+    given."""
+    first = parts[0]
+    if isinstance(first, Share):
+        total = first
+        for part in parts[1:]:
+            total = _add_shares(total, part)
+        return total
+    if isinstance(first, tuple):
+        return tuple(add(*(part[k] for part in parts)) for k in range(len(first)))
+    total = first.copy()
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+def _add_shares(a, b):
+    if a.columns is not None and b.columns is not None:
+        return Share(*merge_columns(a.columns, a.values, b.columns, b.values))
+    if a.columns is None and b.columns is None:
+        return Share(None, a.values + b.values)
+    full, part = (a, b) if a.columns is None else (b, a)
+    values = full.values.copy()
+    values[:, part.columns] += part.values
+    return Share(None, values)
+
+
+def dense(share, n_columns):
+    """A share's vectors on every one of the run's columns (on the home)."""
+    if share.columns is None:
+        return share.values
+    values = np.zeros((share.values.shape[0], n_columns))
+    values[:, share.columns] = share.values
+    return values
+
+
+def tree(graph, name, parts, owners, combine=add):
+    """Sum ``parts`` (in group order) pairwise, level by level; each sum runs where its first
+    group lives, so that groups on one worker are summed there before anything moves."""
+    level = 0
+    nodes = list(zip(parts, owners, strict=True))
+    while len(nodes) > 1:
+        level += 1
+        merged = []
+        for k in range(0, len(nodes), 2):
+            if k + 1 == len(nodes):
+                merged.append(nodes[k])
+                continue
+            (left, where), (right, _) = nodes[k], nodes[k + 1]
+            merged.append(
+                (graph.task(f"{name}-{level}-{k // 2}", combine, left, right, worker=where), where)
+            )
+        nodes = merged
+    return nodes[0][0]
+
+
+def run_graph(client, n_groups, graph, outputs):
+    """Run ``graph``: in-process values (``client`` None), or futures on the client (one
+    message)."""
+    if client is None:
+        return graph.compute(outputs, scheduler="sync" if n_groups == 1 else None)
+    return graph.submit(client, outputs)
+
+
+def value(ref):
+    """A small result: the value itself in-process, fetched from a future on a client."""
+    return ref.result() if hasattr(ref, "result") else ref
+
+
+def ranges(bounds):
+    """``(start, stop)`` of each group's rows."""
+    return [(int(bounds[k]), int(bounds[k + 1])) for k in range(len(bounds) - 1)]
+
+
+def read_groups(data, problem, client, owners, bounds, threads, positions, token, name):
+    """The row groups, read once each by its owner (futures), or in-process (values);
+    ``positions`` renumbers their columns into the used ones (None: all are used); with
+    several groups each keeps its own columns."""
+    own_columns = len(owners) > 1
+    class_pair = class_weight_pair(problem, data)
+    group_ranges = ranges(bounds)
+    if client is not None and is_on_disk(data):
+        if positions is not None:
+            # once to every owner, not once per task through the scheduler
+            positions = client.scatter(positions, broadcast=True, hash=False)
+        graph = TaskGraph(f"{name}-rows", token)
+        groups = graph.submit(
+            client,
+            [
+                graph.task(
+                    k, load_group, data, start, stop, class_pair, threads, positions,
+                    own_columns, worker=owners[k],
+                )  # fmt: skip
+                for k, (start, stop) in enumerate(group_ranges)
+            ],
+        )
+        # the positions are held until the groups are read (a graph sent does not hold them)
+        from distributed import wait
+
+        wait(groups)
+        return groups
+    loaded = (
+        load_group(data, start, stop, class_pair, threads, positions, own_columns)
+        for start, stop in group_ranges
+    )
+    if client is not None:
+        return [
+            client.scatter([group], workers=[owners[k]], hash=False)[0]
+            for k, group in enumerate(loaded)
+        ]
+    return list(loaded)
