@@ -39,13 +39,13 @@ sums only. ``w`` and ``xtz`` can be futures on the cluster (a solver's state whe
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from daskpd._cluster import block_worker, worker_addresses
+from daskpd.data.conversion import as_data
 from daskpd.data.format import NO_VALUES
 from daskpd.data.resident import resident_rows_arrays
 from daskpd.kernels.objective import BlockRows, csr_block_partial, dense_block_partial
@@ -93,26 +93,6 @@ def _plain(value):
     """A NumPy scalar as the Python number (or string) it holds, for messages: ``0.0``, not
     ``np.float64(0.0)``."""
     return value.item() if isinstance(value, np.generic) else value
-
-
-def _as_data(data):
-    """Return the dataset-like object for ``data``.
-
-    A Dataset / MemoryDataset as is; an ``(X, y)`` or ``(X, y, sample_weight)`` pair or a path
-    through :func:`daskpd.data.as_dataset`.
-    """
-    from daskpd.data import as_dataset
-
-    if hasattr(data, "n_row_blocks") and hasattr(data, "row_block_bounds"):
-        return data
-    if isinstance(data, (tuple, list)) and len(data) in (2, 3):
-        return as_dataset(*data)
-    if isinstance(data, (str, os.PathLike)):
-        return as_dataset(data)
-    raise ValueError(
-        "data must be a Dataset, a MemoryDataset, a path or an (X, y) pair, got "
-        f"data of type {type(data).__name__}"
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -370,7 +350,7 @@ class Problem:
             class) for a classification loss, a regularizer defined for another number of
             features, shapes of ``w`` or ``z`` that do not match, an empty dataset.
         """
-        data = _as_data(data)
+        data = as_data(data)
         n_samples, n_features = int(data.n_samples), int(data.n_features)
         if n_samples == 0:
             raise ValueError("data has no rows (n_samples=0)")
@@ -625,7 +605,7 @@ class Problem:
 
     def dual(self, z, data, *, client=None) -> float:
         """The certified dual value at ``z`` (ndarray of shape (n_samples,); one compute)."""
-        data = _as_data(data)
+        data = as_data(data)
         return self.evaluate(np.zeros(data.n_features), data, z=z, client=client).dual
 
     def gap(self, w, data, z=None, z_bounds=None, *, client=None) -> float:
