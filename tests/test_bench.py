@@ -69,8 +69,14 @@ def test_summary_medians_are_the_medians_of_the_runs():
     assert math.isnan(summarize([_run([(1.0, 1.0, 1.5), (2.0, 2.0, 1.2)])], 1.0)["epoch_seconds"])
 
 
-def _row(name, wall_by_eps, status="ok", reason="", epoch_seconds=1.0):
-    lines = {repr(eps): {"median_wall": wall_by_eps.get(eps, INF)} for eps in LADDER}
+def _row(name, wall_by_eps, status="ok", reason="", epoch_seconds=1.0, missed=("budget 30 s",)):
+    lines = {
+        repr(eps): {
+            "median_wall": wall_by_eps.get(eps, INF),
+            "missed": [] if eps in wall_by_eps else list(missed),
+        }
+        for eps in LADDER
+    }
     summary = {"lines": lines, "epoch_seconds": epoch_seconds}
     return {"method": name, "status": status, "reason": reason, "summary": summary}
 
@@ -85,42 +91,47 @@ def test_target_lines_are_computed_and_turn_not_met_when_a_method_misses():
             "methods": [
                 _row("daskpd cocoa", ours),
                 _row("daskpd cocoa, 1 worker", single),
-                _row("liblinear", {1e-2: 3.0, 1e-3: 4.0}),
+                _row("liblinear -s 3", {1e-2: 3.0, 1e-3: 4.0}),
                 _row("snapml", {1e-2: 2.0, 1e-3: 2.5}),
             ],
         }
 
     fast = {1e-2: 1.5, 1e-3: 2.0}
-    liblinear, snapml, half, workers = target_lines(table(fast, {1e-3: 3.6}))
-    assert liblinear.endswith("**met**: daskpd cocoa 2 s, liblinear 4 s")
-    assert snapml.endswith("**met**: daskpd cocoa 2 s, Snap ML 2.5 s")
-    assert half.endswith("**met**: daskpd cocoa 1.5 s, half of liblinear's 4 s")
+    liblinear, multicore, snapml, fastest, half, workers = target_lines(table(fast, {1e-3: 3.6}))
+    assert liblinear.endswith("**met**: daskpd cocoa 2 s; liblinear -s 3 4 s")
+    assert multicore.endswith("not measured: liblinear-mc was not in this run")
+    assert snapml.endswith("**met**: daskpd cocoa 2 s; snapml 2.5 s")
+    assert "the fastest peer" in fastest
+    assert fastest.endswith("**met**: daskpd cocoa 2 s; liblinear -s 3 4 s; snapml 2.5 s "
+                            "(fastest: snapml)")  # fmt: skip
+    assert half.endswith("**met**: daskpd cocoa 1.5 s; liblinear -s 3 4 s (x0.5: 2 s)")
     assert workers.endswith("**met**: 1.80x (3.6 s -> 2 s)")
     # slower than the peer, or never there: not met
     slow = {1e-2: 2.5, 1e-3: 3.0}
-    liblinear, snapml, half, workers = target_lines(table(slow, {1e-3: 4.0}))
-    assert "**met**: daskpd cocoa 3 s, liblinear 4 s" in liblinear
-    assert "**not met**: daskpd cocoa 3 s, Snap ML 2.5 s" in snapml
+    liblinear, _, snapml, fastest, half, workers = target_lines(table(slow, {1e-3: 4.0}))
+    assert "**met**: daskpd cocoa 3 s; liblinear -s 3 4 s" in liblinear
+    assert "**not met**: daskpd cocoa 3 s; snapml 2.5 s" in snapml
+    assert "**not met**" in fastest
     assert "**not met**" in half and "**not met**: 1.33x" in workers
     missed = target_lines(table({}, {}))
-    assert all("**not met**" in line for line in missed)
-    assert "daskpd cocoa not reached, liblinear 4 s" in missed[0]
+    assert all("**not met**" in line for line in missed if "not measured" not in line)
+    assert "daskpd cocoa not reached (budget 30 s); liblinear -s 3 4 s" in missed[0]
     # a peer that is missing or failed is not measured, never a ratio
     broken = table(fast, {1e-3: 3.6})
     broken["methods"][3] = _row("snapml", {}, status="failed", reason="ImportError: snapml")
-    assert target_lines(broken)[1].endswith("not measured: snapml failed (ImportError: snapml)")
+    assert target_lines(broken)[2].endswith("not measured: snapml failed (ImportError: snapml)")
     # logistic tables judge SPDC too
     logistic = table(fast, {1e-3: 3.6}, loss="logistic")
     logistic["methods"] += [
         _row("daskpd spdc", {1e-3: 9.0}, epoch_seconds=2.0),
         _row("daskpd dso", {}, epoch_seconds=0.5),
     ]
-    spdc_epoch, spdc_time = target_lines(logistic)[4:]
+    spdc_epoch, spdc_time = target_lines(logistic)[6:]
     assert spdc_epoch.endswith("**not met**: 4.00x")
-    assert spdc_time.endswith("**not met**: daskpd spdc 9 s, liblinear 4 s")
+    assert spdc_time.endswith("**not met**: daskpd spdc 9 s; liblinear -s 3 4 s")
     # a run of one epoch has no epoch time: not measured, never "nanx"
     logistic["methods"][-2] = _row("daskpd spdc", {}, epoch_seconds=math.nan)
-    spdc_epoch = target_lines(logistic)[4]
+    spdc_epoch = target_lines(logistic)[6]
     assert spdc_epoch.endswith("not measured: daskpd spdc timed for fewer than two epochs in a run")
 
 
@@ -220,15 +231,17 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     config = BenchConfig(
         scales=(4 * 10**5,), workdir=str(work), repeats=2, loss="logistic", alpha=1e-3,
         alpha_grid=(), solvers=("batch",), max_epochs=1, budget=8, memory_limit="2GiB",
-        peers=("liblinear", "snapml", "sgd"), hash_bits=16,
+        peers=("liblinear", "snapml", "sgd"), hash_bits=16, from_files=False,
     )  # fmt: skip
     results = run_benchmarks(config)
     saved = json.loads((work / "results.json").read_text())
     assert saved["config"]["scales"] == [4 * 10**5]
     (table,) = results["tables"]
     rows = {row["method"]: row for row in table["methods"]}
+    # liblinear offers both of its logistic solvers, a row each
     assert set(rows) == {
-        "daskpd batch", "daskpd batch, 1 worker", "liblinear", "snapml", "sgd"
+        "daskpd batch", "daskpd batch, 1 worker", "liblinear -s 0", "liblinear -s 7", "snapml",
+        "sgd",
     }  # fmt: skip
     # P* is the primal of an independent tight liblinear solve of the same objective
     X, y = in_memory(open_dataset(str(work / "splice-4e05-h16-train.zarr")))
@@ -241,26 +254,29 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     assert table["reference"]["certified_within"] >= -1e-9
     # a failing peer is a row saying why; the others ran twice each
     assert rows["sgd"]["status"] == "failed" and "RuntimeError" in rows["sgd"]["reason"]
-    for name in ("daskpd batch", "liblinear", "snapml"):
+    for name in ("daskpd batch", "liblinear -s 0", "liblinear -s 7", "snapml"):
         assert rows[name]["status"] == "ok" and len(rows[name]["runs"]) == 2
     # medians are medians of the two runs (first run included)
-    for row in (rows["liblinear"], rows["daskpd batch"]):
+    for row in (rows["liblinear -s 7"], rows["daskpd batch"]):
         for eps in LADDER:
             line = row["summary"]["lines"][repr(eps)]
             assert line["median_wall"] == statistics.median(line["wall"])
     # the peers' tight rungs reach 1e-3; one baseline epoch from zero does not
-    assert math.isfinite(rows["liblinear"]["summary"]["lines"][repr(1e-3)]["median_wall"])
+    for name in ("liblinear -s 0", "liblinear -s 7"):
+        assert math.isfinite(rows[name]["summary"]["lines"][repr(1e-3)]["median_wall"])
+    # the baseline's one epoch is its epoch cap: it missed the lines, and not by the budget
     assert rows["daskpd batch"]["summary"]["lines"][repr(1e-3)]["median_wall"] == INF
+    assert rows["daskpd batch"]["summary"]["lines"][repr(1e-3)]["missed"] == ["epoch cap 1"]
     lines = table["lines"]
-    assert lines[0].startswith("daskpd batch to (1+1e-3)P* no slower than liblinear (1 core)")
-    assert "**not met**: daskpd batch not reached" in lines[0]
+    assert lines[0].startswith("daskpd batch to (1+1e-3)P* no slower than liblinear (1 core")
+    assert "**not met**: daskpd batch epoch cap 1;" in lines[0]
     # the chosen models were scored on the test set
-    for name in ("daskpd batch", "liblinear", "snapml"):
+    for name in ("daskpd batch", "liblinear -s 0", "snapml"):
         assert 0.0 <= rows[name]["summary"]["chosen"]["metric"] <= 1.0
     assert rows["daskpd batch"]["runs"][0]["chosen"]["rule"] == "budget"
     text = markdown(results, "daskpd bench --scales 4e5")
     assert "| sgd | failed: RuntimeError" in text and "**not met**" in text
-    assert "| liblinear | ok |" in text and "its default tol = 0.0001" in text
+    assert "| liblinear -s 7 | ok |" in text and "its default tol = 0.0001" in text
     figures = plot(results, str(tmp_path))
     assert figures and all((tmp_path / name).stat().st_size > 5000 for name in figures)
     assert np.isfinite(table["p_star"])
@@ -279,7 +295,7 @@ def test_recorder_gathers_w_for_the_chosen_model_only():
     # certificate-only rows move no w; the recorder gathers it once, for the first point
     # within the rule, and a stop by the budget at an epoch without a row needs none
     from daskpd.bench.runners import _Recorder
-    from daskpd.solvers.driver.types import EpochInfo, Iterate
+    from daskpd.solvers import EpochInfo, Iterate
 
     fetched = []
 
@@ -308,7 +324,7 @@ def test_recorder_lets_the_epochs_after_a_certified_start_run():
     # a start's row (epoch 0) at the last line is chosen but does not stop the run: the
     # method's own epochs are timed too; the same primal at epoch 1 stops it
     from daskpd.bench.runners import _Recorder
-    from daskpd.solvers.driver.types import EpochInfo, Iterate
+    from daskpd.solvers import EpochInfo, Iterate
 
     def info(epoch, row):
         # each epoch's model is told apart by its w (all entries = the epoch)

@@ -40,7 +40,14 @@ from daskpd.bench.protocol import (
     target_lines,
     true_median,
 )
-from daskpd.bench.report import markdown, plot, replace_section, section_span
+from daskpd.bench.report import (
+    markdown,
+    plot,
+    readme_results,
+    replace_readme_results,
+    replace_section,
+    section_span,
+)
 
 __all__ = [
     "DATASETS",
@@ -50,7 +57,10 @@ __all__ = [
     "Run",
     "markdown",
     "peer_feasibility",
+    "peer_rows",
     "plot",
+    "readme_results",
+    "replace_readme_results",
     "replace_section",
     "rescore",
     "run_benchmarks",
@@ -132,6 +142,10 @@ class BenchConfig:
     hash_bits : int
         Splice sets: hash the weighted-degree features into ``2**hash_bits`` columns
         (0: the explicit 4.66M features).
+    from_files : bool
+        Also time the "from files" clock (:mod:`daskpd.bench.files`): the default solver's
+        fresh ``daskpd train`` process on the store, and each peer's fresh process from its
+        ``.npz`` input at its cheapest rung to ``(1 + 1e-3) P*``.
     """
 
     scales: tuple = (10**7,)
@@ -154,6 +168,7 @@ class BenchConfig:
     dask_ml_memory_limit: str | None = None
     dataset: str = "splice"
     hash_bits: int = 0
+    from_files: bool = True
 
     def __post_init__(self):
         if isinstance(self.hash_bits, bool) or self.hash_bits not in (0, *range(8, 31)):
@@ -267,6 +282,8 @@ def run_benchmarks(config: BenchConfig, progress=None) -> dict:
             )  # fmt: skip
             results["tables"].append(table)
             _save(results, os.path.join(config.workdir, "results.json"))
+    results["machine"]["load_average"].append(os.getloadavg()[0])
+    _save(results, os.path.join(config.workdir, "results.json"))
     return results
 
 
@@ -292,7 +309,7 @@ def rescore(results: dict) -> dict:
 
 def _table(config, train, data, metric, alpha, say):
     """Every method of one table, scored."""
-    from daskpd.bench import runners
+    from daskpd.bench import files, runners
     from daskpd.problem import Problem
 
     problem = Problem(config.loss, "l2", alpha)
@@ -302,16 +319,33 @@ def _table(config, train, data, metric, alpha, say):
     solvers = config.daskpd_solvers()
     plan = [(f"daskpd {s}", s, config.workers) for s in solvers]
     plan.append((f"daskpd {solvers[0]}, 1 worker", solvers[0], 1))
+
+    def daskpd_run(repeat, solver, workers, from_files):
+        run = runners.run_daskpd(
+            config, solver, train, data["test"], metric, p_star, alpha, workers=workers,
+            seed=config.seed + repeat,
+        )  # fmt: skip
+        if from_files:
+            # the certificate of the rule: gap <= rule_tol P* puts P within (1 + rule_tol) P*
+            run.from_files = files.time_daskpd(
+                train.path, loss=config.loss, alpha=alpha, solver=solver,
+                tol=config.rule_tol * p_star, workers=workers, memory_limit=config.memory_limit,
+                max_epochs=config.max_epochs, budget=config.budget, seed=config.seed + repeat,
+            )  # fmt: skip
+        return run
+
     entries = [
         (
             label, "daskpd",
-            lambda r, s=solver, k=workers: runners.run_daskpd(
-                config, s, train, data["test"], metric, p_star, alpha, workers=k,
-                seed=config.seed + r,
+            lambda r, s=solver, k=workers, f=index == 0 and config.from_files: daskpd_run(
+                r, s, k, f
             ),
         )
-        for label, solver, workers in plan
+        for index, (label, solver, workers) in enumerate(plan)
     ]  # fmt: skip
+    npz = None
+    if config.from_files and any(name in files.PEER_FUNCTIONS for name in config.peers):
+        npz = files.peer_input(config.workdir, os.path.basename(train.path), *data["train"])
     vw_l2 = None
     for name in config.peers:
         if config.loss not in PEER_LOSSES[name]:
@@ -319,15 +353,19 @@ def _table(config, train, data, metric, alpha, say):
             continue
         if name == "vw":
             vw_l2 = runners.choose_vw_l2(config, data, metric, alpha)
-        entries.append(
-            (
-                name, "peer",
-                lambda r, n=name, l2=vw_l2: runners.run_peer(
-                    n, config, data, problem, metric, p_star, alpha, seed=config.seed + r,
-                    vw_l2=l2,
-                ),
-            )
-        )  # fmt: skip
+        for label, solver in peer_rows(name, config.loss, config.workers):
+            timer = None
+            if npz is not None and name in files.PEER_FUNCTIONS:
+                timer = lambda kwargs, n=name: files.time_peer(n, npz, alpha, kwargs)  # noqa: E731
+            entries.append(
+                (
+                    label, "peer",
+                    lambda r, n=name, l2=vw_l2, s=solver, t=timer: runners.run_peer(
+                        n, config, data, problem, metric, p_star, alpha, seed=config.seed + r,
+                        vw_l2=l2, solver=s, files=t,
+                    ),
+                )
+            )  # fmt: skip
     rows = _methods(entries, config, say)
     for row in rows:
         row["summary"] = summarize([Run(**run) for run in row["runs"]], p_star)
@@ -347,6 +385,21 @@ def _table(config, train, data, metric, alpha, say):
     }
     table["lines"] = target_lines(table)
     return table
+
+
+def peer_rows(name, loss, workers):
+    """The rows of a peer in a table: ``(label, solver)``, one per solver it offers.
+
+    liblinear gets a row per solver of the loss (the logistic loss: ``-s 0`` and ``-s 7``),
+    multi-core LIBLINEAR is labelled by its solver and threads, the others by their name.
+    """
+    from daskpd.bench.runners import LIBLINEAR_MC_SOLVERS, LIBLINEAR_SOLVERS
+
+    if name == "liblinear":
+        return [(f"liblinear -s {solver}", solver) for solver in LIBLINEAR_SOLVERS[loss]]
+    if name == "liblinear-mc":
+        return [(f"liblinear-mc -s {LIBLINEAR_MC_SOLVERS[loss]} -m {workers}", None)]
+    return [(name, None)]
 
 
 def _partitioned(train, grid):
@@ -432,4 +485,26 @@ def _machine():
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "load_average": [os.getloadavg()[0]],
+        "commit": _commit(),
     }
+
+
+def _commit():
+    """The short commit of the daskpd checkout measured (``+`` when its tree has changes),
+    or ``""`` outside a git checkout."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
+            check=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "daskpd"],
+            cwd=here, capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return commit + ("+" if dirty else "")

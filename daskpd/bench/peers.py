@@ -174,7 +174,13 @@ def _labels_pm1(y):
     return y
 
 
-def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, random_state=0):
+#: liblinear's solvers (``-s``) by loss, the first the default of :func:`fit_liblinear`.
+LIBLINEAR_SOLVERS = {"hinge": (3,), "squared_hinge": (1,), "logistic": (0, 7), "squared": (12,)}
+
+
+def fit_liblinear(
+    X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, random_state=0, solver=None
+):
     """Train liblinear (through scikit-learn) on our objective.
 
     Parameters
@@ -195,6 +201,11 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, rand
     random_state : int
         Seed of liblinear's coordinate order (unseeded, it comes from numpy's global
         generator, and a run could not be repeated).
+    solver : int, optional
+        liblinear's ``-s`` (:data:`LIBLINEAR_SOLVERS` of the loss; default its first). The
+        logistic loss has two: ``0``, the primal trust-region Newton method
+        (``LogisticRegression(solver="liblinear")``, scikit-learn's default ``dual=False``),
+        and ``7``, the dual coordinate descent (``dual=True``).
 
     Returns
     -------
@@ -203,6 +214,13 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, rand
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC, LinearSVR
 
+    if loss in LIBLINEAR_SOLVERS:
+        solver = LIBLINEAR_SOLVERS[loss][0] if solver is None else solver
+        if solver not in LIBLINEAR_SOLVERS[loss]:
+            raise ValueError(
+                f"liblinear's solvers for loss {loss!r} are -s "
+                f"{', '.join(map(str, LIBLINEAR_SOLVERS[loss]))}; got {solver!r}"
+            )
     y = _labels_for(loss, y)
     c = alpha_to_c(alpha, X.shape[0], loss=loss)
     if loss == "squared":
@@ -212,8 +230,8 @@ def fit_liblinear(X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, rand
         )  # fmt: skip
     elif loss == "logistic":
         model = LogisticRegression(
-            solver="liblinear", C=c, fit_intercept=False, tol=tol, max_iter=max_iter,
-            random_state=random_state,
+            solver="liblinear", dual=solver == 7, C=c, fit_intercept=False, tol=tol,
+            max_iter=max_iter, random_state=random_state,
         )  # fmt: skip
     elif loss in ("hinge", "squared_hinge"):
         model = LinearSVC(
@@ -284,7 +302,10 @@ def fit_liblinear_multicore(X, y, alpha, *, loss="hinge", tol=0.1, threads=2, co
     return PeerFit("liblinear-mc", coef, seconds)
 
 
-def fit_snapml(X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, random_state=0):
+def fit_snapml(
+    X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, random_state=0,
+    isolate=True,
+):  # fmt: skip
     """Train Snap ML (``snapml``, its CPU solver) on our objective, in a process of its own.
 
     Snap ML minimizes ``sum_i loss_i + (regularizer / 2) ||w||^2`` (checked against liblinear
@@ -311,6 +332,9 @@ def fit_snapml(X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, 
     max_iter : int
         Epochs at most.
     random_state : int
+    isolate : bool, default=True
+        Fit in a spawned child process (above); ``False``: in this process, for a process
+        that does nothing else afterwards (the bench's from-files clock).
 
     Returns
     -------
@@ -329,6 +353,8 @@ def fit_snapml(X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, 
         "regularizer": alpha * X.shape[0], "fit_intercept": False, "tol": tol,
         "max_iter": int(max_iter), "n_jobs": int(n_jobs), "random_state": random_state,
     }  # fmt: skip
+    if not isolate:
+        return PeerFit("snapml", *_snapml_fit(sp.csr_matrix(X), y, loss, settings))
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         coef, seconds = pool.submit(_snapml_fit, sp.csr_matrix(X), y, loss, settings).result()

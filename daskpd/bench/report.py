@@ -6,16 +6,17 @@ import math
 import os
 
 from daskpd.bench.data import METRIC_LABELS, data_label
-from daskpd.bench.protocol import LADDER
+from daskpd.bench.protocol import LADDER, missed_text, peer_of, time_text
 
 
-def _cell(values, median) -> str:
-    """A median with its spread, or "not reached" with how many runs reached the line."""
+def _cell(values, median, line=None, primal_known=True) -> str:
+    """A median with its spread, or why it has none ("not reached (budget S s)" only when
+    the runs that missed the line ran out of their budget) with how many runs reached it."""
     finite = [v for v in values if math.isfinite(v)]
     if not values:
         return "—"
     if math.isinf(median):
-        return f"not reached ({len(finite)}/{len(values)})"
+        return f"{missed_text(line or {}, primal_known)} ({len(finite)}/{len(values)})"
     if len(values) == 1:
         return f"{median:.3g}"
     return f"{median:.3g} ({min(finite):.3g}–{max(finite):.3g})"
@@ -27,14 +28,22 @@ def _number(value, digits=3) -> str:
     return f"{value:.{digits}g}"
 
 
+#: Columns after the method and its status.
+_COLUMNS = len(LADDER) + 7
+
+
 def _row(row) -> str:
     name = row["method"]
     if row["status"] != "ok":
         status = f"{row['status']}: {row['reason']}"
-        return f"| {name} | {status} |" + " |" * (len(LADDER) + 6)
+        return f"| {name} | {status} |" + " |" * _COLUMNS
     summary = row["summary"]
     lines = summary["lines"]
-    cells = [_cell(lines[repr(eps)]["wall"], lines[repr(eps)]["median_wall"]) for eps in LADDER]
+    known = summary.get("primal_known", True)
+    cells = [
+        _cell(lines[repr(eps)]["wall"], lines[repr(eps)]["median_wall"], lines[repr(eps)], known)
+        for eps in LADDER
+    ]
     epochs = lines[repr(1e-3)]
     chosen = summary["chosen"]
     metrics = chosen["metrics"]
@@ -44,10 +53,54 @@ def _row(row) -> str:
     rss = summary["peak_rss_bytes"] / 2**30 if summary["peak_rss_bytes"] else math.nan
     return (
         f"| {name} | ok | " + " | ".join(cells) + " | "
-        f"{_cell(epochs['epochs'], epochs['median_epochs'])} | {chosen['rule']} | "
+        f"{_cell(epochs['epochs'], epochs['median_epochs'], epochs, known)} | "
+        f"{_from_files_cell(summary)} | {chosen['rule']} | "
         f"{_number(chosen['wall_seconds'])} | {_number(chosen['suboptimality'])} | {metric} | "
         f"{_number(rss)} |"
     )
+
+
+def _from_files_cell(summary) -> str:
+    runs = summary.get("from_files_runs") or []
+    measured = [v for v in runs if not math.isnan(v)]
+    if not measured:
+        return "—"
+    median = summary["from_files"]
+    if math.isnan(median):  # some runs not measured: the median of those that were
+        import statistics
+
+        median = statistics.median(measured)
+    if math.isinf(median):
+        return f"not certified ({sum(map(math.isfinite, measured))}/{len(measured)})"
+    return _cell(measured, median)
+
+
+def _start_rows(row) -> list[str]:
+    """DSO's rows apart: its CoCoA+ start alone (epoch 0) and its own epochs after it."""
+    start = row.get("summary", {}).get("start") if row["status"] == "ok" else None
+    if start is None or not row["method"].startswith("daskpd dso"):
+        return []
+    out = []
+    for key, label in (("lines", "its start alone (epoch 0)"),
+                       ("own_lines", "its own epochs, s after the start")):  # fmt: skip
+        lines = start[key]
+        cells = [
+            _cell(lines[repr(eps)]["wall"], lines[repr(eps)]["median_wall"], lines[repr(eps)])
+            for eps in LADDER
+        ]
+        extra = (
+            f"start ends at {_number(start['seconds'])} s, P/P* - 1 = "
+            f"{_number(start['suboptimality'])}"
+            if key == "lines"
+            else ""
+        )
+        out.append(
+            f"| {row['method']}: {label} | ok | "
+            + " | ".join(cells)
+            + f" | | | {extra} |"
+            + " |" * 4
+        )
+    return out
 
 
 def table_markdown(table: dict, config: dict) -> list[str]:
@@ -74,12 +127,14 @@ def table_markdown(table: dict, config: dict) -> list[str]:
         lines += [f"Validation {label} of liblinear (tol 1e-3) over the alpha grid: {grid}.", ""]
     header = " | ".join(f"s to (1+{eps:g})P*" for eps in LADDER)
     lines += [
-        f"| method | status | {header} | epoch clock s to (1+0.001)P* | stopping rule | "
-        f"its s | its P/P* - 1 | its test {label} | peak RSS (GiB) |",
-        "| --- " * (len(LADDER) + 8) + "|",
+        f"| method | status | {header} | epoch clock s to (1+0.001)P* | from files s to "
+        f"(1+0.001)P* | stopping rule | its s | its P/P* - 1 | its test {label} | "
+        "peak RSS (GiB) |",
+        "| --- " * (_COLUMNS + 2) + "|",
     ]
-    lines += [_row(row) for row in table["methods"]]
-    lines += ["", "Targets (computed from the rows above):", ""]
+    for row in table["methods"]:
+        lines += [_row(row), *_start_rows(row)]
+    lines += ["", "Targets (computed from the rows above, warm clock):", ""]
     lines += [f"- {line}" for line in table["lines"]]
     return lines + [""]
 
@@ -140,33 +195,139 @@ def markdown(results: dict, command: str | None = None, title: str = "Against pe
     """
     config = results["config"]
     command = command or command_of(config)
-    machine = results["machine"]
     lines = [
         f"## {title}",
         "",
         f"Command: `{command}`",
         "",
-        f"Data: {data_label(config['dataset'])}. Machine: {machine['cpus']} cores, "
-        f"{machine['memory_gib']} GiB, Python {machine['python']}.",
+        f"Data: {data_label(config['dataset'])}. {machine_text(results)}",
         "",
         f"Protocol: every time is wall seconds, the true median of {config['repeats']} runs "
         "(first run included) with the spread (min–max) in brackets, the methods taking turns "
-        "within each repeat. daskpd's rows: the user's "
-        f"`solve` call on a fresh LocalCluster of {config['workers']} worker processes with "
-        f"memory_limit={config['memory_limit']} (the cluster's start excluded; data reads, "
-        "compilation, start, epochs and evaluation in), the solver's defaults; the 'epoch "
-        "clock' column counts start and epochs only. Peers: their fit on data already in "
-        f"memory, over a ladder of efforts (tolerances, passes), with {config['workers']} "
-        "threads for the multi-core ones. 'not reached (k/n)': fewer than half of the runs "
-        f"reached the line within the budget ({config['budget']:g} s a run). Stopping rule: "
-        "the model a run would have returned without the test set (daskpd: the first "
-        f"certificate with gap <= {config['rule_tol']:g} P; a peer: its own default), its "
-        "wall seconds, suboptimality and test metric.",
+        "within each repeat. Warm clock (the line columns and the targets): daskpd's rows "
+        f"are the user's `solve` call on a fresh LocalCluster of {config['workers']} worker "
+        f"processes with memory_limit={config['memory_limit']} (the cluster's start "
+        "excluded; data reads, compilation, start, epochs, evaluation and gathering the "
+        "model's `w` to the client in), the solver's defaults; the 'epoch clock' column "
+        "counts start and epochs only. Peers: their fit on data already in memory, over a "
+        "ladder of efforts (tolerances down to 1e-6, passes), with "
+        f"{config['workers']} threads for the multi-core ones; liblinear has a row per "
+        "solver of the loss (logistic: `-s 0`, primal Newton, and `-s 7`, dual coordinate "
+        "descent). From-files clock: a fresh `daskpd train` process on the store (imports, "
+        "cluster start, read, training to a certificate of the line, model written) "
+        "against each peer's fresh process loading its `.npz` of CSR arrays and fitting at "
+        "its cheapest rung to the line. A missed line reads "
+        f"'not reached (budget {config['budget']:g} s)' only when the runs that missed it "
+        "ran out of their time budget; a peer whose ladder of efforts ended first reads "
+        "'ladder ended at ...' and decides nothing against it; (k/n): runs that reached the "
+        "line. Stopping rule: the model a run would have returned without the test set "
+        f"(daskpd: the first certificate with gap <= {config['rule_tol']:g} P; a peer: its "
+        "own default), its wall seconds, suboptimality and test metric. 'daskpd dso' has "
+        "two more rows: its CoCoA+ start alone (epoch 0) and its own epochs timed from the "
+        "start's end.",
         "",
     ]
     for table in results["tables"]:
         lines += table_markdown(table, config)
     return "\n".join(lines)
+
+
+def machine_text(results: dict) -> str:
+    """The machine of a run, its load and the commit measured, as one sentence or two."""
+    machine = results["machine"]
+    text = (
+        f"Machine: {machine['cpus']} cores, {machine['memory_gib']} GiB, Python {machine['python']}"
+    )
+    if machine.get("commit"):
+        text += f"; commit {machine['commit']}"
+    text += "."
+    load = machine.get("load_average")
+    if load:
+        text += (
+            f" Load average (1 min) at the start of the run: {load[0]:.1f}"
+            + (f", at its end: {load[1]:.1f}" if len(load) > 1 else "")
+            + "."
+        )
+    if results.get("note"):
+        text += f" {results['note']}"
+    return text
+
+
+#: The README's generated results (:func:`readme_results`) sit between these markers.
+README_MARKERS = ("<!-- results: {name} -->", "<!-- end results: {name} -->")
+
+
+def readme_results(results: dict, command: str | None = None) -> str:
+    """The README's results of one run: one row per table, every number from ``results``.
+
+    The default solver, each peer's fastest row, and the computed line against the fastest
+    peer, on the warm clock; the from-files clock beside it.
+    """
+    config = results["config"]
+    command = command or command_of(config)
+    workers = config["workers"]
+    lines = [
+        f"`{command}` ({machine_text(results)}) Seconds to a model within `(1 + 1e-3) P*`, "
+        "true medians; warm: a fresh cluster, data read in the call / peers' data in memory; "
+        "from files: fresh processes from the data on disk:",
+        "",
+        "| nonzeros, loss, alpha | default solver, warm | liblinear (1 core) | multi-core "
+        f"LIBLINEAR ({workers} threads) | Snap ML ({workers} threads) | from files: default "
+        "/ fastest peer | no slower than the fastest peer (computed) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for table in results["tables"]:
+        rows = table["methods"]
+        default = next((row for row in rows if row["method"] == table["default"]), None)
+
+        def fastest(peer, rows=rows):
+            mine = [row for row in rows if peer_of(row) == peer and row["status"] == "ok"]
+            if not mine:
+                return None
+            return min(mine, key=lambda row: row["summary"]["lines"][repr(1e-3)]["median_wall"])
+
+        def said(row, named=False):
+            if row is None:
+                return "not in the run"
+            text = time_text(row, 1e-3)
+            return f"{text} ({row['method']})" if named else text
+
+        peers = [row for row in rows if peer_of(row) is not None and row["status"] == "ok"]
+        files = [row for row in peers if math.isfinite(row["summary"].get("from_files", math.nan))]
+        best_files = min(files, key=lambda row: row["summary"]["from_files"], default=None)
+        mine_files = default["summary"].get("from_files", math.nan) if default else math.nan
+        files_text = f"{_number(mine_files)} s / " + (
+            f"{best_files['summary']['from_files']:.3g} s ({best_files['method']})"
+            if best_files
+            else "—"
+        )
+        verdict = next(
+            (line.split(": ", 1)[1] for line in table["lines"] if "the fastest peer" in line),
+            "not computed",
+        )
+        verdict = verdict.split(":", 1)[0]
+        lines.append(
+            f"| {table['nnz']:.0e}, {table['loss']}, {table['alpha']:g} ({table['alpha_source']})"
+            f" | {said(default)} | {said(fastest('liblinear'), named=True)} | "
+            f"{said(fastest('liblinear-mc'))} | {said(fastest('snapml'))} | {files_text} | "
+            f"{verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def replace_readme_results(path: str, name: str, text: str) -> None:
+    """Replace the README's generated results ``name`` (between :data:`README_MARKERS`)."""
+    from daskpd.data.atomic import write_text_atomic
+
+    with open(path) as handle:
+        content = handle.read()
+    start_marker, end_marker = (marker.format(name=name) for marker in README_MARKERS)
+    for marker in (start_marker, end_marker):
+        if marker not in content:
+            raise ValueError(f"{path} has no {marker!r} marker")
+    start = content.index(start_marker) + len(start_marker)
+    end = content.index(end_marker)
+    write_text_atomic(path, content[:start] + "\n" + text.rstrip() + "\n" + content[end:])
 
 
 def plot(results: dict, directory: str) -> list[str]:

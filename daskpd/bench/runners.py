@@ -13,18 +13,27 @@ import time
 import numpy as np
 
 from daskpd.bench.data import score
-from daskpd.bench.protocol import LADDER, Run
+from daskpd.bench.peers import LIBLINEAR_SOLVERS as PEER_SOLVERS
+from daskpd.bench.protocol import LADDER, Run, budget_end, ladder_end
 
 #: Ladders of effort of the peers: (label of a rung, keyword arguments of its fit), and the
 #: rung its own default stopping rule is (the model whose test metric the table reports).
-LIBLINEAR_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+#: Every tolerance ladder goes down to 1e-6 (P*'s own tolerance), so a peer that misses a line
+#: ran out of its budget, not of rungs (a ladder that ends first says so: "ladder ended at").
+LIBLINEAR_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 LIBLINEAR_DEFAULT_TOL = 1e-4  # scikit-learn's LinearSVC / LogisticRegression default
-LIBLINEAR_MC_TOLS = (1.0, 1e-1, 1e-2, 1e-3, 1e-4)
+#: liblinear's solvers (``-s``) by loss, each a row of its own: on the logistic loss both its
+#: primal trust-region Newton method (``-s 0``, scikit-learn's ``dual=False``) and its dual
+#: coordinate descent (``-s 7``, ``dual=True``), the usual choice when columns outnumber rows.
+LIBLINEAR_SOLVERS = {loss: PEER_SOLVERS[loss] for loss in ("hinge", "logistic", "squared")}
+LIBLINEAR_MC_TOLS = (1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 LIBLINEAR_MC_DEFAULT_TOL = {"hinge": 0.1, "logistic": 0.01}  # LIBLINEAR's command line
-SNAPML_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+#: multi-core LIBLINEAR's parallel solvers (it has none for ``-s 7``).
+LIBLINEAR_MC_SOLVERS = {"hinge": 3, "logistic": 0}
+SNAPML_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 SNAPML_DEFAULT_TOL = 1e-3
-SGD_EPOCHS = (1, 2, 5, 10, 20)
-SAGA_TOLS = (1e-1, 1e-2, 1e-3, 1e-4)
+SGD_EPOCHS = (1, 2, 5, 10, 20, 50, 100)
+SAGA_TOLS = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 SAGA_DEFAULT_TOL = 1e-4
 VW_PASSES = (1, 3, 10)
 #: VW's online ``--l2`` candidates (its nominal translation of alpha over-regularizes: its
@@ -108,15 +117,20 @@ def fresh_cluster(workers, memory_limit):
 class _Recorder:
     """The bench's callback: the wall clock of every evaluated epoch, the chosen model, the stop.
 
-    ``chosen`` is the first evaluated point whose duality gap is at most ``rule_tol`` times
-    its primal (the certificate; the test set plays no part); without one the run's
-    returned model is (:func:`run_daskpd`). The run is stopped once the primal is at or
-    below the last line of the ladder (nothing more to time) or the wall budget is spent.
+    A point's wall time ends when the user holds its model: at the first point below each
+    line of the ladder and at the chosen one, ``w`` is gathered to the client before the
+    clock is read (the gathers done for other points are not counted in a point's time: a
+    user who wants one model gathers one). ``chosen`` is the first evaluated point whose
+    duality gap is at most ``rule_tol`` times its primal (the certificate; the test set plays
+    no part); without one the run's returned model is (:func:`run_daskpd`). The run is
+    stopped once the primal is at or below the last line of the ladder (nothing more to time,
+    ``stopped = "the last line"``) or the wall budget is spent (``stopped = "budget"``).
     """
 
     def __init__(self, start, p_star, rule_tol, budget):
         self.start = start
-        self.bound = (1.0 + min(LADDER)) * p_star
+        self.bounds = sorted((1.0 + eps) * p_star for eps in LADDER)
+        self.bound = self.bounds[0]
         self.rule_tol = rule_tol
         self.budget = budget
         self.points = []
@@ -124,6 +138,10 @@ class _Recorder:
         self.clock = []
         self.chosen = None
         self.best_dual = -math.inf
+        #: seconds spent gathering w for points (each point's own gather counts in its time)
+        self.gathering = 0.0
+        self.stopped = ""
+        self._open = list(self.bounds)
 
     def on_train_begin(self, run):
         pass
@@ -132,26 +150,42 @@ class _Recorder:
         pass
 
     def on_epoch_end(self, info):
-        wall = time.perf_counter() - self.start
+        now = time.perf_counter()
         self.clock.append((float(info.seconds), int(info.epoch)))
         row = info.row
         if row is None:  # an epoch without evaluation: nothing known yet
-            return wall >= self.budget
+            return self._stop(now - self.start - self.gathering >= self.budget, "budget")
         primal, gap = float(row["primal"]), float(row["gap"])
+        crosses = any(primal <= bound for bound in self._open)
+        chosen = self.chosen is None and gap <= self.rule_tol * abs(primal)
+        w = None
+        if crosses or chosen:
+            # the user holds this model only once w is on the client (a certificate-only
+            # row moves no w: it is gathered here)
+            w = np.array(info.current_iterate().w, dtype=np.float64)
+            self._open = [bound for bound in self._open if primal > bound]
+        after = time.perf_counter()
+        wall = after - self.start - self.gathering
+        self.gathering += after - now
         self.points.append((wall, float(row["seconds"]), primal, int(row["epoch"])))
         self.best_dual = max(self.best_dual, primal - gap)
-        # a certified start (epoch 0, DSO's) within the last line still lets the method's
-        # own epochs run: their clock is what the epoch columns compare
-        stop = (primal <= self.bound and info.epoch > 0) or wall >= self.budget
-        if self.chosen is None and gap <= self.rule_tol * abs(primal):
-            # w gathered for the chosen model only (a certificate-only row moves no w)
+        if chosen:
             self.chosen = {
                 "rule": f"gap <= {self.rule_tol:g} P",
                 "wall_seconds": wall,
                 "primal": primal,
                 "gap": gap,
-                "w": np.array(info.current_iterate().w, dtype=np.float64),
+                "w": w,
             }
+        # a certified start (epoch 0, DSO's) within the last line still lets the method's
+        # own epochs run: their clock is what the epoch columns compare
+        if primal <= self.bound and info.epoch > 0:
+            return self._stop(True, "the last line")
+        return self._stop(wall >= self.budget, "budget")
+
+    def _stop(self, stop, why):
+        if stop and not self.stopped:
+            self.stopped = why
         return stop
 
 
@@ -193,7 +227,13 @@ def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers
             client=client,
             callbacks=[recorder],
         )
-        returned = time.perf_counter() - recorder.start
+        returned = time.perf_counter() - recorder.start - recorder.gathering
+    if recorder.stopped == "the last line":
+        ended = "the last line"
+    elif result.stop_reason == "max_epochs":
+        ended = f"epoch cap {config.max_epochs}"
+    else:  # the solver's time limit or the recorder's budget stop
+        ended = budget_end(config.budget)
     chosen = recorder.chosen
     if chosen is None:
         # no certificate within the rule: the model the call returned, evaluated at its end
@@ -214,6 +254,7 @@ def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers
         peak_rss_bytes=memory.peak,
         best_dual=recorder.best_dual if recorder.points else math.nan,
         clock=recorder.clock,
+        ended=ended,
     )
 
 
@@ -224,21 +265,50 @@ def _primal(problem, w, xy):
 def _ladder(rungs, fit, problem, xy, p_star, budget):
     """Fit each rung in turn; stop after the last ladder line is reached or the budget spent.
 
-    Returns the points and the fits by rung label.
+    Returns the points, the fits by rung label and what ended the ladder (``Run.ended``):
+    ``"the last line"``, the budget (a rung's fit took at least ``budget`` seconds), or the
+    ladder's last rung.
     """
     points, fits = [], {}
     bound = (1.0 + min(LADDER)) * p_star
+    ended = ""
     for label, kwargs in rungs:
         result = fit(**kwargs)
         primal = _primal(problem, result.coef, xy) if result.coef is not None else math.nan
         points.append((result.seconds, result.seconds, primal))
         fits[label] = (result, primal)
-        if primal <= bound or result.seconds >= budget:
+        if primal <= bound:
+            ended = "the last line"
             break
-    return points, fits
+        if result.seconds >= budget:
+            ended = budget_end(budget)
+            break
+    else:
+        ended = ladder_end(_rung_text(*rungs[-1]))
+    return points, fits, ended
 
 
-def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=None):
+def _rung_text(label, kwargs):
+    """A rung as "ladder ended at ..." names it: its tolerance, or its label and settings."""
+    if isinstance(label, float):
+        return label
+    return f"{label} ({', '.join(f'{key}={value}' for key, value in kwargs.items())})"
+
+
+def cheapest_rung(rungs, points, bound):
+    """The keyword arguments of the cheapest rung whose point is at or below ``bound``."""
+    reached = [
+        (point[0], kwargs)
+        for (_, kwargs), point in zip(rungs, points, strict=False)
+        if not math.isnan(point[2]) and point[2] <= bound
+    ]
+    return min(reached, key=lambda pair: pair[0])[1] if reached else None
+
+
+def run_peer(
+    name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=None, solver=None,
+    files=None,
+):  # fmt: skip
     """One repeat of a peer's effort ladder and its default (chosen) model.
 
     Parameters
@@ -254,6 +324,12 @@ def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=
     seed : int
     vw_l2 : float, optional
         VW's ``--l2`` (chosen on the validation set by :func:`choose_vw_l2`).
+    solver : int, optional
+        liblinear's ``-s`` (:data:`LIBLINEAR_SOLVERS`; default: the loss's first).
+    files : callable, optional
+        ``files(kwargs)``: the from-files clock (:func:`daskpd.bench.files.time_peer`) of
+        the peer's fit with those keywords, run at the cheapest rung of this repeat's ladder
+        that reached ``(1 + 1e-3) P*``; not measured when missing or when no rung reached it.
 
     Returns
     -------
@@ -267,45 +343,34 @@ def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=
     if name == "liblinear":
         rungs = [(tol, {"tol": tol}) for tol in LIBLINEAR_TOLS]
         default = LIBLINEAR_DEFAULT_TOL
-
-        def fit(**kw):
-            return peers.fit_liblinear(X, y, alpha, loss=loss, random_state=seed, **kw)
-
+        solver = LIBLINEAR_SOLVERS[loss][0] if solver is None else solver
+        fixed = {"loss": loss, "random_state": seed, "solver": solver}
+        function = peers.fit_liblinear
         rule = f"its default tol = {default:g}"
     elif name == "liblinear-mc":
         rungs = [(tol, {"tol": tol}) for tol in LIBLINEAR_MC_TOLS]
         default = LIBLINEAR_MC_DEFAULT_TOL[loss]
-
-        def fit(**kw):
-            return peers.fit_liblinear_multicore(X, y, alpha, loss=loss, threads=workers, **kw)
-
+        fixed = {"loss": loss, "threads": workers}
+        function = peers.fit_liblinear_multicore
         rule = f"its default -e {default:g}"
     elif name == "snapml":
         rungs = [(tol, {"tol": tol}) for tol in SNAPML_TOLS]
         default = SNAPML_DEFAULT_TOL
-
-        def fit(**kw):
-            return peers.fit_snapml(
-                X, y, alpha, loss=loss, n_jobs=workers, random_state=seed, max_iter=10_000, **kw
-            )
-
+        fixed = {"loss": loss, "n_jobs": workers, "random_state": seed, "max_iter": 10_000}
+        function = peers.fit_snapml
         rule = f"its default tol = {default:g}"
     elif name == "sgd":
         rungs = [(k, {"max_iter": k, "tol": None}) for k in SGD_EPOCHS]
         default = "default"
         rungs.append((default, {"max_iter": 1000, "tol": 1e-3}))
-
-        def fit(**kw):
-            return peers.fit_sgd(X, y, alpha, loss=loss, random_state=seed, **kw)
-
+        fixed = {"loss": loss, "random_state": seed}
+        function = peers.fit_sgd
         rule = "its default (tol = 1e-3, 5 epochs without progress)"
     elif name == "saga":
         rungs = [(tol, {"tol": tol}) for tol in SAGA_TOLS]
         default = SAGA_DEFAULT_TOL
-
-        def fit(**kw):
-            return peers.fit_saga(X, y, alpha, loss=loss, random_state=seed, max_iter=1000, **kw)
-
+        fixed = {"loss": loss, "random_state": seed, "max_iter": 1000}
+        function = peers.fit_saga
         rule = f"its default tol = {default:g}"
     elif name == "dask-ml":
         return _run_dask_ml(config, data, problem, metric, p_star, alpha)
@@ -313,7 +378,15 @@ def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=
         return _run_vw(config, data, metric, alpha, vw_l2)
     else:
         raise ValueError(f"unknown peer {name!r}")
-    points, fits = _ladder(rungs, fit, problem, (X, y), p_star, config.budget)
+
+    def fit(**kw):
+        return function(X, y, alpha, **fixed, **kw)
+
+    points, fits, ended = _ladder(rungs, fit, problem, (X, y), p_star, config.budget)
+    from_files = math.nan
+    chosen_rung = cheapest_rung(rungs, points, (1.0 + 1e-3) * p_star)
+    if files is not None and chosen_rung is not None:
+        from_files = files({**fixed, **chosen_rung})
     if default not in fits:
         result = fit(**dict(rungs)[default])
         fits[default] = (result, _primal(problem, result.coef, (X, y)))
@@ -325,7 +398,7 @@ def run_peer(name, config, data, problem, metric, p_star, alpha, *, seed, vw_l2=
         "gap": math.nan,
         "metric": score(metric, y_test, X_test @ result.coef),
     }
-    return Run(points=points, chosen=chosen)
+    return Run(points=points, chosen=chosen, ended=ended, from_files=from_files)
 
 
 def _run_dask_ml(config, data, problem, metric, p_star, alpha):
@@ -341,7 +414,7 @@ def _run_dask_ml(config, data, problem, metric, p_star, alpha):
         def fit(**kw):
             return peers.fit_dask_ml(X, y, alpha, loss=config.loss, **kw)
 
-        points, fits = _ladder(rungs, fit, problem, (X, y), p_star, config.budget)
+        points, fits, ended = _ladder(rungs, fit, problem, (X, y), p_star, config.budget)
     result, primal = fits[list(fits)[-1]]
     chosen = {
         "rule": f"the last rung run (max_iter = {list(fits)[-1]})",
@@ -350,7 +423,7 @@ def _run_dask_ml(config, data, problem, metric, p_star, alpha):
         "gap": math.nan,
         "metric": score(metric, y_test, X_test @ result.coef),
     }
-    return Run(points=points, chosen=chosen)
+    return Run(points=points, chosen=chosen, ended=ended)
 
 
 def _vw_text(config, data, kind):
@@ -414,7 +487,7 @@ def _run_vw(config, data, metric, alpha, l2):
         "gap": math.nan,
         "metric": score(metric, y_test, final.test_scores),
     }
-    return Run(points=points, chosen=chosen)
+    return Run(points=points, chosen=chosen, ended="no primal (its weights are not readable)")
 
 
 def reference_optimum(config, X, y, problem, alpha):

@@ -127,6 +127,22 @@ def _add_bench(parser):
         default=None,
         help="memory limit of each of dask-ml's workers (default: --memory-limit)",
     )
+    parser.add_argument(
+        "--no-from-files",
+        action="store_true",
+        help="skip the from-files clock (fresh `daskpd train` and peer processes from disk)",
+    )
+    parser.add_argument(
+        "--readme",
+        default=None,
+        help="README.md whose generated results (between <!-- results: NAME --> and "
+        "<!-- end results: NAME -->, NAME the --section) this run rewrites",
+    )
+    parser.add_argument(
+        "--note",
+        default=None,
+        help="a sentence printed with the machine (e.g. that it was shared by other jobs)",
+    )
     parser.set_defaults(run=_run_bench)
 
 
@@ -140,6 +156,19 @@ def _check_section(path, section):
         raise UsageError(f"--markdown {path}: {exc.strerror}") from None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_readme(path, name):
+    from daskpd.bench.report import README_MARKERS
+
+    try:
+        with open(path) as handle:
+            content = handle.read()
+    except OSError as exc:
+        raise UsageError(f"--readme {path}: {exc.strerror}") from None
+    for marker in README_MARKERS:
+        if marker.format(name=name) not in content:
+            raise UsageError(f"--readme {path} has no {marker.format(name=name)!r} marker")
 
 
 def _check_bench_extra() -> None:
@@ -190,12 +219,15 @@ def _run_bench(args) -> int:
         dask_ml_memory_limit=args.dask_ml_memory_limit,
         dataset=args.dataset,
         hash_bits=args.hash_bits,
+        from_files=not args.no_from_files,
     )
     section = args.section or f"peers-{args.loss}"
     title = args.title or f"Against peers: {args.dataset}, {args.loss}"
     if args.markdown:
         # fail now, not after an hour of measurements
         _check_section(args.markdown, section)
+    if args.readme:
+        _check_readme(args.readme, section)
     _check_bench_extra()
     if args.from_results:
         import json
@@ -206,6 +238,8 @@ def _run_bench(args) -> int:
             results = rescore(json.load(handle))
     else:
         results = run_benchmarks(config, progress=lambda line: print(line, file=sys.stderr))
+    if args.note:
+        results["note"] = args.note
     text = markdown(results, title=title)
     base = os.path.dirname(os.path.abspath(args.markdown)) if args.markdown else args.workdir
     directory = args.figures or base
@@ -219,4 +253,9 @@ def _run_bench(args) -> int:
         print(f"updated {args.markdown}", file=sys.stderr)
     else:
         print(text)
+    if args.readme:
+        from daskpd.bench import readme_results, replace_readme_results
+
+        replace_readme_results(args.readme, section, readme_results(results))
+        print(f"updated {args.readme}", file=sys.stderr)
     return 0
