@@ -59,7 +59,6 @@ from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 
 _LOG = logging.getLogger(__name__)
 
-_LOSS_NAMES = "hinge, squared_hinge, smooth_hinge, logistic, squared"
 
 #: The longest :meth:`Cocoa.settle` waits for a run's last shrunk passes (they take a round's
 #: fraction: 0.5-2 s at 1e8 nonzeros here).
@@ -113,17 +112,12 @@ class Cocoa(Solver):
         options : CocoaOptions
         """
         loss, reg = problem.loss, problem.regularizer
+        # what the kernels take (the declared capabilities have refused the built-in names;
+        # elastic net and l1 would need another local subproblem)
         if int(getattr(loss, "code", -1)) not in kernels.COCOA_LOSSES:
-            raise ValueError(
-                f"solver 'cocoa' does not support loss={getattr(loss, 'name', loss)!r}; "
-                f"supported: {_LOSS_NAMES}"
-            )
+            raise self.capabilities.refusal(self.name, "loss", getattr(loss, "name", loss))
         if int(getattr(reg, "code", -1)) != scalar.L2:
-            raise ValueError(
-                f"solver 'cocoa' does not support regularizer={getattr(reg, 'name', reg)!r}; "
-                "it solves the l2-regularized problem only (elastic net and l1 need a "
-                "different local subproblem); use solver='dso' or 'spdc'"
-            )
+            raise self.capabilities.refusal(self.name, "regularizer", getattr(reg, "name", reg))
         if not float(problem.alpha) > 0:
             raise ValueError(f"solver 'cocoa' needs alpha > 0, got alpha={problem.alpha!r}")
         if options.shrinking and int(loss.code) not in kernels.BOX_LOSSES:

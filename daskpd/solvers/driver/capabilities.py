@@ -105,6 +105,30 @@ class Capabilities:
         """Whether the solver takes row weights of both kinds."""
         return self.sample_weight and self.class_weight
 
+    def refusal(self, solver: str, parameter: str, value) -> ValueError:
+        """The error for a loss or regularizer outside the declarations.
+
+        A solver's own check of what its kernels take (a loss or regularizer that is not
+        built in, with its own name) raises this, so the supported ones are written once,
+        here.
+
+        Parameters
+        ----------
+        solver : str
+        parameter : {"loss", "regularizer"}
+        value : str
+            The name refused.
+
+        Returns
+        -------
+        ValueError
+        """
+        if parameter == "loss":
+            rule, supported, order = self.loss_rule, self.losses, BUILTIN_LOSSES
+        else:
+            rule, supported, order = self.regularizer_rule, self.regularizers, BUILTIN_REGULARIZERS
+        return ValueError(_refusal(solver, parameter, str(value), rule, supported, order))
+
     def check(self, solver: str, problem, data, *, warm_start=False) -> None:
         """Raise ValueError, naming the parameter, for anything outside the declarations.
 
@@ -119,21 +143,10 @@ class Capabilities:
         """
         loss = str(problem.loss.name)
         if loss in BUILTIN_LOSSES and loss not in self.losses:
-            raise ValueError(
-                _refusal(solver, "loss", loss, self.loss_rule, self.losses, BUILTIN_LOSSES)
-            )
+            raise self.refusal(solver, "loss", loss)
         regularizer = str(problem.regularizer.name)
         if regularizer in BUILTIN_REGULARIZERS and regularizer not in self.regularizers:
-            raise ValueError(
-                _refusal(
-                    solver,
-                    "regularizer",
-                    regularizer,
-                    self.regularizer_rule,
-                    self.regularizers,
-                    BUILTIN_REGULARIZERS,
-                )
-            )
+            raise self.refusal(solver, "regularizer", regularizer)
         if problem.class_weight is not None and not self.class_weight:
             raise ValueError(
                 f"solver {solver!r} does not support class_weight (got "

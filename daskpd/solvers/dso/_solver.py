@@ -114,16 +114,11 @@ class DSO(Solver):
         options : DSOOptions
         """
         loss, reg = problem.loss, problem.regularizer
+        # what the kernels take (the declared capabilities have refused the built-in names)
         if int(getattr(loss, "code", -1)) not in kernels.DSO_LOSSES:
-            raise ValueError(
-                f"DSO does not support loss {getattr(loss, 'name', loss)!r}; supported: "
-                "hinge, smooth_hinge, logistic, squared, absolute"
-            )
+            raise self.capabilities.refusal(self.name, "loss", getattr(loss, "name", loss))
         if int(getattr(reg, "code", -1)) not in kernels.DSO_REGULARIZERS:
-            raise ValueError(
-                f"DSO does not support regularizer {getattr(reg, 'name', reg)!r}; supported: "
-                "l2, l1, elasticnet"
-            )
+            raise self.capabilities.refusal(self.name, "regularizer", getattr(reg, "name", reg))
         if not float(problem.alpha) > 0:
             raise ValueError(f"DSO needs alpha > 0, got alpha={problem.alpha!r}")
         if getattr(data, "layout", "csr") != "csr":

@@ -98,17 +98,12 @@ class Tron(Solver):
 
     def check(self, problem, data, options):
         """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
-        code = int(getattr(problem.loss, "code", -1))
-        if code not in kernels.TRON_LOSSES:
-            raise ValueError(
-                f"solver 'tron' does not support loss={getattr(problem.loss, 'name', '?')!r}; "
-                f"supported: {', '.join(sorted(self.capabilities.losses))}"
-            )
-        if int(getattr(problem.regularizer, "code", -1)) != scalar.L2:
-            raise ValueError(
-                "solver 'tron' solves the l2-regularized problem only, not "
-                f"regularizer={getattr(problem.regularizer, 'name', problem.regularizer)!r}"
-            )
+        # what the kernels take (the declared capabilities have refused the built-in names)
+        loss, reg = problem.loss, problem.regularizer
+        if int(getattr(loss, "code", -1)) not in kernels.TRON_LOSSES:
+            raise self.capabilities.refusal(self.name, "loss", getattr(loss, "name", loss))
+        if int(getattr(reg, "code", -1)) != scalar.L2:
+            raise self.capabilities.refusal(self.name, "regularizer", getattr(reg, "name", reg))
         if not float(problem.alpha) > 0:
             raise ValueError(f"solver 'tron' needs alpha > 0, got alpha={problem.alpha!r}")
         if options.grid is not None and int(options.grid) > int(data.n_samples):
