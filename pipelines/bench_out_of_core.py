@@ -15,14 +15,18 @@ It prints one line per round (wall seconds, primal, gap / primal), then:
   kept (``--rows memory`` on a set that fits);
 - the final gap, the test AUPRC of the certified model.
 
-Reproduce (BENCHMARKS.md, "Out of core: 5e9 nonzeros on 3 GiB of workers")::
+Reproduce (BENCHMARKS.md, "Out of core: 5e9 nonzeros on 3-4 GiB of workers": the runs of its
+table, alpha 1e-5; the logistic and the first hinge run on workers of 1.5 GiB, the last hinge
+run on workers of 2 GiB)::
 
     daskpd generate splice big/splice-5e9-train.zarr --n-samples 11100000 --binary \\
         --positive-rate 0.01 --seed 0 --workers 2 --memory-limit 2GiB
     daskpd generate splice big/splice-5e9-test.zarr --n-samples 200000 --binary \\
         --positive-rate 0.01 --seed 1 --workers 2 --memory-limit 2GiB
     python pipelines/bench_out_of_core.py big/splice-5e9-train.zarr \\
-        --test big/splice-5e9-test.zarr --memory-limit 1.5GiB --alpha 1e-4
+        --test big/splice-5e9-test.zarr --memory-limit 1.5GiB --alpha 1e-5 --loss logistic
+    python pipelines/bench_out_of_core.py big/splice-5e9-train.zarr \\
+        --test big/splice-5e9-test.zarr --memory-limit 2GiB --alpha 1e-5 --loss hinge
 """
 
 from __future__ import annotations
