@@ -220,18 +220,19 @@ def test_operating_system_errors_print_their_text_not_errno():
 
 
 @pytest.mark.cluster
-def test_demo_trains_dso_on_the_cluster(local_cluster, capsys, tmp_path):
+def test_demo_trains_the_default_and_dso_beside_it(local_cluster, capsys, tmp_path):
     code, out, err = _run(
-        capsys, "demo", "--n-samples", "3000", "--epochs", "3", "--no-progress",
+        capsys, "demo", "--n-samples", "3000", "--dso-epochs", "3", "--no-progress",
         "--scheduler", local_cluster.scheduler.address, "--dir", tmp_path / "demo",
     )  # fmt: skip
     assert code == 0, err
     assert "Dask dashboard:" in err
-    assert "for the dual solver's threaded pass" in err
     lines = out.strip().splitlines()
-    # DSO from the dual solver's start: certified within the demo's tol (1e-4) before the
-    # epoch budget, a gap under 1% of the primal
-    head = re.fullmatch(r"dso, grid 2x2: (\d) epochs in [\d.]+ s \(tol\)", lines[0])
+    # what `daskpd train` runs by default (solver auto: CoCoA+ for the hinge loss and L2),
+    # certified within the demo's tol (1e-4) before its epoch budget
+    head = re.fullmatch(
+        r"cocoa \(the default: solver auto\): (\d+) epochs in [\d.]+ s \(tol\)", lines[0]
+    )
     assert head, lines[0]
     n_epochs = int(head.group(1))
     auprc = float(lines[1].split()[-1])
@@ -241,14 +242,30 @@ def test_demo_trains_dso_on_the_cluster(local_cluster, capsys, tmp_path):
     assert 0 <= gap <= 1e-4 and gap <= 0.01 * primal
     # Where the time went, in seconds that add up: the training's wall time and its parts.
     assert lines[3] == "where the time went:"
-    seconds = {line[:18].strip(): float(line[18:].split()[0]) for line in lines[4:]}
+    beside = lines.index("beside it, DSO (the DSO paper's method) on the same data:")
+    seconds = {line[:18].strip(): float(line[18:].split()[0]) for line in lines[4:beside]}
     assert set(seconds) == {"data generation", "cluster connect", "training", "init", "epochs",
                             "evaluation", "other"}  # fmt: skip
     parts = seconds["init"] + seconds["epochs"] + seconds["evaluation"] + seconds["other"]
     assert parts == pytest.approx(seconds["training"], abs=0.3)  # each rounded to 0.1 s
-    assert f"of {n_epochs} epochs" in lines[-2]
+    assert f"of {n_epochs} epochs" in lines[beside - 2]
+    # DSO on the same data, with its cost: epochs, seconds, its certified gap
+    dso = lines[beside + 1 :]
+    match = re.fullmatch(
+        r"  dso, grid 2x2: (\d+) epochs? in ([\d.]+) s \((tol|max_epochs)\)", dso[0]
+    )
+    assert match, dso[0]
+    assert int(match.group(1)) <= 3
+    assert 0.3 < float(dso[1].split()[-1]) <= 1.0
+    dso_gap = float(dso[2].split()[2])
+    dso_primal = float(dso[2].split("primal ")[1].split(",")[0])
+    assert 0 <= dso_gap and dso_primal == pytest.approx(primal, abs=gap + dso_gap)
+    assert dso[3].startswith("  its start, the dual solver's rounds")
+    assert dso[4].startswith("  cost: ") and "x the default's training time" in dso[4]
+    assert "tiled layout" in dso[5]
+    # the model kept is the default's
     model = load_model(tmp_path / "demo" / "model.zarr")
-    assert model.solver == "dso" and model.history[-1]["test_auprc"] == pytest.approx(auprc, 1e-3)
+    assert model.solver == "cocoa" and model.history[-1]["test_auprc"] == pytest.approx(auprc, 1e-3)
 
 
 def _flip_a_byte_in_each_chunk(array_dir):

@@ -366,8 +366,8 @@ def _run_predict(args) -> int:
 
 @subcommand(
     "demo",
-    "generate splice-site-like data, train DSO (started from the dual solver's rounds) on a "
-    "LocalCluster, report",
+    "generate splice-site-like data, train as `daskpd train` does by default on a LocalCluster, "
+    "run DSO beside it on the same data, report",
 )
 def _add_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -383,7 +383,14 @@ def _add_demo(parser: argparse.ArgumentParser) -> None:
     )
     _add_training_options(
         parser,
-        defaults={"solver": "dso", "loss": "hinge", "alpha": 1e-4, "epochs": 10, "tol": 1e-4},
+        defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
+    )
+    parser.add_argument(
+        "--dso-epochs",
+        type=_nonnegative_int("--dso-epochs"),
+        default=10,
+        metavar="K",
+        help="epoch budget of the DSO run shown beside the default one (default 10; 0: none)",
     )
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_demo)
@@ -412,8 +419,10 @@ def _run_demo(args) -> int:
         with _run_client(args, start=True) as client:
             cluster_seconds = time.perf_counter() - tick
             workers = len(worker_addresses(client)) if client is not None else 2
-            if args.grid is None and "grid" in _demo_solver_fields(args):
-                args.grid = max(2, workers)
+            dso_grid = args.grid or max(2, workers)
+            solver = _demo_solver(args)
+            if solver == "dso":
+                args.grid = dso_grid  # DSO reads the tiled layout of its grid
             _option_values(args)  # a malformed --option fails before the data is made
             tick = time.perf_counter()
             # Degree-4 weighted-degree features keep the demo at about a minute on a laptop.
@@ -433,8 +442,8 @@ def _run_demo(args) -> int:
                 random_state=args.seed + 1,
                 overwrite=True,
             )
-            if args.grid is not None:
-                train = partition_dataset(train.path, args.grid, overwrite=True)
+            if solver == "dso":
+                train = partition_dataset(train.path, dso_grid, overwrite=True)
             data_seconds = time.perf_counter() - tick
             print(
                 f"data: {train.n_samples} training rows x {train.n_features} features "
@@ -445,54 +454,89 @@ def _run_demo(args) -> int:
             plan = _make_plan(args, train, test)
             try:
                 result = _train(plan, client)
+                beside = None
+                if solver != "dso" and args.dso_epochs:
+                    beside = _demo_dso_run(args, train, test, dso_grid, client)
             except _RunFailed as exc:
                 print(f"daskpd demo: error: {exc}", file=sys.stderr)
                 return 1
-            warm_seconds = _warm_threaded_pass(args, train, client)
         if args.dir:
             save_model(result, root / "model.zarr", overwrite=True)
-        grid_text = f", grid {args.grid}x{args.grid}" if args.grid else ""
-        print(
-            f"{result.solver}{grid_text}: {result.n_epochs} epochs in "
-            f"{result.history[-1]['seconds']:.1f} s ({result.stop_reason})"
-        )
-        print(f"test AUPRC    {result.history[-1].get('test_auprc', float('nan')):.4f}")
-        print(
-            f"duality gap   {result.gap:.3g} (primal {result.primal:.6g}, dual {result.dual:.6g})"
-        )
+        _print_demo_result(args, result)
         _print_demo_times(args, result, data_seconds, cluster_seconds, client is not None)
-        if warm_seconds is not None:
-            print(
-                f"after training: {warm_seconds:.1f} s for the dual solver's threaded pass "
-                "(compiled into numba's cache, for the next runs)",
-                file=sys.stderr,
-            )
+        if beside is not None:
+            _print_dso_beside(result, *beside, grid=dso_grid)
     finally:
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
-def _warm_threaded_pass(args, train, client) -> float | None:
-    """One round of the dual solver with 2 threads on the demo's data; its seconds.
-
-    The default solver runs its passes in the idle threads of the owner's machine (one
-    row group on two 1-thread workers), kernels that DSO's start (one thread per group)
-    does not compile. Compiled here, they are in numba's on-disk cache, so no later
-    run's first round compiles (issue 26). None without a cluster.
-    """
+def _demo_dso_run(args, train, test, grid, client):
+    """DSO, the method of the DSO paper, on the demo's data with the same problem, tolerance
+    and seed: ``(result, partition_seconds)``, or ``(reason, 0.0)`` when DSO does not take the
+    problem. Its run as ``daskpd train --solver dso`` makes it (its own start included, which
+    counts in its seconds); its grid's tiled layout is made first (``daskpd partition``)."""
     import time
 
-    from daskpd.solvers import solve
+    from daskpd.data import partition_dataset
 
-    if client is None:
-        return None
-    tick = time.perf_counter()
-    solve(
-        train, loss=args.loss, alpha=args.alpha, solver="cocoa", max_epochs=1, tol=0.0,
-        eval_every=1, client=client, threads=2,
+    dso_args = argparse.Namespace(**vars(args))
+    dso_args.solver, dso_args.grid, dso_args.epochs, dso_args.option = (
+        "dso", grid, args.dso_epochs, None,
     )  # fmt: skip
-    return time.perf_counter() - tick
+    tick = time.perf_counter()
+    partitioned = partition_dataset(train.path, grid, overwrite=True)
+    partition_seconds = time.perf_counter() - tick
+    try:
+        plan = _make_plan(dso_args, partitioned, test)
+    except (UsageError, ValueError) as exc:
+        return str(exc), 0.0
+    return _train(plan, client), partition_seconds
+
+
+def _print_demo_result(args, result, indent="") -> None:
+    """The first lines of a demo run: solver, epochs and seconds, test AUPRC, the gap."""
+    if result.solver == "dso":
+        grid_text = f", grid {args.grid}x{args.grid}" if args.grid else ""
+    else:
+        grid_text = f", {args.grid} row groups" if args.grid else ""
+    default_text = " (the default: solver auto)" if args.solver == "auto" else ""
+    print(
+        f"{indent}{result.solver}{grid_text}{default_text}: {result.n_epochs} epochs in "
+        f"{result.history[-1]['seconds']:.1f} s ({result.stop_reason})"
+    )
+    print(f"{indent}test AUPRC    {result.history[-1].get('test_auprc', float('nan')):.4f}")
+    print(
+        f"{indent}duality gap   {result.gap:.3g} (primal {result.primal:.6g}, "
+        f"dual {result.dual:.6g})"
+    )
+
+
+def _print_dso_beside(default, dso, partition_seconds, *, grid) -> None:
+    """DSO's run beside the default one: what it reached and what it cost."""
+    print("beside it, DSO (the DSO paper's method) on the same data:")
+    if isinstance(dso, str):
+        print(f"  not run: {dso}")
+        return
+    seconds, default_seconds = dso.history[-1]["seconds"], default.history[-1]["seconds"]
+    _print_demo_result(argparse.Namespace(grid=grid, solver="dso"), dso, "  ")
+    epochs = f"{dso.n_epochs} epoch{'' if dso.n_epochs == 1 else 's'}"
+    start = [row for row in dso.history if row["epoch"] == 0 and "gap" in row]
+    if start:
+        print(
+            f"  its start, the dual solver's rounds (in its seconds), was certified at a gap "
+            f"of {start[0]['gap']:.3g}; its {epochs} took it to {dso.gap:.3g}"
+        )
+    print(
+        f"  cost: {seconds / max(default_seconds, 1e-9):.1f}x the default's training time "
+        f"({seconds:.1f} s against {default_seconds:.1f} s), {epochs} against "
+        f"{default.n_epochs}"
+    )
+    print(
+        f"        and {partition_seconds:.1f} s before it for its grid's tiled layout "
+        "(`daskpd partition`, once per dataset)"
+    )
 
 
 def _evaluation_note(result) -> str:
@@ -511,7 +555,7 @@ def _evaluation_note(result) -> str:
 def _print_demo_times(args, result, data_seconds, cluster_seconds, on_cluster) -> None:
     timings = result.timings
     spent = timings["init"] + timings["epochs"] + timings["evaluation"]
-    rows = [("data generation", data_seconds, "written to zarr, partitioned")]
+    rows = [("data generation", data_seconds, "written to zarr")]
     if on_cluster:
         label = "cluster start" if args.scheduler is None else "cluster connect"
         rows.append((label, cluster_seconds, ""))
@@ -531,15 +575,13 @@ def _print_demo_times(args, result, data_seconds, cluster_seconds, on_cluster) -
         print(f"  {label:<16}{seconds:7.1f} s  {note}".rstrip())
 
 
-def _demo_solver_fields(args) -> set:
-    """The options of the solver the demo runs, known before its data exists (the demo's
-    data has no row weights, so ``auto`` resolves as the plan will)."""
+def _demo_solver(args) -> str:
+    """The solver the demo's main run takes, known before its data exists (the demo's data
+    has no row weights, so ``auto`` resolves as the plan will)."""
     from daskpd.problem import Problem
-    from daskpd.solvers import get_solver
     from daskpd.solvers.driver.plan import resolve_solver
 
-    problem = Problem(args.loss, args.reg, args.alpha)
-    return set(get_solver(resolve_solver(args.solver, problem)).Options.__dataclass_fields__)
+    return resolve_solver(args.solver, Problem(args.loss, args.reg, args.alpha))
 
 
 @subcommand("solvers", "list the solvers and what each supports (losses, regularizers, weights)")
