@@ -1,0 +1,181 @@
+"""The regularization path: certified points, the same choice as cold starts, alpha_max."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from daskpd.path import alpha_max, regularization_path
+from daskpd.problem import Problem
+from daskpd.solvers import solve
+from tests._synthetic import sparse_problem
+
+
+def _split(loss, n=600, d=40, seed=3):
+    """Training and validation rows of one planted model."""
+    X, y = sparse_problem(n=n, d=d, seed=seed, regression=loss == "squared")
+    cut = 2 * n // 3
+    return (X[:cut], y[:cut]), (X[cut:], y[cut:])
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic", "squared"])
+def test_l2_path_every_point_within_its_tolerance(loss):
+    train, valid = _split(loss)
+    path = regularization_path(train, loss=loss, validation_data=valid, tol=1e-4, max_epochs=1000)
+    assert path.alphas.shape == (12,)
+    assert path.alphas[0] == pytest.approx(alpha_max(train, loss))
+    np.testing.assert_allclose(path.alphas[-1] / path.alphas[0], 1e-4)
+    assert np.all(np.diff(path.alphas) < 0)
+    assert len(path.results) == 12 and path.converged
+    for alpha, result in zip(path.alphas, path.results, strict=True):
+        assert result.objective["alpha"] == alpha
+        assert 0.0 <= result.gap <= 1e-4
+    assert path.scores.shape == (12,) and np.all(np.isfinite(path.scores))
+    assert path.scoring == ("r2" if loss == "squared" else "average_precision")
+    best = int(np.argmax(path.scores))
+    assert path.best_alpha == path.alphas[best] and path.best_result is path.results[best]
+
+
+@pytest.mark.parametrize(("loss", "regularizer"), [("logistic", "l1"), ("squared", "elasticnet")])
+def test_l1_and_elastic_net_paths_are_certified(loss, regularizer):
+    train, _ = _split(loss)
+    path = regularization_path(
+        train, loss=loss, regularizer=regularizer, n_alphas=6, decades=2, solver="batch",
+        tol=1e-6, max_epochs=3000, eval_every=1,
+    )  # fmt: skip
+    assert path.converged and np.all(path.gaps <= 1e-6)
+    assert path.scores is None and path.best_alpha is None and path.best_result is None
+    # the first point is alpha_max: w = 0; below it the model has nonzero weights
+    assert np.abs(path.results[0].w).max() < 1e-12
+    assert np.count_nonzero(path.results[-1].w) > 0
+
+
+def _noisy(loss, noise, n=400, d=120, seed=0):
+    """Training and validation halves of a noisy planted model: a validation score with a
+    clear peak inside the grid (near-ties would let each point's tolerance decide)."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.3, random_state=seed, format="csr")
+    X.data = rng.normal(size=X.nnz)
+    scores = X @ rng.normal(size=d) + noise * rng.normal(size=n)
+    y = scores if loss == "squared" else np.where(scores > 0, 1.0, -1.0)
+    return (X[: n // 2], y[: n // 2]), (X[n // 2 :], y[n // 2 :])
+
+
+@pytest.mark.parametrize(
+    ("loss", "noise", "epochs_ratio"),
+    [("hinge", 1.5, 1.1), ("logistic", 6.0, 1.0), ("squared", 1.5, 0.6)],
+)
+def test_warm_start_picks_the_cold_starts_alpha(loss, noise, epochs_ratio):
+    train, valid = _noisy(loss, noise)
+    common = dict(loss=loss, validation_data=valid, tol=1e-5, max_epochs=1000, n_alphas=8,
+                  decades=3)  # fmt: skip
+    warm = regularization_path(train, **common)
+    cold = regularization_path(train, warm_start=False, **common)
+    np.testing.assert_array_equal(cold.alphas, warm.alphas)
+    assert not cold.warm_start and cold.converged and warm.converged
+    assert warm.best_alpha == cold.best_alpha
+    assert 0 < np.flatnonzero(warm.alphas == warm.best_alpha)[0] < 7
+    # cocoa's dual start shortens the smaller alphas' runs of the smooth losses (the
+    # hinge loss needs 3-4 rounds from zero at every alpha here)
+    assert warm.epochs.sum() <= epochs_ratio * cold.epochs.sum()
+
+
+@pytest.mark.parametrize("loss", ["hinge", "logistic", "squared"])
+def test_alpha_max_by_hand_with_row_weights(loss):
+    (X, y), _ = _split(loss, n=300)
+    class_weight = None if loss == "squared" else {-1: 1.0, 1: 3.0}
+    problem = Problem(loss, "l1", 1.0, class_weight=class_weight)
+    weights = np.ones(X.shape[0]) if class_weight is None else np.where(y > 0, 3.0, 1.0)
+    z0 = weights * problem.loss.gradient(np.zeros(X.shape[0]), y)
+    expected = np.abs(X.T @ z0).max() / X.shape[0]
+    got = alpha_max((X, y), loss, "l1", class_weight=class_weight)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert alpha_max((X, y), loss, "l2", class_weight=class_weight) == pytest.approx(got)
+    elastic = alpha_max((X, y), loss, "elasticnet", class_weight=class_weight)
+    assert elastic == pytest.approx(got / 0.5)
+
+
+def test_at_alpha_max_zero_is_the_l1_solution_and_just_below_it_is_not():
+    (X, y), _ = _split("logistic", n=300)
+    top = alpha_max((X, y), "logistic", "l1")
+    zero = np.zeros(X.shape[1])
+    # w = 0 is certified optimal at alpha_max: the gap of the dual point it makes is 0
+    at = Problem("logistic", "l1", top).evaluate(zero, (X, y))
+    assert at.gap <= 1e-12 * at.primal and at.dual_scale == pytest.approx(1.0)
+    below = Problem("logistic", "l1", 0.99 * top)
+    assert below.evaluate(zero, (X, y)).gap > 1e-6
+    fit = solve((X, y), "logistic", "l1", 0.99 * top, "batch", tol=1e-9, max_epochs=3000)
+    assert np.count_nonzero(fit.w) > 0 and fit.primal < below.primal(zero, (X, y))
+    fit = solve((X, y), "logistic", "l1", top, "batch", tol=1e-9, max_epochs=3000)
+    assert np.abs(fit.w).max() < 1e-6
+
+
+def test_ties_go_to_the_larger_alpha():
+    train, valid = _split("hinge", n=300)
+    path = regularization_path(
+        train, validation_data=valid, alphas=[1e-3, 1e-1, 1e-2], scoring=lambda y, s: 0.5
+    )
+    np.testing.assert_array_equal(path.alphas, [1e-1, 1e-2, 1e-3])
+    assert path.best_alpha == 1e-1 and path.best_result is path.results[0]
+    assert path.alpha_max is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"alphas": [1e-2, 0.0]}, "alphas must be finite and > 0"),
+        ({"alphas": [1e-2, 1e-2]}, "repeated"),
+        ({"alphas": [1e-2], "n_alphas": 5}, "do not go with alphas"),
+        ({"n_alphas": 0}, "n_alphas must be a positive integer"),
+        ({"decades": -1}, "decades must be finite and > 0"),
+        ({"scoring": "r2"}, "scoring needs validation_data"),
+        ({"regularizer": "zero"}, "does not depend on alpha"),
+        ({"regularizer": "group_lasso"}, "pass alphas"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_run(kwargs, message):
+    train, _ = _split("hinge", n=90)
+    if kwargs.get("regularizer") == "group_lasso":
+        from daskpd.regularizers import GroupLasso
+
+        kwargs["regularizer"] = GroupLasso(groups=np.arange(40) // 4)
+    with pytest.raises(ValueError, match=message):
+        regularization_path(train, **kwargs)
+
+
+def test_a_scoring_that_does_not_fit_the_task_is_refused():
+    train, valid = _split("hinge", n=90)
+    with pytest.raises(ValueError, match="does not fit a classification loss"):
+        regularization_path(train, validation_data=valid, scoring="r2")
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        regularization_path(train, validation_data=valid, scoring="accuracy")
+
+
+def test_one_cluster_serves_the_whole_path(tmp_path, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    import daskpd._cluster
+    from daskpd.data import write_dataset
+
+    (X, y), (X_valid, y_valid) = _split("hinge", n=300)
+    train = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=50)
+    valid = write_dataset(X_valid, y_valid, tmp_path / "valid.zarr")
+    started = []
+
+    @contextlib.contextmanager
+    def one_cluster(options=None, *, start=True):
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                         dashboard_address="127.0.0.1:0") as cluster,
+            Client(cluster, set_as_default=False) as client,
+        ):  # fmt: skip
+            started.append(client)
+            yield client
+
+    monkeypatch.setattr(daskpd._cluster, "cluster_client", one_cluster)
+    path = regularization_path(train, validation_data=valid, n_alphas=3, tol=1e-6)
+    assert len(started) == 1
+    assert path.converged and np.all(np.isfinite(path.scores))
