@@ -213,3 +213,37 @@ def test_the_default_cache_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     if os.name == "posix" and not _cache.sys.platform == "darwin":
         assert _cache.cache_root() == str(tmp_path / "xdg" / "daskpd")
+
+
+_BUILDER = """
+import sys
+from daskpd.io._cache import ingest_cached
+_, path, ingested = ingest_cached(sys.argv[1], root=sys.argv[2])
+print(path, ingested)
+"""
+
+
+@pytest.mark.slow  # two interpreters importing daskpd (the threads' test runs always)
+def test_two_processes_on_one_file_make_one_store(tmp_path, svm_files):
+    """A second run while the first ingests waits for it, then reuses its store."""
+    import subprocess
+    import sys
+
+    train, _ = svm_files
+    root = tmp_path / "stores"
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILDER, str(train), str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    assert all(process.returncode == 0 for process in processes), outputs
+    lines = sorted(out.split() for out, _ in outputs)
+    assert lines[0][0] == lines[1][0] and [line[1] for line in lines] == ["False", "True"]
+    assert _stores(root) == [os.path.basename(lines[0][0])]
+    assert open_dataset(lines[0][0]).n_samples == 180
