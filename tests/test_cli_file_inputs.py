@@ -206,6 +206,24 @@ def test_the_cache_is_exempt_from_side_file_clean_up(tmp_path, svm_files, monkey
     assert _cache.ingest_cached(train, root=root)[2] is False
 
 
+def test_a_file_changed_while_it_is_ingested_leaves_no_store(tmp_path, svm_files, monkeypatch):
+    import daskpd.io.svmlight as svmlight
+
+    train, _ = svm_files
+    real = svmlight.ingest_svmlight
+
+    def ingest_then_change(*args, **kwargs):
+        dataset = real(*args, **kwargs)
+        with open(train, "ab") as handle:  # another program appends while we ingested
+            handle.write(b"1 2:0.5\n")
+        return dataset
+
+    monkeypatch.setattr(svmlight, "ingest_svmlight", ingest_then_change)
+    with pytest.raises(ValueError, match="changed while it was being ingested"):
+        _cache.ingest_cached(train, root=tmp_path / "stores")
+    assert os.listdir(tmp_path / "stores") == []
+
+
 def test_the_default_cache_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("DASKPD_CACHE", str(tmp_path / "mine"))
     assert _cache.cache_root() == str(tmp_path / "mine")
