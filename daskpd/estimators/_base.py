@@ -53,11 +53,11 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
     # ---------------------------------------------------------------- parameters
 
     def _validate_params(self):
-        """Check the hyper-parameters; ValueError naming the parameter, before any work.
+        """Check every hyper-parameter without data (a model file's, before it is read).
 
-        ``alpha``, the loss and the regularizer are checked by the problem they make (the
-        rule of :func:`daskpd.solvers.driver.plan.make_plan`, which checks the rest of the run
-        once the data is known).
+        ``fit`` checks only the estimator's own parameters (:meth:`_check_params`) and leaves
+        ``max_iter``, ``tol``, ``alpha``, the loss, the regularizer and the solver to the one
+        plan it builds (:func:`daskpd.solvers.driver.plan.make_plan`).
 
         Returns
         -------
@@ -68,6 +68,16 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}")
         if not isinstance(self.tol, numbers.Real) or not self.tol >= 0:
             raise ValueError(f"tol must be a non-negative number; got {self.tol!r}")
+        self._check_params()
+        from daskpd.problem import Problem
+        from daskpd.solvers import get_solver
+
+        if not (isinstance(self.solver, str) and self.solver == "auto"):
+            get_solver(self.solver)  # an unknown name fails before the data is read
+        return Problem(self._loss_spec(), self._regularizer_spec(), self.alpha)
+
+    def _check_params(self):
+        """Check the parameters the run's plan does not know; ValueError naming one."""
         if self.fit_intercept:
             scaling = self.intercept_scaling
             if not isinstance(scaling, numbers.Real) or not np.isfinite(scaling) or scaling <= 0:
@@ -98,12 +108,6 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
                 raise ValueError(
                     f"class_weight must be None, 'balanced' or a dict; got {class_weight!r}"
                 )
-        from daskpd.problem import Problem
-        from daskpd.solvers import get_solver
-
-        if not (isinstance(self.solver, str) and self.solver == "auto"):
-            get_solver(self.solver)  # an unknown name fails before the data is read
-        return Problem(self._loss_spec(), self._regularizer_spec(), self.alpha)
 
     # ---------------------------------------------------------------- fit
 
@@ -129,7 +133,7 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
         from daskpd._cluster import ClusterOptions, cluster_client
         from daskpd.solvers.driver import make_plan, run_plan
 
-        problem = self._validate_params()
+        self._check_params()
         self._dataset_class_weight = None
         data, labels = self._prepare_fit_data(X, y, sample_weight)
         if self.fit_intercept:
@@ -144,14 +148,16 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             if self.fit_intercept:
                 warm = np.append(warm, self.intercept_ / self.intercept_scaling)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        # the one setup path: max_iter, tol, alpha, the loss, the regularizer and the solver
+        # are checked here, once
         plan = make_plan(
             data,
-            loss=problem.loss,
-            regularizer=problem.regularizer,
-            alpha=problem.alpha,
+            loss=self._loss_spec(),
+            regularizer=self._regularizer_spec(),
+            alpha=self.alpha,
             solver=self.solver,
-            max_epochs=int(self.max_iter),
-            tol=float(self.tol),
+            max_epochs=self.max_iter,
+            tol=self.tol,
             # Every epoch, not "auto": with "auto" the epoch where tol stops the fit
             # would depend on timing, and the same random_state must give the same model.
             eval_every=1,

@@ -90,14 +90,13 @@ class SaddlePointEstimator(_SaddlePointBase):
         self.cluster = cluster
         self.solver_options = solver_options
 
-    def _validate_params(self):
-        result = super()._validate_params()
+    def _check_params(self):
+        super()._check_params()
         if self.class_weight is not None and not self._is_classification():
             raise ValueError(
                 f"class_weight is for classification losses; loss={_loss_name(self.loss)!r} "
                 "is a regression loss"
             )
-        return result
 
     def predict(self, X):
         """Predicted labels (classification losses) or values (regression losses).

@@ -9,6 +9,8 @@ lost worker).
 
 from __future__ import annotations
 
+import inspect
+
 from daskpd.solvers.common.scores import _is_in_memory
 from daskpd.solvers.driver.plan import Plan, make_plan
 from daskpd.solvers.driver.types import SolveResult
@@ -16,30 +18,7 @@ from daskpd.solvers.driver.types import SolveResult
 __all__ = ["run_plan", "solve"]
 
 
-def solve(
-    data,
-    loss="hinge",
-    regularizer="l2",
-    alpha=1e-4,
-    solver="auto",
-    *,
-    max_epochs=100,
-    tol=1e-4,
-    time_limit=None,
-    eval_every="auto",
-    random_state=0,
-    callbacks=(),
-    client=None,
-    checkpoint_dir=None,
-    checkpoint_every=1,
-    resume=False,
-    test_data=None,
-    class_weight=None,
-    warm_start=None,
-    max_retries=3,
-    divergence_factor=1e8,
-    **solver_options,
-) -> SolveResult:
+def solve(data, *args, client=None, **kwargs) -> SolveResult:
     """Train a regularized linear model with a registered primal-dual method.
 
     Minimizes ``P(w) = (1/n) sum_i c_i loss(x_i . w, y_i) + alpha * R(w)`` (``c_i`` the row
@@ -132,29 +111,22 @@ def solve(
     DivergenceError
         NaN/inf iterates or an exploding objective; the last good checkpoint is kept.
     """
-    plan = make_plan(
-        data,
-        loss,
-        regularizer,
-        alpha,
-        solver,
-        max_epochs=max_epochs,
-        tol=tol,
-        time_limit=time_limit,
-        eval_every=eval_every,
-        random_state=random_state,
-        callbacks=callbacks,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every,
-        resume=resume,
-        test_data=test_data,
-        class_weight=class_weight,
-        warm_start=warm_start,
-        max_retries=max_retries,
-        divergence_factor=divergence_factor,
-        **solver_options,
+    return run_plan(make_plan(data, *args, **kwargs), client)
+
+
+def _signature_with_client(function):
+    """``function``'s signature with ``client=None`` among its keyword-only parameters."""
+    parameters = list(inspect.signature(function).parameters.values())
+    client = inspect.Parameter("client", inspect.Parameter.KEYWORD_ONLY, default=None)
+    parameters.insert(len(parameters) - 1, client)  # before **solver_options
+    return inspect.signature(function).replace(
+        parameters=parameters, return_annotation="SolveResult"
     )
-    return run_plan(plan, client)
+
+
+# The run's parameters and their defaults are written once, in make_plan's signature; solve
+# shows them (and ``client``) to help() and the documentation.
+solve.__signature__ = _signature_with_client(make_plan)
 
 
 def run_plan(plan: Plan, client=None):
