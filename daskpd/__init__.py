@@ -23,13 +23,13 @@ __version__ = "0.1.0"
 # resident memory), which no worker needs.
 _SUBMODULES = ("generators", "metrics")
 _LAZY = {
-    "load_model": "daskpd._load_model",
+    "load_model": "daskpd.model_file",
     "Callback": "daskpd.callbacks",
     "EarlyStopping": "daskpd.callbacks",
     "HistoryRecorder": "daskpd.callbacks",
     "ProgressBar": "daskpd.callbacks",
-    "CorruptStoreError": "daskpd.checkpoint",
-    "save_model": "daskpd.checkpoint",
+    "CorruptStoreError": "daskpd.model_file",
+    "save_model": "daskpd.model_file",
     "Dataset": "daskpd.data",
     "DatasetIntegrityError": "daskpd.data",
     "DatasetWriter": "daskpd.data",

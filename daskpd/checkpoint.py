@@ -19,6 +19,8 @@ reference) and ``complete`` (set last).
 Checkpoints are written through :func:`daskpd.data.atomic.atomic_group` (the temporary name
 is ``epoch-00000007.zarr.tmp-<uuid>``) and store their arrays as model files do, with the
 checksums of :mod:`daskpd.model_file`; saved models are model files (:mod:`daskpd.model_file`).
+The run description ``meta`` is plain JSON, not the model files' tagged codec: a resumed run
+compares it with its own, made JSON the same way (tuples as lists).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 
 from daskpd import _sidefiles
 from daskpd.data.atomic import atomic_group
-from daskpd.model_file import CorruptStoreError, _check_array_metadata, read_array, write_array
+from daskpd.model_file import CorruptStoreError, check_array_metadata, read_array, write_array
 
 __all__ = [
     "Checkpoint",
@@ -42,7 +44,6 @@ __all__ = [
     "CorruptStoreError",
     "atomic_group",
     "options_to_dict",
-    "save_model",
 ]
 
 CHECKPOINT_FORMAT = "daskpd-checkpoint"
@@ -276,7 +277,7 @@ class CheckpointStore:
             entries = sorted((path / "state").iterdir()) if (path / "state").is_dir() else []
             names = [entry.name for entry in entries if entry.is_dir()]
             for name in names:
-                _check_array_metadata(path / "state" / name / "zarr.json", name, where)
+                check_array_metadata(path / "state" / name / "zarr.json", name, where)
             state = group["state"]
             arrays = {
                 name: read_array(state[name], name, checksums, f"{where}: ") for name in names
@@ -288,33 +289,6 @@ class CheckpointStore:
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"{where}: its attributes are unreadable ({exc!r})") from None
         return Checkpoint(path=path, epoch=epoch, arrays=arrays, meta=meta, seed_state=seed)
-
-
-# --------------------------------------------------------------------------------------------
-# models
-
-
-def save_model(result, path, *, overwrite=False) -> Path:
-    """Save a :class:`~daskpd.SolveResult` as a model file: ``result.save(path)``.
-
-    Parameters
-    ----------
-    result : SolveResult
-    path : str or Path
-        Destination directory store (e.g. ``model.zarr``).
-    overwrite : bool, default=False
-        Replace an existing model at ``path``.
-
-    Returns
-    -------
-    Path
-
-    See Also
-    --------
-    daskpd.model_file : the format.
-    daskpd.load_model : reads it back.
-    """
-    return result.save(path, overwrite=overwrite)
 
 
 def options_to_dict(options) -> dict:

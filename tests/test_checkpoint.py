@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from daskpd.checkpoint import CheckpointStore, atomic_group, save_model
+from daskpd.checkpoint import CheckpointStore, atomic_group
 from daskpd.data import MemoryDataset
-from daskpd.solvers import load_model, solve
+from daskpd.model_file import load_model, save_model
+from daskpd.solvers import solve
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from daskpd import _codec
+from daskpd.model_file import _codec
 
 
 def _round_trip(value):

@@ -465,7 +465,7 @@ def test_pickle_and_zarr_round_trip(rng, tmp_path):
 
 def test_a_model_file_may_name_every_public_estimator():
     import daskpd.estimators
-    from daskpd.estimators._model_file import _ESTIMATORS
+    from daskpd.model_file._kinds import _ESTIMATORS
 
     public = {
         name: value

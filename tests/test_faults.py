@@ -19,7 +19,8 @@ from daskpd._cluster import worker_addresses
 from daskpd.checkpoint import CheckpointStore
 from daskpd.cli import main
 from daskpd.data import partition_dataset, write_dataset
-from daskpd.solvers import Iterate, TrainingFailed, load_model, register_solver, solve
+from daskpd.model_file import load_model
+from daskpd.solvers import Iterate, TrainingFailed, register_solver, solve
 
 pytestmark = pytest.mark.cluster
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import fields
+from functools import partial
 
 import dask
 import numpy as np
@@ -34,7 +35,9 @@ from daskpd.model_file import (
     write_model_file,
 )
 from daskpd.solvers import SolveResult, solve
-from daskpd.solvers import load_model as load_result
+
+#: daskpd.load_model asked for a solve result (as ``daskpd evaluate`` asks)
+load_result = partial(daskpd.load_model, kind="solve_result")
 
 
 @pytest.fixture(autouse=True)
@@ -414,8 +417,7 @@ def _write_version_1_result(result, path):
 
 def _write_version_2_estimator(estimator, path):
     """An estimator as daskpd.estimators wrote it before format_version 3."""
-    from daskpd import _codec
-    from daskpd.model_file import write_array
+    from daskpd.model_file import _codec, write_array
 
     params = estimator.get_params(deep=False)
     state = {

@@ -265,7 +265,7 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_train(args) -> int:
-    from daskpd.checkpoint import save_model
+    from daskpd.model_file import save_model
 
     if args.resume and not args.checkpoint_dir:
         raise UsageError("--resume needs --checkpoint-dir")
@@ -304,10 +304,10 @@ def _run_train(args) -> int:
 
 
 def _model_scores(args):
+    from daskpd.model_file import load_model
     from daskpd.solvers.common.scores import score_rows
-    from daskpd.solvers.driver.types import load_model
 
-    model = load_model(args.model)
+    model = load_model(args.model, kind="solve_result")
     check_file_inputs(args, [args.data])
     data = open_input(args, args.data, "DATA", n_features=model.w.shape[0])
     if data.n_features != model.w.shape[0]:
@@ -403,9 +403,9 @@ def _run_demo(args) -> int:
     from pathlib import Path
 
     from daskpd._cluster import worker_addresses
-    from daskpd.checkpoint import save_model
     from daskpd.data import partition_dataset
     from daskpd.generators import make_splice_like
+    from daskpd.model_file import save_model
 
     if args.dir:
         root = Path(args.dir)

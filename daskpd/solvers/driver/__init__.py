@@ -34,7 +34,6 @@ from daskpd.solvers.driver.types import (
     Solver,
     SolveResult,
     TrainingFailed,
-    load_model,
 )
 
 __all__ = [
@@ -49,7 +48,6 @@ __all__ = [
     "block_seeds",
     "epoch_seed",
     "get_solver",
-    "load_model",
     "make_options",
     "make_plan",
     "register_solver",

@@ -11,9 +11,11 @@ import dataclasses
 import importlib
 import os
 import pkgutil
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+from daskpd.model_file import use_solver_registry
 from daskpd.solvers.driver.protocol import Solver
 
 __all__ = [
@@ -224,3 +226,8 @@ def make_options(solver, solver_options: Mapping | None = None):
         return options_cls(**solver_options)
     except TypeError as exc:
         raise ValueError(f"invalid options for solver {solver.name!r}: {exc}") from None
+
+
+# Model files name solvers and their options; they sit below the solvers and import none of
+# them, so the registry enters itself there.
+use_solver_registry(sys.modules[__name__])

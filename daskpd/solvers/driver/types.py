@@ -4,23 +4,23 @@ Every method (CoCoA+, DSO, SPDC, DSPDC, GSFW, Pdprox, Newton-CG, the batch basel
 subclass of :class:`Solver` registered under a name with
 :func:`daskpd.solvers.driver.registry.register_solver`; :func:`daskpd.solvers.driver.run.solve`
 runs it. This module also holds what a run hands back (:class:`SolveResult`, read back by
-:func:`load_model`), what a callback sees (:class:`EpochInfo`) and the errors of a run.
+:func:`daskpd.load_model`), what a callback sees (:class:`EpochInfo`) and the errors of a run.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from daskpd.data.conversion import as_data
+from daskpd.model_file import model_class, save_model
 from daskpd.solvers.common.scores import score_rows
 from daskpd.solvers.driver.capabilities import BUILTIN_LOSSES, BUILTIN_REGULARIZERS, Capabilities
 from daskpd.solvers.driver.data import _check_n_features
 from daskpd.solvers.driver.protocol import Solver
-from daskpd.solvers.driver.registry import get_solver, make_options
 
 __all__ = [
     "BUILTIN_LOSSES",
@@ -32,8 +32,6 @@ __all__ = [
     "SolveResult",
     "Solver",
     "TrainingFailed",
-    "load_model",
-    "result_from_model_file",
 ]
 
 
@@ -73,6 +71,7 @@ class Iterate:
     xtz: np.ndarray | None = None
 
 
+@model_class("solve_result")
 @dataclass(frozen=True)
 class SolveResult:
     """The outcome of :func:`solve`.
@@ -123,7 +122,7 @@ class SolveResult:
         ``epochs``, ``evaluation`` (gap and test metrics) and ``checkpoint`` (writing
         checkpoints); the rest of ``wall`` is callbacks and the driver's own work. A resumed
         run counts only this call (the history's clocks count the whole run). Empty for a
-        model read by :func:`load_model`.
+        model read by :func:`daskpd.load_model`.
     """
 
     w: np.ndarray
@@ -175,139 +174,9 @@ class SolveResult:
         ``w``, and ``w_avg`` and ``z`` when they are in-memory arrays, are zarr arrays with
         checksums; the rest is a JSON document. The file is written at a temporary name and
         renamed into place when complete. :func:`daskpd.load_model` reads it back.
-
-        Parameters
-        ----------
-        path : str or Path
-            Destination directory store (e.g. ``model.zarr``); its parent must exist.
-        overwrite : bool, default=False
-            Replace an existing model at ``path``.
-
-        Returns
-        -------
-        Path
-
-        Raises
-        ------
-        FileExistsError
-            When ``path`` exists and ``overwrite`` is false (nothing is written).
+        Parameters, result and errors: :func:`daskpd.save_model`.
         """
-        from daskpd.model_file import write_model_file
-
-        options = self.options
-        if is_dataclass(options):
-            # field by field, not asdict: the stored tuples stay tuples
-            options = {f.name: getattr(options, f.name) for f in fields(options)}
-        content = {
-            "solver": self.solver,
-            "options": dict(options) if isinstance(options, dict) else {},
-            "objective": self.objective,
-            "history": tuple(self.history),
-            "n_epochs": int(self.n_epochs),
-            "gap": float(self.gap),
-            "converged": bool(self.converged),
-            "stop_reason": self.stop_reason,
-            "seed_entropy": int(self.seed_entropy),
-            "recoveries": int(self.recoveries),
-            # z (and w_avg) may be distributed handles; only in-memory arrays are stored.
-            "w": np.asarray(self.w, dtype=np.float64),
-            "w_avg": self.w_avg if isinstance(self.w_avg, np.ndarray) else None,
-            "z": self.z if isinstance(self.z, np.ndarray) else None,
-        }
-        return write_model_file(path, "solve_result", content, overwrite=overwrite)
-
-
-def load_model(path) -> SolveResult:
-    """Load a solve result saved by :meth:`SolveResult.save`.
-
-    :func:`daskpd.load_model` reads estimator files too; this one reads solve results only
-    (it is the layer below the estimators).
-
-    Parameters
-    ----------
-    path : str or Path
-
-    Returns
-    -------
-    SolveResult
-        ``options`` is the solver's ``Options`` dataclass when that solver is registered,
-        else a dict; ``timings`` is empty.
-
-    Raises
-    ------
-    FileNotFoundError
-        When ``path`` does not exist.
-    ValueError
-        When ``path`` is not a daskpd model file, or holds an estimator.
-    CorruptStoreError
-        When an array is missing, unreadable or fails its checksum (a ``ValueError``).
-    """
-    from daskpd.model_file import read_model_file
-
-    return result_from_model_file(read_model_file(path, kind="solve_result"))
-
-
-def result_from_model_file(model_file) -> SolveResult:
-    """Build the :class:`SolveResult` of a model file of kind ``"solve_result"``.
-
-    Parameters
-    ----------
-    model_file : daskpd.model_file.ModelFile
-
-    Returns
-    -------
-    SolveResult
-    """
-    content = model_file.content
-    where = f"model {str(model_file.path)!r}"
-    solver, options = content.get("solver"), content.get("options")
-    if not isinstance(solver, str) or not isinstance(options, dict):
-        raise ValueError(f"{where}: its document is not a solve result's (solver and options)")
-    plain = all(isinstance(key, str) and _is_plain_option(value) for key, value in options.items())
-    if not plain:
-        raise ValueError(f"{where}: its solver options are not names with plain values")
-    vectors = [content.get(name) for name in ("w", "z", "w_avg")]
-    if not isinstance(vectors[0], np.ndarray) or not all(
-        vector is None or (isinstance(vector, np.ndarray) and vector.dtype.kind in "fiub")
-        for vector in vectors
-    ):
-        raise ValueError(f"{where}: its document is not a solve result's (w, z, w_avg)")
-    history = content.get("history")
-    if not isinstance(content.get("objective"), dict) or not (
-        isinstance(history, list | tuple) and all(isinstance(row, dict) for row in history)
-    ):
-        raise ValueError(f"{where}: its document is not a solve result's (objective, history)")
-    try:
-        try:
-            # a registered name (get_solver imports daskpd's own solver modules only)
-            options = make_options(get_solver(solver), options)
-        except ValueError:
-            # a method this process has not registered, or options it no longer has: they
-            # stay a dict of plain values
-            pass
-        return SolveResult(
-            w=np.asarray(content["w"], dtype=np.float64),
-            z=content["z"],
-            w_avg=content["w_avg"],
-            history=tuple(content["history"]),
-            n_epochs=int(content["n_epochs"]),
-            gap=float(content["gap"]),
-            converged=bool(content["converged"]),
-            stop_reason=str(content["stop_reason"]),
-            solver=str(content["solver"]),
-            options=options,
-            objective=content["objective"],
-            seed_entropy=int(content["seed_entropy"]),
-            recoveries=int(content["recoveries"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: its document is not a solve result's ({exc!r})") from None
-
-
-def _is_plain_option(value) -> bool:
-    if isinstance(value, tuple):
-        return all(_is_plain_option(item) for item in value)
-    return value is None or isinstance(value, bool | int | float | str)
+        return save_model(self, path, overwrite=overwrite)
 
 
 @dataclass(frozen=True)

@@ -1,51 +1,7 @@
-"""The model file: one format for solve results and fitted estimators, read without pickle.
+"""The zarr group of a model file: written at once, read and checked before anything is built.
 
-A model file is a zarr v3 group, written at once through :func:`daskpd.data.atomic.atomic_group`
-(a temporary sibling renamed into place when complete, so a reader finds a whole file or
-none). :func:`write_model_file` writes it and :func:`read_model_file` reads and checks it;
-:meth:`SolveResult.save <daskpd.SolveResult.save>`, :func:`daskpd.load_model`, the
-estimators' ``save`` / ``load`` and :func:`daskpd.load_estimator` all go through these two.
-
-Layout (``format_version`` 3)::
-
-    model.zarr/
-        zarr.json        group attributes:
-            format          "daskpd-model"
-            format_version  3
-            kind            "solve_result" or "estimator"
-            document        a JSON string: the content of the kind in the form of
-                            daskpd._codec (None, bool, int, float with NaN, str, list,
-                            tagged tuple / dict / random state), each array replaced by
-                            {"__array__": k}
-            checksums       {array name: CRC-32 of the array's dtype, shape and bytes}
-            arrays          the names of the arrays, in the order the document numbers
-                            them (k in {"__array__": k})
-        w/, state.coef_/, ...     the arrays, one zarr array each, numeric or boolean,
-                                  chunked by at most 2,000,000 elements; named after their
-                                  place in the content (``array-<k>`` where that makes no
-                                  valid name)
-
-The content of a ``"solve_result"`` is a dict: ``solver``, ``options`` (field -> value),
-``objective``, ``history``, ``n_epochs``, ``gap``, ``converged``, ``stop_reason``,
-``seed_entropy``, ``recoveries``, and the arrays ``w``, ``w_avg`` and ``z`` (or None). The
-content of an ``"estimator"`` is a dict: ``estimator`` (``daskpd.estimators.<class>``, looked
-up in a table of daskpd's estimators, never imported by name), ``params`` (the constructor's
-parameters) and ``state`` (the fitted attributes, ``coef_`` included).
-
-A model file says what the model is (its class, hyper-parameters, solver and solver options,
-coefficients), never where or how to run: no scheduler address, callback, checkpoint
-directory or other path is written, and a document that names one is refused when read
-(:mod:`daskpd.estimators._model_file`); a solver is named by its registered name, which
-imports nothing but daskpd's own solver modules (:func:`daskpd.solvers.get_solver`).
-
-Reading never runs code from the file: the attributes are JSON, the document is JSON decoded
-into a closed set of types, an array must be numeric or boolean with codecs from
-:data:`ARRAY_CODECS` (a codec outside it, such as a pickle codec, is refused before any
-chunk is read), and every array must match its checksum. Files of the two formats this one
-replaces are still read: the solve results of ``format_version`` 1 (``format`` "daskpd-model",
-named arrays ``w``, ``w_avg``, ``z``) and the estimator files of ``format_version`` 2 (no
-``format`` attribute). The estimator files of ``format_version`` 1, whose metadata was
-pickled, are refused.
+The layout, what the document of each kind holds and the rules of reading are in the
+docstring of :mod:`daskpd.model_file`.
 """
 
 from __future__ import annotations
@@ -58,19 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from daskpd import _codec
 from daskpd.data.atomic import atomic_group
-
-__all__ = [
-    "ARRAY_CODECS",
-    "FORMAT",
-    "FORMAT_VERSION",
-    "KINDS",
-    "CorruptStoreError",
-    "ModelFile",
-    "read_model_file",
-    "write_model_file",
-]
+from daskpd.model_file import _codec
 
 FORMAT = "daskpd-model"
 #: 3: one layout for both kinds. 2: estimator files (no ``format`` attribute). 1: solve
@@ -205,29 +150,11 @@ def read_array(array, name=None, checksums=None, where=""):
 
 
 def write_model_file(path, kind, content, *, overwrite=False) -> Path:
-    """Write a model file at ``path``, atomically.
+    """Write a model file of ``kind`` holding ``content`` at ``path``, atomically.
 
-    Parameters
-    ----------
-    path : str or path-like
-        Destination directory store (e.g. ``model.zarr``); its parent must exist.
-    kind : {"solve_result", "estimator"}
-    content : dict
-        What the file holds, of the types of :mod:`daskpd._codec`; its numeric and boolean
-        arrays become zarr arrays.
-    overwrite : bool, default=False
-        Replace an existing file at ``path``.
-
-    Returns
-    -------
-    Path
-
-    Raises
-    ------
-    FileExistsError
-        When ``path`` exists and ``overwrite`` is false (nothing is written).
-    TypeError
-        When ``content`` holds a value the format cannot store (named); nothing is written.
+    ``content`` is a dict of the types of :mod:`daskpd.model_file._codec`; its numeric and
+    boolean arrays become zarr arrays. ``path``, ``overwrite``, the result and the errors are
+    those of :func:`daskpd.model_file.save_model`, which builds ``content`` from a model.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
@@ -397,9 +324,9 @@ def read_model_file(path, *, kind=None) -> ModelFile:
 def _parse_document(document, where):
     """The document's JSON, parsed; a ``ValueError`` naming the file for anything else.
 
-    A document nested far deeper than any this format writes (:data:`daskpd._codec.MAX_DEPTH`)
-    makes the JSON parser recurse until Python's limit: refused as not JSON, like malformed
-    text.
+    A document nested far deeper than any this format writes
+    (:data:`~daskpd.model_file._codec.MAX_DEPTH`) makes the JSON parser recurse until Python's
+    limit: refused as not JSON, like malformed text.
     """
     try:
         return json.loads(document)
@@ -419,7 +346,7 @@ def _read_arrays(group, path, checksums, where) -> dict:
     names = set()
     for entry in sorted(path.iterdir()):
         if entry.is_dir():
-            _check_array_metadata(entry / "zarr.json", entry.name, where)
+            check_array_metadata(entry / "zarr.json", entry.name, where)
             names.add(entry.name)
     for name in sorted(set(checksums) - names):
         raise CorruptStoreError(f"{where}: array {name!r} is missing")
@@ -439,7 +366,28 @@ def _read_arrays(group, path, checksums, where) -> dict:
     return arrays
 
 
-def _check_array_metadata(metadata_path, name, where) -> None:
+def check_array_metadata(metadata_path, name, where) -> None:
+    """Refuse an array whose metadata is not a number or boolean array with known codecs.
+
+    Read as JSON before zarr parses it (checkpoints use it for theirs).
+
+    Parameters
+    ----------
+    metadata_path : Path
+        The array's ``zarr.json``.
+    name : str
+        The array's name, for messages.
+    where : str
+        The file, for messages.
+
+    Raises
+    ------
+    CorruptStoreError
+        When the metadata is unreadable or not an array's.
+    ValueError
+        When the data type is not numeric or boolean, or a codec is not in
+        :data:`ARRAY_CODECS`.
+    """
     try:
         metadata = json.loads(metadata_path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
