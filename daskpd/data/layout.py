@@ -4,7 +4,7 @@ With DSO's default ``visit_order="shuffled"`` a tile's nonzeros are regrouped by
 sub-block (``block_cols`` columns, so that the sub-block's slice of ``w`` stays in a core's
 cache), shuffled inside each sub-block with a pseudo-random order that is a function of the
 tile's place ``(P, q, r)`` in the grid only, and cut into chunks. Building this costs about as
-much as a DSO epoch over the tile, and a run used to redo it in its first epoch. It depends on
+much as a DSO epoch over the tile, so it is built once, not in each run's first epoch. It depends on
 the tile's data and on :class:`TileLayout` (``block_cols``, ``chunk_nnz``,
 :data:`MIN_CHUNKS`, :data:`LAYOUT_VERSION`), so :func:`daskpd.data.partition_dataset`
 stores it under ``grids/<P>/layouts/<name>/`` for the layouts it is asked for (format in the

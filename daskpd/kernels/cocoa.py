@@ -90,8 +90,7 @@ is ``(v_j, w_j)``, serial dual coordinate ascent's own numbers. Each field has o
 threads that share ``v`` (PASSCoDe) read each other's steps, perhaps late, but lose none of
 them, as they would adding to one ``v_j`` without locks (a lost addend made a round's steps
 worse and ``v`` no longer ``w(z)``), and atomic additions cost more than the second thread
-gains (1e8 nonzeros, logistic: a full pass 1.0 s in 2 threads with atomic additions to one
-``v`` against 0.8 s in one thread without). So ``v`` at the end of a round is its exact
+gains (BENCHMARKS.md, "Tried first and not kept"). So ``v`` at the end of a round is its exact
 ``w + sigma dw``, ``dw = -X_k^T dz / (alpha n)``, to rounding, with no second read of the
 nonzeros. A record is :func:`pack_width` values wide (2, 4 or 8; zeros past the last
 slot): it fills at most one cache line (:data:`MAX_THREADS`), so one line brings all of a
@@ -116,9 +115,9 @@ from daskpd.kernels.intrinsics import prefetch_record
 #: How many nonzeros ahead the passes prefetch the ``pack`` record of a column. A pass reads
 #: one record of a random column per nonzero (4.66M columns, 75 MB of records on the
 #: splice-like sets: most reads miss every cache) and the out-of-order window keeps too few
-#: of those misses in flight. A full pass over 1e8 nonzeros, one thread, from the same
-#: state: 0.68 s without, 0.67 s at 8 ahead, 0.62 s at 16, 0.57 s at 32, 0.61 s at 64
-#: (medians of 5). The hint continues into the next rows' nonzeros (the ``indices`` that
+#: of those misses in flight; 32 is the fastest of the distances tried (BENCHMARKS.md, "The
+#: passes prefetch the column 32 nonzeros ahead"). The hint continues into the next rows'
+#: nonzeros (the ``indices`` that
 #: follow), which is where the pass goes next in the array but not in its random order:
 #: those prefetches are wasted, a few per row.
 PREFETCH_AHEAD = 32
@@ -340,7 +339,7 @@ def column_value(pack, local, width):
 
     ``width`` is ``pack.shape[1]``, read once by the caller: the tests on it are the same
     for every nonzero of a pass (a width of 2, one thread, adds nothing). Inlined by numba:
-    called, it made the passes 1.5-1.8x slower.
+    a call per nonzero costs the pass more than the sum (BENCHMARKS.md, "Kernel choices").
     """
     value = pack[local, PACK_V]
     if width >= 4:
@@ -359,7 +358,7 @@ def row_dots(pack, indices, vals, binary, start, stop, last_ahead, width):
 
     Inlined by numba; a caller passes ``width`` as a constant (2, 4 or 8), so each copy is
     the loop of one record width, without the per-nonzero tests of :func:`column_value`
-    (left in the loop, they made a serial round 1.3-1.6x slower).
+    (left in the loop, they slowed a serial round: BENCHMARKS.md).
     """
     u = 0.0
     u_start = 0.0

@@ -9,7 +9,7 @@ CoCoA+ passes and the SPDC rows (the prefetch), and SPDC's threaded rows (the at
 - :func:`div_sqrt_pair`: the two AdaGrad steps of an update, ``a / sqrt(c)`` and
   ``b / sqrt(d)``, as one two-lane square root and one two-lane division: the divide/square
   root unit takes a two-lane operation about as fast as a scalar one, and it was the busiest
-  part of the update (grid-2 splice tiles, one core: 1.02e8 -> 1.12e8 updates/s). IEEE 754
+  part of the update (BENCHMARKS.md, DSO: "Both AdaGrad steps in one ..."). IEEE 754
   rounds each lane exactly as the scalar operation, so the results are the same bits.
 - :func:`atomic_add_record`: ``records[row, column] += value`` as one atomic
   read-modify-write (``atomicrmw fadd``; on x86 a compare-and-swap loop). SPDC's threads add

@@ -47,10 +47,8 @@ from daskpd.kernels.scalar import loss_prox_conjugate
 
 #: How many nonzeros of a row ahead the row loops prefetch a coordinate's ``state`` row. A
 #: sampled row's columns are random rows of ``state`` (150 MB at 4.66M features), so the
-#: catch-up loop waited on memory at every nonzero. At 1e8 splice-like nonzeros (rows of
-#: about 450), one thread, logistic, an epoch of the one-row loop took 4.53 s without the
-#: hint, 3.17 s with 16 ahead, 3.20 s with 8, and 3.83 s and 3.88 s with 32 and 64 (the same
-#: iterates, bit for bit).
+#: catch-up loop waited on memory at every nonzero; 16 is the fastest of the distances
+#: tried, with the same iterates bit for bit (BENCHMARKS.md, "Kernel choices").
 PREFETCH_AHEAD = 16
 
 # The scalar parameters of an update, packed into one float64 array (see
@@ -192,8 +190,8 @@ class LazyPrimal(NamedTuple):
 
 #: Bytes a state's first record is aligned to (a cache line): each 32-byte record then sits
 #: in one line. NumPy's large arrays start 16 bytes past a page (glibc's mmap chunks), where
-#: every other record straddles two lines: one epoch of the 2-thread row loop at 1e8
-#: splice-like nonzeros took 1.21-1.24 s on such a state against 1.08-1.10 s aligned.
+#: every other record straddles two lines, which costs the row loop a tenth of its epoch
+#: (BENCHMARKS.md, "Kernel choices").
 RECORD_ALIGN = 64
 
 
@@ -494,7 +492,7 @@ def flush(t, state, tau, l1, l2, factors):
     stamp (an epoch's, as the flushes come once an epoch): without an L1 term, when ``factors``
     is shorter than that span, a table of the whole span is made first (one factor per
     possible skip, fewer than one per coordinate), so no coordinate pays for a ``log1p``,
-    ``exp`` and ``expm1`` (at 4.66M coordinates: 0.35 s an epoch).
+    ``exp`` and ``expm1`` of its own.
     """
     d = state.shape[0]
     if l1 != 0.0:
