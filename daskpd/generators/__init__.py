@@ -10,6 +10,21 @@ parts in order (see :mod:`daskpd.io._parts`). Memory is bounded by a chunk, so d
 Planted models that do not fit the dataset (coefficients, factors ``U`` and ``V``) are stored
 in a zarr group next to it, ``<dest>.planted`` (:func:`planted_path`), and returned.
 
+Every generator also takes these parameters:
+
+chunk_rows : int, optional
+    Rows per chunk (a task); default: about 4M nonzeros per chunk.
+random_state : int, default=0
+    Root of the seeds (the rows and the planted model).
+overwrite : bool, default=False
+    Replace a dataset at ``dest``; otherwise an existing one is a ``FileExistsError`` before
+    any work.
+client : distributed.Client, optional
+    Where the chunks run; default: Dask's current scheduler (an active client's cluster, else
+    threads in this process).
+writer_options : dict, optional
+    Extra keyword arguments of :class:`daskpd.data.DatasetWriter`.
+
 Generators
 ----------
 make_splice_like

@@ -57,11 +57,8 @@ def make_factorized(
     n_informative : int, optional
         Nonzeros of the planted ``coef`` (default: all).
     dtype : {float32, float64}, default=float64
-    chunk_rows : int, optional
-    random_state : int, default=0
-    overwrite : bool, default=False
-    client : distributed.Client, optional
-    writer_options : dict, optional
+    chunk_rows, random_state, overwrite, client, writer_options
+        As every generator takes them (:mod:`daskpd.generators`).
 
     Returns
     -------
@@ -138,11 +135,8 @@ def make_spdc_ridge(
     layout : {"dense", "csr"}, default="dense"
         Storage of the rows. Every entry is nonzero either way; ``"csr"`` is for the solvers
         that read sparse tiles (DSO) and for comparing them on the same bytes.
-    chunk_rows : int, optional
-    random_state : int, default=0
-    overwrite : bool, default=False
-    client : distributed.Client, optional
-    writer_options : dict, optional
+    chunk_rows, random_state, overwrite, client, writer_options
+        As every generator takes them (:mod:`daskpd.generators`).
 
     Returns
     -------

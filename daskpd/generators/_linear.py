@@ -119,12 +119,8 @@ def make_classification(
     flip_y : float, default=0.0
     binary_features : bool, default=False
     dtype : {float32, float64}, default=float64
-    chunk_rows : int, optional
-        Rows per chunk (task); default about 4M nonzeros per chunk.
-    random_state : int, default=0
-    overwrite : bool, default=False
-    client : distributed.Client, optional
-    writer_options : dict, optional
+    chunk_rows, random_state, overwrite, client, writer_options
+        As every generator takes them (:mod:`daskpd.generators`).
 
     Returns
     -------
@@ -169,11 +165,8 @@ def make_regression(
     noise : float, default=0.1
     binary_features : bool, default=False
     dtype : {float32, float64}, default=float64
-    chunk_rows : int, optional
-    random_state : int, default=0
-    overwrite : bool, default=False
-    client : distributed.Client, optional
-    writer_options : dict, optional
+    chunk_rows, random_state, overwrite, client, writer_options
+        As every generator takes them (:mod:`daskpd.generators`).
 
     Returns
     -------

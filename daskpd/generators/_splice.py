@@ -220,13 +220,8 @@ def make_splice_like(
     order : {0, 1}, default=1
         Markov order of the window model.
     dtype : {float32, float64}, default=float32
-    chunk_rows : int, optional
-        Rows per chunk (task); default about 4M nonzeros per chunk.
-    random_state : int, default=0
-    overwrite : bool, default=False
-    client : distributed.Client, optional
-    writer_options : dict, optional
-        Extra keyword arguments of :class:`daskpd.data.DatasetWriter`.
+    chunk_rows, random_state, overwrite, client, writer_options
+        As every generator takes them (:mod:`daskpd.generators`).
     data_path : str, optional
         Another copy of the calibration CSV.
 

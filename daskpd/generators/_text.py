@@ -162,13 +162,9 @@ def make_text_like(
     topic_share, noise_share : float, default=0.05, 0.01
         Fraction of a positive / negative document's tokens drawn from the topic.
     dtype : {float32, float64}, default=float32
-    chunk_rows : int, optional
-        Rows per chunk (task); default about 4M nonzeros per chunk.
-    random_state : int, default=0
     model_state : int, default=0
-    overwrite : bool, default=False
-    client : distributed.Client, optional
-    writer_options : dict, optional
+    chunk_rows, random_state, overwrite, client, writer_options
+        As every generator takes them (:mod:`daskpd.generators`).
 
     Returns
     -------
