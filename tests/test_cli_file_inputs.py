@@ -128,6 +128,21 @@ def test_a_remote_scheduler_needs_store(cache, svm_files, capsys):
     assert not os.path.exists(cache)
 
 
+@pytest.mark.cluster
+def test_a_remote_scheduler_trains_on_the_store_in_store_dir(
+    local_cluster, cache, svm_files, tmp_path, capsys
+):
+    train, test = svm_files
+    shared = tmp_path / "shared"
+    code, out, err = run_cli(
+        capsys, "train", train, "--test", test, "--store", shared, "--alpha", "1e-2",
+        "--no-progress", "--scheduler", local_cluster.scheduler.address,
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["converged"]
+    assert len(_stores(shared)) == 2 and not os.path.exists(cache)
+
+
 def test_store_dir_holds_the_stores(cache, svm_files, tmp_path, capsys):
     train, _ = svm_files
     stores = tmp_path / "shared"
