@@ -4,6 +4,7 @@ client, and the helpers that place blocks on their owners.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,16 @@ import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.solvers.cocoa._options import _Settings
-from daskpd.solvers.cocoa._tasks import _columns_of, _copy
+from daskpd.solvers.cocoa._tasks import (
+    PASSED_STATS,
+    _column_shift,
+    _columns_of,
+    _copy,
+    _pass_task,
+    _shifted_bounds,
+    _shrunk_task,
+    _sum_task,
+)
 
 # --------------------------------------------------------------------------------------------
 # one round on a distributed client: one graph of tasks pinned to the groups' owners
@@ -147,3 +157,127 @@ def _references(values):
 def _scatter_to(client, value, worker):
     # A one-element list keeps a tuple as one future.
     return client.scatter([value], workers=[worker], hash=False)[0]
+
+
+def client_round(state, epoch, seeds):
+    """Submit one round as one graph, release what it spends, wait for the new ``w``."""
+    settings, grid = state.settings, state.settings.grid
+    graph = _ClientRound(state.client, f"{state.token}-{epoch}")
+    owners = state.owners
+    # each round in two tasks: the certifying full passes, then (their output stays on
+    # the owner) the shrunk passes and the step. The round is over for the driver once
+    # the first halves' certificate is in: the shrunk passes and the sums run on while
+    # the driver reports it, and the next round's tasks wait for them on the workers.
+    passed = [
+        graph.add(
+            f"pass-{k}",
+            _pass_task,
+            state.groups[k],
+            state.z[k],
+            state.z_pick,
+            state.w[state.home_of(k)],
+            seeds[k],
+            settings,
+            k == 0,
+            state.bounds[k] if state.bounds else None,
+            worker=owners[k],
+        )  # fmt: skip
+        for k in range(grid)
+    ]
+    tasks = [
+        graph.add(
+            f"round-{k}",
+            _shrunk_task,
+            state.groups[k],
+            passed[k],
+            settings,
+            worker=owners[k],
+        )  # fmt: skip
+        for k in range(grid)
+    ]
+    # z blocks as arrays, for the iterate and checkpoints (off the round's path)
+    z_blocks = [
+        graph.add(f"z-{k}", operator.getitem, task, 0, worker=owners[k])
+        for k, task in enumerate(tasks)
+    ]
+    if state.whole:
+        # the tuples travel whole (their z blocks are small): one hop less a round
+        steps, pick = tasks, 1
+    else:
+        steps = [
+            graph.add(f"step-{k}", operator.getitem, task, 1, worker=owners[k])
+            for k, task in enumerate(tasks)
+        ]
+        pick = None
+    # the certificate sums leave the owner alone (the pass's output holds n_features),
+    # ahead of the shrunk passes that are ready on the same worker at the same time
+    stats_parts = [
+        graph.add(
+            f"stats-{k}",
+            operator.getitem,
+            part,
+            PASSED_STATS,
+            worker=owners[k],
+            priority=1,
+        )  # fmt: skip
+        for k, part in enumerate(passed)
+    ]
+    sums = [
+        graph.add(
+            f"w-{h}",
+            _sum_task,
+            state.w[h],
+            settings.direct,
+            pick,
+            *steps,
+            *state.columns[h],
+            worker=home,
+        )  # fmt: skip
+        for h, home in enumerate(state.homes)
+    ]
+    bounds = []
+    if settings.screening and not settings.direct:
+        # several groups: a group's bounds (at the round's start, in its tuple) move by
+        # ||x_i|| times how far w moves on the group's columns, known once the home
+        # (the owner itself) has summed the next w
+        for k in range(grid):
+            h = state.home_of(k)
+            shift = graph.add(
+                f"shift-{k}", _column_shift, state.w[h], sums[h], state.columns[h][k],
+                worker=state.homes[h],
+            )  # fmt: skip
+            bounds.append(
+                graph.add(
+                    f"bounds-{k}",
+                    _shifted_bounds,
+                    tasks[k],
+                    3,
+                    shift,
+                    state.groups[k],
+                    worker=owners[k],
+                )  # fmt: skip
+            )
+    # what the new state does not hold: released once the scheduler has the graph
+    # (released later, their message would hold up the next round's graph)
+    # (z sources that are the blocks themselves go on as the certified z)
+    spent = [
+        *(state.z if state.z_pick is not None else ()), *state.w[1:], state.certified_w,
+        *(state.certified_z or ()), state.stats, *state.bounds,
+    ]  # fmt: skip
+    n = len(sums)
+    futures = graph.run(
+        [*stats_parts, *sums, *tasks, *z_blocks, *bounds], n_waited=grid, release=spent
+    )
+    # the sums themselves, a few numbers a group: the driver reads them every round
+    stats = np.stack(state.client.gather(futures[:grid]))
+    futures = futures[grid:]
+    return {
+        "w": tuple(futures[:n]),
+        "stats": stats,
+        # the next round's bounds travel in these tuples
+        "z": tuple(futures[n : n + grid]),
+        "z_pick": 0,
+        "z_blocks": tuple(futures[n + grid : n + 2 * grid]),
+        # several groups: shifted apart from the tuples (one group: in them)
+        "bounds": tuple(futures[n + 2 * grid :]),
+    }
