@@ -348,7 +348,9 @@ class Problem:
         ValueError
             Naming the offending parameter and value: labels not in {-1, +1} (or a single
             class) for a classification loss, a regularizer defined for another number of
-            features, shapes of ``w`` or ``z`` that do not match, an empty dataset.
+            features, shapes of ``w`` or ``z`` that do not match, an empty dataset. Data of
+            task "multiclass" passes with at least two classes: a classification loss trains
+            it one-vs-rest (:mod:`daskpd.solvers.cocoa._multiclass`), one problem per class.
         """
         data = as_data(data)
         n_samples, n_features = int(data.n_samples), int(data.n_features)
@@ -360,7 +362,14 @@ class Problem:
                 f"regularizer={self.regularizer.name!r} is defined for n_features={size}, "
                 f"but the data has n_features={n_features}"
             )
-        if self.loss.classification:
+        if self.loss.classification and getattr(data, "task", None) == "multiclass":
+            classes = data.classes
+            if classes is None or classes.shape[0] < 2:
+                raise ValueError(
+                    f"loss={self.loss.name!r} on multiclass data needs at least 2 classes, got "
+                    f"label counts {data.label_counts}"
+                )
+        elif self.loss.classification:
             self._check_labels(data)
         if w is not None:
             w = np.asarray(w)

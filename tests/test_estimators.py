@@ -90,7 +90,15 @@ _DSO_EXTREME_WEIGHTS = (
     "whether the 1000th epoch predicts the heavy class is luck; balanced weights on scaled "
     "data are tested in test_class_weight_balanced_finds_rare_positives"
 )
+_ONE_VS_REST_TO_THE_GAP = (
+    "issue 51: with multiclass data (scikit-learn's check draws 3 classes since the L2 "
+    "classifiers train them one-vs-rest) three fits each stop at a certified gap of 1e-15, "
+    "which at alpha=1 bounds ||w - w*|| by sqrt(2e-15) ~ 4e-8, coarser than the check's "
+    "atol of 1e-9; the one-vs-rest objectives themselves are tested against liblinear in "
+    "test_multiclass.py"
+)
 EXPECTED_FAILED = {
+    "LogisticRegression": dict.fromkeys(_EQUIVALENCE, _ONE_VS_REST_TO_THE_GAP),
     "LinearSVC": {
         **dict.fromkeys(_EQUIVALENCE, _NOT_TO_MACHINE_PRECISION),
         "check_class_weight_classifiers": _DSO_EXTREME_WEIGHTS,

@@ -136,13 +136,22 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
         self._check_params()
         self._dataset_class_weight = None
         data, labels = self._prepare_fit_data(X, y, sample_weight)
+        if (
+            self.warm_start
+            and self._is_classification()
+            and getattr(data, "task", None) == "multiclass"
+        ):
+            raise ValueError(
+                "warm_start=True is not supported on multiclass data yet (one-vs-rest runs "
+                "start from zero); use warm_start=False"
+            )
         if self.fit_intercept:
             data = data.with_bias(float(self.intercept_scaling))
         warm = None
         if (
             self.warm_start
             and hasattr(self, "coef_")
-            and self.coef_.shape[0] == self.n_features_in_
+            and self.coef_.shape == (self.n_features_in_,)
         ):
             warm = self.coef_
             if self.fit_intercept:
@@ -186,13 +195,15 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             # False: no active client and none asked for, so run in-process (the run would
             # otherwise start a LocalCluster for on-disk data).
             result = run_plan(plan, False if client is None else client)
+        # w of shape (n_classes, n_features) for a one-vs-rest model, scikit-learn's coef_
         w = np.asarray(result.w, dtype=np.float64)
         if self.fit_intercept:
-            self.coef_ = w[:-1].copy()
-            self.intercept_ = float(w[-1] * self.intercept_scaling)
+            self.coef_ = w[..., :-1].copy()
+            intercept = w[..., -1] * self.intercept_scaling
+            self.intercept_ = intercept if w.ndim == 2 else float(intercept)
         else:
             self.coef_ = w.copy()
-            self.intercept_ = 0.0
+            self.intercept_ = np.zeros(w.shape[0]) if w.ndim == 2 else 0.0
         self._fit_intercept_used = bool(self.fit_intercept)
         if labels is not None:
             self.classes_ = labels

@@ -1,4 +1,10 @@
-"""Binary linear classifiers: LinearSVC (hinge loss) and LogisticRegression."""
+"""Linear classifiers: LinearSVC (hinge loss) and LogisticRegression.
+
+Two labels make one binary problem (``coef_`` of shape (n_features,)); three or more make
+one problem per class, one-vs-rest (``coef_`` of shape (n_classes, n_features)), trained
+together by CoCoA+ (:mod:`daskpd.solvers.cocoa._multiclass`), as scikit-learn's
+``OneVsRestClassifier`` of liblinear models of the same objective would.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +22,15 @@ from daskpd.estimators._inputs import _is_dask_collection
 from daskpd.estimators._model_file import _model_class
 
 
-class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
-    """Binary linear classifier: ``predict`` maps the sign of the score to ``classes_``."""
+class _LinearClassifier(LinearClassifierMixin, _SaddlePointBase):
+    """Linear classifier: ``predict`` maps the sign of the score (two classes) or the class
+    of the largest score (one-vs-rest) to ``classes_``."""
 
     def decision_function(self, X):
-        """Signed scores ``X @ coef_ + intercept_``; positive means ``classes_[1]``.
+        """Scores ``X @ coef_.T + intercept_``.
+
+        Two classes: one signed score per row, positive means ``classes_[1]``. More: one
+        score per row and class (its one-vs-rest problem's), as scikit-learn's.
 
         Parameters
         ----------
@@ -29,7 +39,8 @@ class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
 
         Returns
         -------
-        scores : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes), or a lazy Dask array
+            for Dask / dataset input
         """
         return self._scores(X)
 
@@ -46,7 +57,10 @@ class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
         y_pred : ndarray of shape (n_samples,), or a lazy Dask array for Dask / dataset input
             Labels from ``classes_``.
         """
-        return _labels_from_scores(self._scores(X), self.classes_)
+        scores = self._scores(X)
+        if scores.ndim == 2:
+            return _labels_of_largest(scores, self.classes_)
+        return _labels_from_scores(scores, self.classes_)
 
     def _loss_spec(self):
         return self._loss_name
@@ -56,8 +70,31 @@ class _BinaryClassifier(LinearClassifierMixin, _SaddlePointBase):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = self._trains_multiclass()
         return tags
+
+    def _trains_multiclass(self) -> bool:
+        """Whether ``fit`` takes more than two classes: the solver it runs (``"auto"``
+        resolved) declares multiclass data (one-vs-rest CoCoA+ with ``penalty="l2"``)."""
+        from daskpd.problem import Problem
+        from daskpd.solvers import get_solver
+        from daskpd.solvers.driver import resolve_solver
+
+        try:
+            problem = Problem(self._loss_spec(), self._regularizer_spec(), self.alpha)
+            grid = dict(self.solver_options or {}).get("grid")
+            name = resolve_solver(self.solver, problem, grid=grid)
+            return bool(getattr(get_solver(name).capabilities, "multiclass", False))
+        except (TypeError, ValueError):
+            # parameters fit refuses anyway: no more than it can do
+            return False
+
+
+def _labels_of_largest(scores, classes):
+    """``classes[argmax]`` of each row of one-vs-rest scores (lazy for Dask scores)."""
+    if _is_dask_collection(scores):
+        return scores.argmax(axis=1).map_blocks(lambda index: classes[index], dtype=classes.dtype)
+    return classes[np.argmax(scores, axis=1)]
 
 
 _CLASSIFIER_PARAMS_DOC = """
@@ -75,7 +112,7 @@ _CLASSIFIER_PARAMS_DOC = """
 
 
 @_model_class
-class LinearSVC(_BinaryClassifier):
+class LinearSVC(_LinearClassifier):
     """Linear support vector classifier: hinge loss ``max(0, 1 - y x.w)``.
 
     Parameters
@@ -91,8 +128,12 @@ class LinearSVC(_BinaryClassifier):
         + _COMMON_PARAMS_DOC
         + _FITTED_DOC
         + """
-    classes_ : ndarray of shape (2,)
-        The two labels; ``classes_[1]`` is the positive class.
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted. Two: ``classes_[1]`` is the positive class. More: the model is
+        one-vs-rest, ``coef_`` of shape (n_classes, n_features) and ``intercept_`` of shape
+        (n_classes,), row ``k`` the problem "``classes_[k]`` or not" (trained by CoCoA+ with
+        ``penalty="l2"``; other solvers refuse multiclass data), and ``gap_`` the sum of the
+        classes' duality gaps.
 """
     )
 
@@ -135,7 +176,7 @@ class LinearSVC(_BinaryClassifier):
 
 
 @_model_class
-class LogisticRegression(_BinaryClassifier):
+class LogisticRegression(_LinearClassifier):
     """Logistic regression: loss ``log(1 + exp(-y x.w))``.
 
     Parameters
@@ -151,8 +192,12 @@ class LogisticRegression(_BinaryClassifier):
         + _COMMON_PARAMS_DOC
         + _FITTED_DOC
         + """
-    classes_ : ndarray of shape (2,)
-        The two labels; ``classes_[1]`` is the positive class.
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted. Two: ``classes_[1]`` is the positive class. More: the model is
+        one-vs-rest, ``coef_`` of shape (n_classes, n_features) and ``intercept_`` of shape
+        (n_classes,), row ``k`` the problem "``classes_[k]`` or not" (trained by CoCoA+ with
+        ``penalty="l2"``; other solvers refuse multiclass data), and ``gap_`` the sum of the
+        classes' duality gaps.
 """
     )
 
@@ -194,7 +239,10 @@ class LogisticRegression(_BinaryClassifier):
         self.solver_options = solver_options
 
     def predict_proba(self, X):
-        """Probabilities of ``classes_[0]`` and ``classes_[1]``.
+        """Probabilities of each class of ``classes_``.
+
+        Two classes: ``sigmoid(s)`` and its complement. More: each class's one-vs-rest
+        ``sigmoid(s_k)``, normalized over the classes (scikit-learn's one-vs-rest rule).
 
         Parameters
         ----------
@@ -203,9 +251,20 @@ class LogisticRegression(_BinaryClassifier):
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, 2), or a lazy Dask array for Dask / dataset input
+        proba : ndarray of shape (n_samples, n_classes), or a lazy Dask array for Dask /
+            dataset input
         """
         scores = self.decision_function(X)
+        if scores.ndim == 2:
+            if _is_dask_collection(scores):
+                import dask.array as da
+
+                each = 1.0 / (1.0 + da.exp(-scores))
+            else:
+                from scipy.special import expit
+
+                each = expit(scores)
+            return each / each.sum(axis=1, keepdims=True)
         if _is_dask_collection(scores):
             import dask.array as da
 
@@ -226,9 +285,16 @@ class LogisticRegression(_BinaryClassifier):
 
         Returns
         -------
-        log_proba : ndarray of shape (n_samples, 2), or a lazy Dask array
+        log_proba : ndarray of shape (n_samples, n_classes), or a lazy Dask array
         """
         scores = self.decision_function(X)
+        if scores.ndim == 2:
+            proba = self.predict_proba(X)
+            if _is_dask_collection(proba):
+                import dask.array as da
+
+                return da.log(proba)
+            return np.log(proba)
         if _is_dask_collection(scores):
             import dask.array as da
 

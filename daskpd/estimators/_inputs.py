@@ -2,7 +2,11 @@
 
 NumPy arrays and scipy.sparse matrices are validated as scikit-learn validates them; Dask
 arrays and daskpd datasets are checked without loading them, and their scores stay lazy.
-Classifier labels become -1/+1, and sample and class weights become row weights.
+Classifier labels become -1/+1, and sample and class weights become row weights. The
+classifiers whose solver trains multiclass data one-vs-rest (``_trains_multiclass()``) take
+three or more labels of any type: they become the class indexes 0, 1, ... of a dataset of task
+"multiclass", and ``classes_`` maps the indexes back. Their scores then have one column per
+class.
 """
 
 from __future__ import annotations
@@ -39,9 +43,20 @@ def _is_dataset(obj) -> bool:
 
 
 def _block_scores(X_block, coef, intercept):
-    """Scores ``X_block @ coef + intercept`` of one block, dense or sparse."""
+    """Scores ``X_block @ coef + intercept`` of one block, dense or sparse.
+
+    ``coef`` of shape (n_classes, n_features) (a multiclass model) gives scores of shape
+    (n_rows, n_classes), ``X_block @ coef.T + intercept``, as scikit-learn's.
+    """
+    if np.ndim(coef) == 2:
+        return np.asarray(X_block @ coef.T, dtype=np.float64).reshape(-1, coef.shape[0]) + intercept
     scores = X_block @ coef
     return np.asarray(scores, dtype=np.float64).reshape(-1) + intercept
+
+
+def _class_indexes(y_block, labels):
+    """The index in ``labels`` (sorted) of each label of ``y_block``, as float64."""
+    return np.searchsorted(labels, y_block).astype(np.float64)
 
 
 def _dataset_block_scores(dataset, index, coef, intercept):
@@ -57,6 +72,10 @@ class _InputsMixin:
     """
 
     # ---------------------------------------------------------------- input
+
+    def _trains_multiclass(self) -> bool:
+        """Whether ``fit`` takes more than two classes (the linear classifiers say)."""
+        return False
 
     def _prepare_fit_data(self, X, y, sample_weight):
         """Turn any supported input into a daskpd dataset with labels in {-1, +1} (classifiers).
@@ -85,9 +104,15 @@ class _InputsMixin:
             reset=True,
         )
         weights = self._normalized_sample_weight(sample_weight, X)
+        # a regressor's integer targets are numbers, never taken for classes
+        task = None if classification else "regression"
         if classification:
             labels, y_signed = self._encode_labels(y)
-            weights = self._apply_class_weight(weights, y_signed, labels)
+            if labels.shape[0] > 2:
+                weights = self._multiclass_row_weights(weights, y_signed, labels)
+                task = "multiclass"
+            else:
+                weights = self._apply_class_weight(weights, y_signed, labels)
             y = y_signed
         else:
             labels = None
@@ -97,7 +122,7 @@ class _InputsMixin:
             X.sort_indices()
         # Always the sparse layout: every solver (DSO needs it) then sees the same data,
         # so NumPy, scipy.sparse, Dask and on-disk input give the same model.
-        return as_dataset(X, y, sample_weight=weights, layout="csr"), labels
+        return as_dataset(X, y, sample_weight=weights, layout="csr", task=task), labels
 
     def _normalized_sample_weight(self, sample_weight, X):
         if sample_weight is None:
@@ -118,11 +143,39 @@ class _InputsMixin:
                 f"{type(self).__name__} needs samples of 2 classes in the data, but the data "
                 f"contains only one class: {labels[0].item()!r}"
             )
+        if y_type == "multiclass" and self._trains_multiclass():
+            # one-vs-rest: the class indexes, stored as the labels of a multiclass dataset
+            return labels, np.searchsorted(labels, y).astype(np.float64)
         if y_type != "binary":
             raise ValueError(
                 f"Only binary classification is supported. The type of the target is {y_type}."
             )
         return labels, np.where(y == labels[1], 1.0, -1.0)
+
+    def _multiclass_row_weights(self, weights, codes, labels):
+        """Row weights of multiclass rows (``codes``: class indexes): the sample weights
+        times the class weight of each row's class, in every one-vs-rest problem (the
+        objective's ``c_i = sample_weight_i * class_weight[y_i]``; liblinear instead weighs
+        only the positive rows of each class's problem). ``"balanced"``:
+        ``n_samples / (n_classes * count(label))``, as scikit-learn's."""
+        counts = np.bincount(np.asarray(codes, dtype=np.intp), minlength=labels.shape[0])
+        class_weight = self._class_weight_dict(labels, counts)
+        if class_weight is None:
+            return weights
+        per_class = np.array([class_weight[label] for label in labels.tolist()])
+        row_weight = per_class[np.asarray(codes, dtype=np.intp)]
+        weights = row_weight if weights is None else weights * row_weight
+        if not weights.sum() > 0:
+            raise ValueError("class_weight and sample_weight give every row zero weight")
+        return weights
+
+    def _refuse_multiclass_class_weight(self):
+        if getattr(self, "class_weight", None) is not None:
+            raise ValueError(
+                "class_weight on a multiclass dataset is not supported (its row weights are "
+                "stored in it: store them as sample weights); got "
+                f"class_weight={self.class_weight!r}"
+            )
 
     def _class_weight_dict(self, labels, counts):
         """Class weight per label, as {label: weight}; counts are the samples per label."""
@@ -219,6 +272,15 @@ class _InputsMixin:
             labels = np.asarray(labels)
             if labels.shape[0] != 2:
                 self._encode_labels(labels)  # raises the one-class / multiclass error
+            if labels.shape[0] > 2:
+                codes = y.map_blocks(_class_indexes, labels, dtype=np.float64)
+                if getattr(self, "class_weight", None) is not None:
+                    weights = self._multiclass_row_weights(
+                        weights, codes.compute().astype(np.intp), labels
+                    )
+                return as_dataset(
+                    X, codes, sample_weight=weights, layout="csr", task="multiclass"
+                ), labels
             y_signed = da.where(y == labels[1], 1.0, -1.0)
             counts = da.compute((y_signed < 0).sum(), (y_signed > 0).sum())
             class_weight = self._class_weight_dict(labels, counts)
@@ -227,7 +289,8 @@ class _InputsMixin:
                 row_weight = da.where(y_signed > 0, high, low)
                 weights = row_weight if weights is None else row_weight * weights
             y = y_signed
-        return as_dataset(X, y, sample_weight=weights, layout="csr"), labels
+        task = None if classification else "regression"
+        return as_dataset(X, y, sample_weight=weights, layout="csr", task=task), labels
 
     def _prepare_dataset(self, dataset, y, sample_weight, classification):
         if y is not None:
@@ -246,6 +309,9 @@ class _InputsMixin:
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         labels = None
+        if classification and dataset.classes is not None and self._trains_multiclass():
+            self._refuse_multiclass_class_weight()
+            return dataset, dataset.classes
         if classification:
             if getattr(dataset, "task", "binary") != "binary" or not dataset.label_counts:
                 raise ValueError(
@@ -304,6 +370,15 @@ class _InputsMixin:
         self._check_n_features(X.shape[1])
         if X.numblocks[1] > 1:
             X = X.rechunk({1: -1})
+        if np.ndim(self.coef_) == 2:
+            return X.map_blocks(
+                _block_scores,
+                self.coef_,
+                self.intercept_,
+                chunks=(X.chunks[0], (self.coef_.shape[0],)),
+                dtype=np.float64,
+                meta=np.empty((0, 0), dtype=np.float64),
+            )
         # One key for the coefficients, shared by every block's task.
         coef = da.from_array(self.coef_, chunks=-1)
         return da.blockwise(
@@ -326,10 +401,12 @@ class _InputsMixin:
         self._check_n_features(dataset.shape[1])
         bounds = np.asarray(dataset.row_block_bounds)
         coef = dask.delayed(self.coef_)
+        # one column per class for a multiclass model
+        columns = (self.coef_.shape[0],) if np.ndim(self.coef_) == 2 else ()
         blocks = [
             da.from_delayed(
                 dask.delayed(_dataset_block_scores)(dataset, index, coef, self.intercept_),
-                shape=(int(bounds[index + 1] - bounds[index]),),
+                shape=(int(bounds[index + 1] - bounds[index]), *columns),
                 dtype=np.float64,
             )
             for index in range(dataset.n_row_blocks)

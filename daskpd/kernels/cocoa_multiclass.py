@@ -140,26 +140,3 @@ def one_vs_rest_pass(
                     x = np.float64(vals[e])
                     for cls in range(n_classes):
                         v[j, cls] += coef[cls] * x
-
-
-@njit
-def class_scores(indptr, indices, vals, binary, coef, out):
-    """``out[i, k] = x_i . coef[:, k]`` for CSR rows and feature-major weights.
-
-    Parameters
-    ----------
-    indptr, indices, vals, binary
-        CSR rows (``vals`` ignored when ``binary``).
-    coef : ndarray of shape (n_features, K)
-    out : ndarray of shape (m, K)
-        Output (overwritten).
-    """
-    n_classes = coef.shape[1]
-    for i in range(indptr.shape[0] - 1):
-        for cls in range(n_classes):
-            out[i, cls] = 0.0
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            x = 1.0 if binary else np.float64(vals[e])
-            for cls in range(n_classes):
-                out[i, cls] += x * coef[j, cls]

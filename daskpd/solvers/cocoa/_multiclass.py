@@ -42,7 +42,7 @@ from daskpd.kernels import cocoa_multiclass as kernels
 from daskpd.kernels.cocoa import row_norms
 from daskpd.solvers.driver.seeds import epoch_seed
 
-__all__ = ["OneVsRestResult", "class_scores", "multiclass_scores", "one_vs_rest", "run_multiclass"]
+__all__ = ["OneVsRestResult", "one_vs_rest", "run_multiclass"]
 
 #: The losses of one-vs-rest CoCoA+ by name (the classification losses of CoCoA+).
 LOSSES = ("hinge", "smooth_hinge", "squared_hinge", "logistic")
@@ -349,8 +349,9 @@ def one_vs_rest(
     coef = np.ascontiguousarray(np.asarray(w_start).T)
     if test_data is not None:
         from daskpd import metrics
+        from daskpd.solvers.common.scores import score_rows
 
-        scores = class_scores(coef, test_data)
+        scores = score_rows(coef, test_data, client=client if use_client else None)
         found = metrics.multiclass_metrics(test_data.y, scores, classes)
         history[-1].update({f"test_{key}": value for key, value in found.items()})
     return OneVsRestResult(
@@ -375,21 +376,6 @@ def one_vs_rest(
             "classes": classes.tolist(),
         },
     )
-
-
-def class_scores(coef, data) -> np.ndarray:
-    """``X @ coef.T`` for every row of ``data``, here (:func:`multiclass_scores` in-process).
-
-    Parameters
-    ----------
-    coef : ndarray of shape (n_classes, n_features)
-    data : Dataset-like
-
-    Returns
-    -------
-    scores : ndarray of shape (n_samples, n_classes)
-    """
-    return multiclass_scores(coef, data)
 
 
 def run_multiclass(plan, client=None):
@@ -449,47 +435,3 @@ def run_multiclass(plan, client=None):
         seed_entropy=int(plan.seed.entropy),
         timings={"wall": seconds, "epochs": found.history[-1]["seconds"]},
     )
-
-
-def _block_class_scores(data, start, stop, coef_by_feature):
-    """Task: the one-vs-rest scores of rows ``start:stop`` (one read of the rows)."""
-    indptr, indices, vals, _ = data.read_rows_arrays(start, stop)
-    binary = vals is None
-    vals = np.zeros(0, dtype=np.float32) if binary else np.ascontiguousarray(vals)
-    out = np.empty((stop - start, coef_by_feature.shape[1]))
-    kernels.class_scores(
-        np.ascontiguousarray(indptr, dtype=np.int64),
-        np.ascontiguousarray(indices, dtype=np.int32), vals, binary, coef_by_feature, out,
-    )  # fmt: skip
-    return out
-
-
-def multiclass_scores(coef, data, *, client=None) -> np.ndarray:
-    """``X @ coef.T`` for every row of ``data``, one task per row block, one read each.
-
-    Parameters
-    ----------
-    coef : ndarray of shape (n_classes, n_features)
-    data : Dataset-like
-    client : distributed.Client, optional
-        Where the blocks are scored (each on a worker, where it is read); None: here.
-
-    Returns
-    -------
-    scores : ndarray of shape (n_samples, n_classes)
-    """
-    coef_by_feature = np.ascontiguousarray(np.asarray(coef, dtype=np.float64).T)
-    bounds = np.asarray(data.row_block_bounds, dtype=np.int64)
-    ranges = [(int(bounds[b]), int(bounds[b + 1])) for b in range(bounds.shape[0] - 1)]
-    if client is None or client is False:
-        parts = [_block_class_scores(data, lo, hi, coef_by_feature) for lo, hi in ranges]
-    else:
-        shared = client.scatter(coef_by_feature, broadcast=True)
-        futures = [
-            client.submit(_block_class_scores, data, lo, hi, shared, pure=False)
-            for lo, hi in ranges
-        ]
-        parts = client.gather(futures)
-    if not parts:
-        return np.empty((0, coef_by_feature.shape[1]))
-    return np.concatenate(parts)

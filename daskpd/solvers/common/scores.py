@@ -28,7 +28,9 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
 
     Parameters
     ----------
-    w : ndarray of shape (n_features,)
+    w : ndarray of shape (n_features,) or (n_classes, n_features)
+        One weight vector, or one per class of a one-vs-rest model (each block is then read
+        once for all the classes).
     data : Dataset-like
         Has ``n_row_blocks`` and ``block(i)``.
     client : distributed.Client, optional
@@ -36,14 +38,14 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
 
     Returns
     -------
-    scores : ndarray of shape (n_samples,)
+    scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
     """
     from daskpd._graphs import TaskGraph
 
     w = np.asarray(w, dtype=np.float64)
     n_blocks = int(data.n_row_blocks)
     if n_blocks == 0:
-        return np.zeros(0)
+        return np.zeros((0, *w.shape[:-1]))
     graph = TaskGraph("daskpd-scores")
     if client is not None:
         from daskpd._cluster import block_worker, worker_addresses
@@ -71,7 +73,7 @@ def score_rows(w, data, *, client=None) -> np.ndarray:
         w_ref, data_ref = graph.data("w", w), graph.data("data", data)
         parts = [graph.task(i, _score_block, data_ref, i, w_ref) for i in range(n_blocks)]
         pieces = graph.compute(parts)
-    return np.concatenate(pieces) if pieces else np.zeros(0)
+    return np.concatenate(pieces) if pieces else np.zeros((0, *w.shape[:-1]))
 
 
 def prefetch_rows(data, client, arrays=False):
@@ -141,4 +143,6 @@ def _keep_arrays(data, i):
 def _score_block(data, i, w):
     # the test blocks stay in the worker for the run's later evaluations
     X_block, _ = resident_block(data, i)
+    if w.ndim == 2:
+        return np.asarray(X_block @ w.T, dtype=np.float64).reshape(-1, w.shape[0])
     return np.asarray(X_block @ w, dtype=np.float64).ravel()

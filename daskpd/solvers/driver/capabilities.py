@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BUILTIN_LOSSES", "BUILTIN_REGULARIZERS", "Capabilities", "markdown_table"]
+__all__ = [
+    "BUILTIN_LOSSES",
+    "BUILTIN_REGULARIZERS",
+    "Capabilities",
+    "is_multiclass",
+    "markdown_table",
+]
 
 #: Canonical names of the losses of :mod:`daskpd.losses`.
 BUILTIN_LOSSES = (
@@ -74,6 +80,10 @@ class Capabilities:
         Row layouts it reads.
     notes : str, default=""
         Conditions the fields cannot say (options some pairs need), for the README table.
+    multiclass : bool, default=False
+        Trains data of task ``"multiclass"`` with a classification loss, one-vs-rest (the
+        solver then has ``run_multiclass(plan, client)``, which the driver calls instead of
+        its loop; :mod:`daskpd.solvers.cocoa._multiclass`).
     """
 
     losses: frozenset
@@ -86,6 +96,7 @@ class Capabilities:
     storage: frozenset = frozenset(STORAGES)
     layouts: frozenset = frozenset(LAYOUTS)
     notes: str = ""
+    multiclass: bool = False
 
     def __post_init__(self):
         for field, known in (
@@ -141,6 +152,11 @@ class Capabilities:
         warm_start : bool, default=False
             Whether the run starts from a given model.
         """
+        if is_multiclass(problem, data) and not self.multiclass:
+            raise ValueError(
+                f"solver {solver!r} does not train multiclass data ({len(data.classes)} "
+                "classes); solver 'cocoa' (penalty 'l2') trains it one-vs-rest"
+            )
         loss = str(problem.loss.name)
         if loss in BUILTIN_LOSSES and loss not in self.losses:
             raise self.refusal(solver, "loss", loss)
@@ -173,6 +189,11 @@ class Capabilities:
 
 
 _STORED = {"memory": "in memory", "disk": "on disk"}
+
+
+def is_multiclass(problem, data) -> bool:
+    """Whether a run is one-vs-rest: a classification loss on data of task "multiclass"."""
+    return bool(problem.loss.classification) and getattr(data, "task", None) == "multiclass"
 
 
 def data_storage(data) -> str:

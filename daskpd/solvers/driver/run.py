@@ -167,8 +167,16 @@ def run_plan(plan: Plan, client=None):
 
 
 def _execute(plan: Plan, client):
+    from daskpd.solvers.driver.capabilities import is_multiclass
     from daskpd.solvers.driver.loop import loop
 
+    if is_multiclass(plan.problem, plan.data):
+        # one-vs-rest: the solver's own run (its rounds serve every class), declared in its
+        # capabilities; a solver without the declaration was refused by the plan, or is
+        # refused here when it declares nothing
+        if not getattr(plan.capabilities, "multiclass", False):
+            raise ValueError(f"solver {plan.solver!r} does not train multiclass data")
+        return plan.method.run_multiclass(plan, client)
     # what depends on the client (DSO's grid follows the number of workers)
     plan.method.prepare(plan.data, plan.options, client)
     return loop(plan, client)
