@@ -9,7 +9,8 @@ The public API, by layer:
   a dataset in one Dask compute), :mod:`daskpd.metrics`;
 * training: :func:`solve` with the registered methods ``"dso"``, ``"spdc"``, ``"dspdc"``,
   ``"gsfw"``, ``"pdprox"``, ``"cocoa"`` and the ``"batch"`` baseline; callbacks, checkpoints,
-  models;
+  models; :func:`regularization_path` (one certified model per alpha, warm-started, and
+  the choice of alpha on validation data);
 * scikit-learn estimators (:mod:`daskpd.estimators`).
 """
 
@@ -52,6 +53,9 @@ _LAZY = {
     "get_solver": "daskpd.solvers",
     "register_solver": "daskpd.solvers",
     "solve": "daskpd.solvers",
+    "RegularizationPath": "daskpd.path",
+    "alpha_max": "daskpd.path",
+    "regularization_path": "daskpd.path",
     "ElasticNet": "daskpd.estimators",
     "LADRegression": "daskpd.estimators",
     "Lasso": "daskpd.estimators",
@@ -102,11 +106,13 @@ __all__ = [
     "MemoryDataset",
     "Problem",
     "ProgressBar",
+    "RegularizationPath",
     "Ridge",
     "SaddlePointEstimator",
     "SolveResult",
     "TrainingFailed",
     "__version__",
+    "alpha_max",
     "as_dataset",
     "available_solvers",
     "generators",
@@ -121,6 +127,7 @@ __all__ = [
     "open_dataset",
     "partition_dataset",
     "register_solver",
+    "regularization_path",
     "save_model",
     "solve",
     "write_dataset",

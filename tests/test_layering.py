@@ -158,3 +158,13 @@ def test_the_rooms_test_sees_a_wrong_import():
     assert "driver.plan -> daskpd.solvers.cocoa._solver (the driver imports no method)" in wrong[0]
     assert "(a method imports no other method)" in wrong[1]
     assert "spdc._solver -> daskpd.solvers.driver.run" in wrong[2]
+
+
+def test_the_path_sits_above_the_solvers():
+    """``daskpd.path`` (the regularization path) calls ``solve``; nothing below it imports it."""
+    graph = _graph()
+    assert any(target.startswith(SOLVERS) for target in graph["daskpd.path"])
+    below = ("daskpd.solvers", "daskpd.problem", "daskpd.data", "daskpd.kernels", "daskpd.losses")
+    wrong = [name for name, targets in graph.items()
+             if name.startswith(below) and "daskpd.path" in targets]  # fmt: skip
+    assert not wrong, wrong

@@ -179,3 +179,36 @@ def test_one_cluster_serves_the_whole_path(tmp_path, monkeypatch):
     path = regularization_path(train, validation_data=valid, n_alphas=3, tol=1e-6)
     assert len(started) == 1
     assert path.converged and np.all(np.isfinite(path.scores))
+
+
+def test_train_alpha_auto_through_the_cli(tmp_path, capsys):
+    import json
+
+    import daskpd
+    from daskpd.data import write_dataset
+    from tests._cli import run_cli
+
+    (X, y), (X_valid, y_valid) = _noisy("hinge", 1.5)
+    write_dataset(X, y, tmp_path / "train.zarr")
+    write_dataset(X_valid, y_valid, tmp_path / "valid.zarr")
+    base = ("train", tmp_path / "train.zarr", "--in-process", "--no-progress")
+    code, out, err = run_cli(
+        capsys, *base, "--alpha", "auto", "--validation", tmp_path / "valid.zarr",
+        "--test", tmp_path / "valid.zarr", "--out", tmp_path / "model.zarr",
+    )  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out)
+    path = regularization_path((X, y), validation_data=(X_valid, y_valid), tol=1e-4, max_epochs=50)
+    assert summary["alpha"] == path.best_alpha
+    assert [point["alpha"] for point in summary["path"]] == path.alphas.tolist()
+    assert all(point["gap"] <= 1e-4 and point["converged"] for point in summary["path"])
+    assert summary["scoring"] == "average_precision"
+    assert summary["test_average_precision"] == max(point["score"] for point in summary["path"])
+    assert daskpd.load_model(tmp_path / "model.zarr").objective["alpha"] == path.best_alpha
+    for extra, message in [
+        (("--alpha", "auto"), "--alpha auto needs --validation"),
+        (("--validation", tmp_path / "valid.zarr"), "--validation goes with --alpha auto"),
+        (("--alpha", "often"), "--alpha must be a number or 'auto'"),
+    ]:
+        code, out, err = run_cli(capsys, *base, *extra)
+        assert code == 2 and message in err and not out

@@ -21,6 +21,7 @@ from daskpd.cli._options import (
     _run_client,
     subcommand,
 )
+from daskpd.cli._path import alpha_or_auto, check_path_arguments, run_train_path
 
 # --------------------------------------------------------------------------------------------
 # train, evaluate, predict, demo (owner: solver driver)
@@ -112,7 +113,7 @@ def _open_data(path, what):
         raise UsageError(f"{what} {path!r} does not exist") from None
 
 
-def _add_training_options(parser, *, defaults) -> None:
+def _add_training_options(parser, *, defaults, alpha_auto=False) -> None:
     group = parser.add_argument_group("model and solver")
     group.add_argument(
         "--solver",
@@ -126,10 +127,16 @@ def _add_training_options(parser, *, defaults) -> None:
     group.add_argument("--reg", default="l2", help="regularizer name (default l2)")
     group.add_argument(
         "--alpha",
-        type=_number("--alpha"),
+        type=alpha_or_auto if alpha_auto else _number("--alpha"),
         default=defaults["alpha"],
         help=f"regularization strength: > 0, or >= 0 for --reg zero (default "
-        f"{defaults['alpha']:g})",
+        f"{defaults['alpha']:g})"
+        + (
+            "; 'auto': the best on --validation of a certified, warm-started path of 12 "
+            "alphas (daskpd.regularization_path)"
+            if alpha_auto
+            else ""
+        ),
     )
     group.add_argument(
         "--epochs",
@@ -234,6 +241,7 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
     _add_training_options(
         parser,
         defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
+        alpha_auto=True,
     )
     parser.add_argument(
         "--class-weight",
@@ -243,6 +251,9 @@ def _add_train(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--test", metavar="DATA", help="test dataset or file (AUPRC etc. in the history)"
+    )
+    parser.add_argument(
+        "--validation", metavar="DATA", help="with --alpha auto: the rows that choose alpha"
     )
     parser.add_argument("--out", metavar="MODEL", help="write the model (zarr) here")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
@@ -269,11 +280,12 @@ def _run_train(args) -> int:
 
     if args.resume and not args.checkpoint_dir:
         raise UsageError("--resume needs --checkpoint-dir")
-    inputs = [("DATA", args.data), ("--test", args.test)]
+    check_path_arguments(args)
+    inputs = [("DATA", args.data), ("--test", args.test), ("--validation", args.validation)]
     _check_not_input(args.out, "--out", inputs)
     # checkpoints are written beside each other in the directory, which may hold the data
     _check_not_input(args.checkpoint_dir, "--checkpoint-dir", inputs, holding=False)
-    check_file_inputs(args, [args.data, args.test])
+    check_file_inputs(args, [args.data, args.test, args.validation])
     _check_out(args.out, args.overwrite)  # before a file's ingestion, which may take long
     data = open_input(args, args.data, "DATA")
     test = None
@@ -281,6 +293,13 @@ def _run_train(args) -> int:
         test = open_input(args, args.test, "--test", n_features=data.n_features)
     if test is not None and test.n_features != data.n_features:
         raise UsageError(f"--test has {test.n_features} features but DATA has {data.n_features}")
+    if args.alpha == "auto":
+        validation = open_input(args, args.validation, "--validation", n_features=data.n_features)
+        return run_train_path(
+            args, data, test, validation, make_plan=_make_plan, client_context=_run_client,
+            summary=_summary, options=_option_values(args),
+            class_weight=_class_weight_arg(getattr(args, "class_weight", None)),
+        )  # fmt: skip
     plan = _make_plan(
         args,
         data,
