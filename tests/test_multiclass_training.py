@@ -36,6 +36,7 @@ def test_solve_returns_a_weight_row_and_a_certificate_per_class():
     row = result.history[-1]
     assert len(row["class_gap"]) == 3 and row["gap"] == pytest.approx(sum(row["class_gap"]))
     assert result.objective["classes"] == [0.0, 1.0, 2.0]
+    np.testing.assert_allclose(result.decision_function((X, y.astype(float))), X @ result.w.T)
 
 
 @pytest.mark.parametrize("solver", ["dso", "spdc", "dspdc", "batch", "tron", "gsfw", "pdprox"])

@@ -79,7 +79,9 @@ class SolveResult:
     Attributes
     ----------
     w : ndarray of shape (n_features,)
-        Primal solution (the last evaluated iterate).
+        Primal solution (the last evaluated iterate). On multiclass data (one-vs-rest,
+        :mod:`daskpd.solvers.cocoa._multiclass`) of shape (n_classes, n_features), ``z`` of
+        shape (n_samples, n_classes), ``gap`` the sum of the classes' gaps.
     z : ndarray of shape (n_samples,), list, or None
         Dual iterate as the solver holds it (may be a list of distributed handles).
     w_avg : ndarray of shape (n_features,) or None
@@ -162,10 +164,11 @@ class SolveResult:
 
         Returns
         -------
-        scores : ndarray of shape (n_samples,)
+        scores : ndarray of shape (n_samples,), or (n_samples, n_classes) for a one-vs-rest
+            result (``w`` of shape (n_classes, n_features))
         """
         data = as_data(data, name="data")
-        _check_n_features(data, self.w.shape[0], "data")
+        _check_n_features(data, self.w.shape[-1], "data")
         return score_rows(self.w, data, client=client)
 
     def save(self, path, *, overwrite=False):
