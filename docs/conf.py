@@ -97,9 +97,15 @@ def _public_path(cls) -> str:
 
 
 def _room(module: str) -> str:
-    """The room of a module: ``daskpd.<x>``, and inside the solvers ``daskpd.solvers.<x>``."""
+    """The room of a module: ``daskpd.<x>``; inside the solvers a method's package
+    (``daskpd.solvers.<method>``) or a module of the driver or of the shared pieces
+    (``daskpd.solvers.driver.<x>``, ``daskpd.solvers.common.<x>``)."""
     parts = module.split(".")
-    return ".".join(parts[:3] if parts[1:2] == ["solvers"] and len(parts) > 2 else parts[:2])
+    if parts[1:2] != ["solvers"] or len(parts) < 3:
+        return ".".join(parts[:2])
+    if parts[2] in ("driver", "common") and len(parts) > 3:
+        return ".".join(parts[:4])
+    return ".".join(parts[:3])
 
 
 def room_graph() -> dict:
