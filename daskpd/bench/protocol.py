@@ -231,7 +231,7 @@ def start_apart(runs, p_star: float) -> dict | None:
     alone, own = [], []
     for run, start in zip(runs, starts, strict=True):
         wall0, epochs0 = (start[-1][0], start[-1][1]) if start else (0.0, 0.0)
-        alone.append(Run(points=start, ended="its start alone"))
+        alone.append(Run(points=start, ended="above it at the start's end"))
         after = [
             (p[0] - wall0, p[1] - epochs0, p[2], p[3])
             for p in run.points
