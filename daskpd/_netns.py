@@ -61,6 +61,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+from distributed import Client, Security
+
 from daskpd._cluster import WORKER_ENVIRON
 
 #: prefix of every name a run creates (namespaces, the root's veth, temporary directories)
@@ -152,8 +155,6 @@ def _namespace_pids(namespace: str) -> list[int]:
 
 
 def _process_alive(pid: int, started: float | None) -> bool:
-    import psutil
-
     try:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
@@ -165,7 +166,6 @@ def _process_alive(pid: int, started: float | None) -> bool:
 
 def _end_processes(pids, grace: float) -> None:
     """SIGTERM, then SIGKILL after ``grace`` seconds, to the given processes (ours)."""
-    import psutil
 
     processes = []
     for pid in pids:
@@ -411,8 +411,6 @@ class NetnsCluster:
         self.rate = rate
         self.bits_per_second = None if rate is None else parse_rate(rate)
         if memory_limit is None:
-            import psutil
-
             memory_limit = psutil.virtual_memory().total // (self.n_workers + 1)
         self.memory_limit = memory_limit
         self.timeout = float(timeout)
@@ -482,7 +480,6 @@ class NetnsCluster:
     def client(self, **kwargs):
         """A :class:`distributed.Client` of this cluster (TLS settings given; not the default
         client unless ``set_as_default=True``). Close it before the cluster."""
-        from distributed import Client
 
         kwargs.setdefault("set_as_default", False)
         return Client(self.address, security=self.security, **kwargs)
@@ -621,7 +618,6 @@ class NetnsCluster:
                 ),
                 worker_environ,
             )  # fmt: skip
-        from distributed import Security
 
         self.security = Security(
             tls_ca_file=files["ca"],
@@ -656,6 +652,4 @@ class NetnsCluster:
 
 
 def _process_start_time() -> float:
-    import psutil
-
     return psutil.Process(os.getpid()).create_time()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import zarr
 
 from daskpd import _sidefiles
 from daskpd.data.atomic import atomic_group
@@ -254,8 +255,6 @@ class CheckpointStore:
         return None
 
     def _read(self, path: Path, load_arrays: bool) -> Checkpoint | None:
-        import zarr
-
         try:
             group = zarr.open_group(store=str(path), mode="r")
             attrs = dict(group.attrs)

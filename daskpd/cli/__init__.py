@@ -27,6 +27,7 @@ from daskpd.cli._options import SUBCOMMANDS, UsageError, _one_line
 # Importing a command group registers its subcommands, and ``daskpd --help`` lists them in
 # registration order: this order, which the import sorter must leave alone.
 from daskpd.cli import _data, _training, _bench  # noqa: F401  # isort: skip
+from daskpd import __version__
 
 __all__ = ["build_parser", "main"]
 
@@ -46,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="daskpd",
         description="Out-of-core primal-dual training of regularized linear models on Dask.",
     )
-    from daskpd import __version__
 
     parser.add_argument("--version", action="version", version=f"daskpd {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

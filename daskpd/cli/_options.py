@@ -8,7 +8,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
+from pathlib import Path
+
+# daskpd._cluster in the functions that use it: `daskpd --help` does not load it (cli/_data).
 
 
 class UsageError(Exception):
@@ -207,8 +211,6 @@ def _nonnegative_int(name):
 
 
 def _check_out(path, overwrite, what="--out") -> None:
-    from pathlib import Path
-
     if path is None:
         return
     target = Path(path)
@@ -233,7 +235,6 @@ def _check_not_input(out, what, inputs, *, holding=True) -> None:
     holding : bool, default=True
         Also refuse an output that holds an input (replacing it removes the input).
     """
-    import os
 
     if out is None:
         return
@@ -258,8 +259,6 @@ def _check_not_input(out, what, inputs, *, holding=True) -> None:
 
 
 def _same_inode(a, b) -> bool:
-    import os
-
     try:
         first, second = os.stat(a), os.stat(b)
     except OSError:
@@ -268,8 +267,6 @@ def _same_inode(a, b) -> bool:
 
 
 def _lies_inside(child, parent) -> bool:
-    import os
-
     return child != parent and os.path.commonpath([child, parent]) == parent
 
 

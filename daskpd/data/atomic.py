@@ -25,6 +25,8 @@ import os
 import tempfile
 import uuid
 
+import zarr
+
 from daskpd import _sidefiles
 
 
@@ -198,7 +200,6 @@ def atomic_group(path, *, overwrite=False):
     zarr.Group
         Open for writing at the temporary location (:func:`atomic_directory`).
     """
-    import zarr
 
     with atomic_directory(path, overwrite=overwrite) as temporary:
         yield zarr.open_group(store=temporary, mode="w-", zarr_format=3)

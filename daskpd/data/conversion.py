@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+import weakref
 
 import numpy as np
 
@@ -16,6 +18,9 @@ from daskpd.data.base import BaseDataset
 from daskpd.data.memory import MemoryDataset
 from daskpd.data.ondisk import open_dataset
 from daskpd.data.writer import compute_slice, is_dask_array, write_dataset
+
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (daskpd/data/base.py, test_dataset's import test).
 
 #: Dense Dask arrays up to this many bytes are computed into memory by :func:`as_dataset`.
 IN_MEMORY_BYTES = 256 * 2**20
@@ -101,9 +106,6 @@ def as_dataset(X, y=None, sample_weight=None, *, temporary_dir=None, **options):
                 None if sample_weight is None else compute_slice(sample_weight, 0, X.shape[0]),
                 **options,
             )
-        import tempfile
-        import weakref
-
         directory = tempfile.mkdtemp(prefix="daskpd-", dir=temporary_dir)
         if y is None:
             y = np.zeros(X.shape[0])

@@ -19,6 +19,9 @@ import numpy as np
 
 from daskpd.data.format import create_1d, manifest_entry, write_small
 
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (daskpd/data/base.py, test_dataset's import test).
+
 #: Names of the per-tile checksum columns, in the order of the last axis of ``tile_crc32``.
 TILE_ARRAYS = ("rows", "cols", "vals")
 

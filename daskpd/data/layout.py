@@ -28,6 +28,9 @@ import zarr
 from daskpd.data.format import NO_VALUES, DatasetIntegrityError
 from daskpd.data.grid import TILE_ARRAYS
 
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (daskpd/data/base.py, test_dataset's import test).
+
 #: Version of the layout algorithm (sub-blocks, shuffle, chunking). Bumped whenever
 #: :func:`build_tile_layout` would give other bits, so that layouts stored by an older daskpd
 #: are recognised as built for other parameters and not used.

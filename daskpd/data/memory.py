@@ -23,6 +23,9 @@ from daskpd.data.validation import (
     dense_to_csr,
 )
 
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (daskpd/data/base.py, test_dataset's import test).
+
 
 class MemoryDataset(BaseDataset):
     """A dataset held in memory, with the read API of :class:`daskpd.data.Dataset`.

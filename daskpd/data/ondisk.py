@@ -34,6 +34,9 @@ from daskpd.data.store import (
 )
 from daskpd.data.validation import dense_to_csr
 
+# dask (0.3 s to import, measured here) only when a handle is unpickled on a worker, where
+# it is loaded already: opening a dataset does not import it.
+
 # One handle per dataset and process for unpickled datasets: every Dask task that reads the
 # dataset shares it (and its grid tables, n_features int64 for the column order). A handle per
 # task would also live as long as the worker remembers the task, which made DSO's workers grow

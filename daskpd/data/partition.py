@@ -50,6 +50,8 @@ from daskpd.data.ondisk import Dataset, open_dataset
 from daskpd.data.store import is_url
 from daskpd.data.validation import check_grid
 
+# distributed (about 1 s to import, measured here) only in the tasks, which run on its workers.
+
 
 def partition_dataset(
     path,

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import threading
 
+from daskpd._cluster import worker_memory_limit
+
+# psutil only to size the resident rows: opening a dataset does not import it.
+
 #: Share of a worker's memory limit that kept row blocks may take.
 RESIDENT_SHARE = 0.125
 
@@ -30,7 +34,6 @@ RSS_SHARE = 0.5
 
 def _limit():
     """This worker's memory limit in bytes; 0 outside a worker (nothing is kept then)."""
-    from daskpd._cluster import worker_memory_limit
 
     return int(worker_memory_limit())
 

@@ -7,10 +7,15 @@ zarr's ``FsspecStore``.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 
 import zarr
+from zarr.core.sync import sync
+from zarr.storage import FsspecStore
+
+# fsspec is optional (remote stores only: the ``http`` extra).
 
 
 def is_url(path) -> bool:
@@ -53,7 +58,6 @@ def open_group_readonly(path: str, storage_options=None):
     """Open a zarr v3 group read-only: a local directory, or a URL through zarr's FsspecStore."""
     if not is_url(path):
         return zarr.open_group(path, mode="r", zarr_format=3)
-    from zarr.storage import FsspecStore
 
     try:
         store = FsspecStore.from_url(path, storage_options=storage_options, read_only=True)
@@ -126,7 +130,6 @@ def remote_files(group, name: str, entry: dict) -> tuple[int, int]:
     server need not list at all). A missing file is not counted. Files the manifest does not
     expect are not seen; they are never read either.
     """
-    from zarr.core.sync import sync
 
     store = group.store
     inner = [part.strip("/") for part in (group.path, name) if part]
@@ -139,8 +142,6 @@ def remote_files(group, name: str, entry: dict) -> tuple[int, int]:
 
 
 async def _remote_sizes(fs, prefix, names):
-    import asyncio
-
     try:
         listing = await fs._ls(prefix, detail=True)
     except Exception:  # no listing (refused, or a server that does not list): ask each file

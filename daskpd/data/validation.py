@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (daskpd/data/base.py, test_dataset's import test).
+
 #: Default target of stored entries per row block when ``rows_per_block`` is not given:
 #: 4 Mi nonzeros (about 48 MB decoded) amortize a task's overhead and fit any worker.
 DEFAULT_BLOCK_NNZ = 2**22

@@ -37,6 +37,9 @@ from daskpd.data.validation import (
     dense_stats,
 )
 
+# numba and scipy are imported in the functions that use them: opening a dataset and reading
+# its rows needs neither (daskpd/data/base.py, test_dataset's import test).
+
 
 class DatasetWriter:
     """Stream rows into a new dataset, in bounded memory, atomically.

@@ -7,10 +7,14 @@ part on disk and one task then appends the parts in order (:mod:`daskpd.io._part
 from __future__ import annotations
 
 import os
+import shutil
 from typing import NamedTuple
 
 import numpy as np
+import zarr
 
+from daskpd._graphs import TaskGraph
+from daskpd.data import open_dataset
 from daskpd.io import _parts
 
 #: Target stored entries per generated chunk (about 50 MB of CSR in float64).
@@ -64,8 +68,6 @@ def _chunk_bounds(n_samples, chunk_rows):
 def _generate(dest, n_samples, chunk_rows, chunk_function, params, seeds, *, n_features, binary,
               dtype, task, layout, overwrite, client, writer_options, planted_u=None):  # fmt: skip
     """Run ``chunk_function`` per chunk as Dask tasks, then assemble the parts at ``dest``."""
-    from daskpd._graphs import TaskGraph
-    from daskpd.data import open_dataset
 
     bounds = _chunk_bounds(n_samples, chunk_rows)
     parts_dir = _parts.new_parts_dir(dest)
@@ -121,8 +123,6 @@ def _run_chunk(chunk_function, params, start, stop, seed, parts_dir, chunk_id, p
     result = chunk_function(params, stop - start, rng)
     name = f"c{chunk_id:09d}"
     if "U" in result and planted_u is not None:
-        import zarr
-
         # chunk-aligned region of a preallocated array: tasks never write the same zarr chunk
         zarr.open_array(planted_u, mode="r+")[start:stop] = result["U"]
     if "dense" in result:
@@ -139,9 +139,6 @@ def _run_chunk(chunk_function, params, start, stop, seed, parts_dir, chunk_id, p
 
 def _write_planted(dest, overwrite, arrays, attrs):
     """Write the planted-model group; return its path."""
-    import shutil
-
-    import zarr
 
     path = planted_path(dest)
     if os.path.lexists(path):

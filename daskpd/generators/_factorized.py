@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import zarr
 
 from daskpd.generators._chunks import (
     CHUNK_NNZ,
@@ -66,7 +67,6 @@ def make_factorized(
         ``dataset``, ``coef``, ``U`` (a zarr array in :func:`planted_path`, read lazily) and
         ``V``.
     """
-    import zarr
 
     n_samples = _check_common(dest, n_samples, chunk_rows, overwrite)
     n_features, rank = int(n_features), int(rank)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from daskpd.generators._chunks import CHUNK_NNZ, _check_common, _generate
-from daskpd.io.sequences import WDOptions, wd_transform
+from daskpd.io.sequences import WDOptions, encode, wd_transform
 
 
 def _default_data_path() -> str:
@@ -32,7 +33,6 @@ def load_statlog_dna(path=None):
     classes : ndarray of str
         ``"ei"`` (donor), ``"ie"`` (acceptor) or ``"n"`` (neither).
     """
-    import csv
 
     path = path or _default_data_path()
     with open(path, newline="") as handle:
@@ -85,7 +85,6 @@ def fit_splice_model(sequences, is_positive, *, order=1, length=None, pseudocoun
     -------
     SpliceModel
     """
-    from daskpd.io.sequences import encode
 
     if order not in (0, 1):
         raise ValueError(f"order must be 0 or 1, got {order}")

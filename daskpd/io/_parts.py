@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from daskpd import _sidefiles
+from daskpd.data import DatasetWriter
 
 
 def new_parts_dir(dest) -> str:
@@ -159,7 +160,6 @@ def assemble(parts, dest, *, n_features, index_shift=0, dtype=np.float64, binary
     summary : dict
         ``n_samples`` and ``nnz`` written.
     """
-    from daskpd.data import DatasetWriter
 
     n_samples = 0
     nnz = 0

@@ -25,9 +25,20 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
+from daskpd._graphs import TaskGraph
+from daskpd.data import open_dataset
 from daskpd.io import _parts
-from daskpd.io.svmlight import _line_blocks, _open, _reported, compression_of
+from daskpd.io.svmlight import (
+    _check_dest,
+    _global_line,
+    _line_blocks,
+    _locate_row,
+    _open,
+    _reported,
+    compression_of,
+)
 from daskpd.kernels import features as wd
 from daskpd.kernels import parsing
 
@@ -96,7 +107,6 @@ def wd_transform(codes, options: WDOptions):
     -------
     X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
     """
-    import scipy.sparse as sp
 
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     length = codes.shape[1]
@@ -404,9 +414,6 @@ def ingest_sequences(
     SequenceFormatError
         Naming the file and line of a bad letter, length, label or line.
     """
-    from daskpd._graphs import TaskGraph
-    from daskpd.data import open_dataset
-    from daskpd.io.svmlight import _check_dest, _global_line, _locate_row
 
     if isinstance(sources, str | os.PathLike):
         sources = [sources]

@@ -33,7 +33,10 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
+from daskpd._graphs import TaskGraph
+from daskpd.data import open_dataset
 from daskpd.data.atomic import atomic_file
 from daskpd.io import _parts
 from daskpd.kernels import parsing
@@ -416,8 +419,6 @@ def ingest_svmlight(
     FileExistsError
         ``dest`` exists and ``overwrite`` is false.
     """
-    from daskpd._graphs import TaskGraph
-    from daskpd.data import open_dataset
 
     if isinstance(sources, str | os.PathLike):
         sources = [sources]
@@ -578,7 +579,6 @@ def dump_svmlight(X, y, path, *, zero_based=False, decimals=6, chunk_rows=100000
     chunk_rows : int, default=100000
         Rows formatted at a time (bounds memory).
     """
-    import scipy.sparse as sp
 
     if not 0 <= int(decimals) <= 18:
         raise ValueError(f"decimals must be between 0 and 18, got {decimals}")

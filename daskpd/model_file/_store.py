@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import zarr
 
 from daskpd.data.atomic import atomic_group
 from daskpd.model_file import _codec
@@ -246,7 +247,6 @@ def read_model_file(path, *, kind=None) -> ModelFile:
         When an array is missing, unexpected, unreadable or fails its checksum (a
         ``ValueError`` too).
     """
-    import zarr
 
     path = Path(path)
     where = f"model {str(path)!r}"
