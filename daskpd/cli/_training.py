@@ -228,6 +228,9 @@ def _summary(result) -> dict:
         "gap": result.gap,
     }
     out.update({k: v for k, v in result.history[-1].items() if k.startswith("test_")})
+    if "class_gap" in result.history[-1]:
+        # a one-vs-rest model: gap is the sum of its classes' gaps
+        out["class_gap"] = result.history[-1]["class_gap"]
     return out
 
 
@@ -328,11 +331,11 @@ def _model_scores(args):
 
     model = load_model(args.model, kind="solve_result")
     check_file_inputs(args, [args.data])
-    data = open_input(args, args.data, "DATA", n_features=model.w.shape[0])
-    if data.n_features != model.w.shape[0]:
-        raise UsageError(
-            f"DATA has {data.n_features} features but the model has {model.w.shape[0]}"
-        )
+    # w of shape (n_classes, n_features) for a one-vs-rest model: a score per class
+    n_features = model.w.shape[-1]
+    data = open_input(args, args.data, "DATA", n_features=n_features)
+    if data.n_features != n_features:
+        raise UsageError(f"DATA has {data.n_features} features but the model has {n_features}")
     start = bool(_cluster_asked(args) or args.memory_limit)
     with _run_client(args, start=start) as client:
         scores = score_rows(model.w, data, client=client)
@@ -354,16 +357,33 @@ def _run_evaluate(args) -> int:
     model, data, scores = _model_scores(args)
     task = getattr(data, "task", "binary")
     out = {"model": str(args.model), "data": str(args.data), "n_samples": int(data.n_samples)}
-    out.update(metrics_for(scores, data.y, task, model.objective.get("loss", "")))
+    if scores.ndim == 2:
+        import numpy as np
+
+        from daskpd.metrics import multiclass_metrics
+
+        # accuracy, macro F1 and each class's AUPRC of its one-vs-rest scores
+        out.update(multiclass_metrics(data.y, scores, np.asarray(model.objective["classes"])))
+    else:
+        out.update(metrics_for(scores, data.y, task, model.objective.get("loss", "")))
     _print_json(out)
     return 0
 
 
-@subcommand("predict", "write the decision scores X @ w of a dataset to a zarr array")
+@subcommand(
+    "predict",
+    "write the decision scores X @ w of a dataset to a zarr array (a multiclass model: a "
+    "score per class and the predicted labels)",
+)
 def _add_predict(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
     parser.add_argument("data", metavar="DATA", help="dataset directory, or a file to ingest")
-    parser.add_argument("out", metavar="OUT", help="output zarr group (array 'scores')")
+    parser.add_argument(
+        "out",
+        metavar="OUT",
+        help="output zarr group (array 'scores'; a multiclass model: 'scores' of shape "
+        "(n_samples, n_classes) and 'labels')",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     add_input_options(parser)
     _add_cluster_options(parser)
@@ -375,9 +395,18 @@ def _run_predict(args) -> int:
 
     _check_not_input(args.out, "OUT", [("MODEL", args.model), ("DATA", args.data)])
     _check_out(args.out, args.overwrite, "OUT")
-    _, data, scores = _model_scores(args)
+    model, data, scores = _model_scores(args)
+    rows = min(max(len(scores), 1), 2_000_000)
     with atomic_group(args.out, overwrite=args.overwrite) as group:
-        group.create_array("scores", data=scores, chunks=(min(max(len(scores), 1), 2_000_000),))
+        group.create_array("scores", data=scores, chunks=(rows, *scores.shape[1:]))
+        if scores.ndim == 2:
+            import numpy as np
+
+            # the class of the largest one-vs-rest score (the first on ties)
+            classes = np.asarray(model.objective["classes"], dtype=np.float64)
+            labels = classes[np.argmax(scores, axis=1)]
+            group.create_array("labels", data=labels, chunks=(rows,))
+            group.attrs["classes"] = classes.tolist()
         group.attrs.update({"model": str(args.model), "data": str(args.data)})
     _print_json({"out": str(args.out), "n_samples": int(scores.shape[0])})
     return 0
