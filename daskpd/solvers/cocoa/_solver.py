@@ -108,15 +108,9 @@ class Cocoa(Solver):
         data : Dataset or MemoryDataset
         options : CocoaOptions
         """
-        loss, reg = problem.loss, problem.regularizer
-        # what the kernels take (the declared capabilities have refused the built-in names;
-        # elastic net and l1 would need another local subproblem)
-        if int(getattr(loss, "code", -1)) not in kernels.COCOA_LOSSES:
-            raise self.capabilities.refusal(self.name, "loss", getattr(loss, "name", loss))
-        if int(getattr(reg, "code", -1)) != scalar.L2:
-            raise self.capabilities.refusal(self.name, "regularizer", getattr(reg, "name", reg))
-        if not float(problem.alpha) > 0:
-            raise ValueError(f"solver 'cocoa' needs alpha > 0, got alpha={problem.alpha!r}")
+        # (elastic net and l1 would need another local subproblem)
+        self.capabilities.check_kernels(self.name, problem, kernels.COCOA_LOSSES, (scalar.L2,))
+        loss = problem.loss
         if options.shrinking and int(loss.code) not in kernels.BOX_LOSSES:
             raise ValueError(
                 f"shrinking=True needs a loss whose dual lives on a box (hinge, "

@@ -140,6 +140,26 @@ class Capabilities:
             rule, supported, order = self.regularizer_rule, self.regularizers, BUILTIN_REGULARIZERS
         return ValueError(_refusal(solver, parameter, str(value), rule, supported, order))
 
+    def check_kernels(self, solver: str, problem, loss_codes, regularizer_codes) -> None:
+        """Raise :meth:`refusal` for a loss or regularizer whose code the method's kernels do
+        not take (one not built in, that the declarations cannot name), and ValueError for
+        ``alpha <= 0``: a method's own check of its kernels, before anything it adds.
+
+        Parameters
+        ----------
+        solver : str
+        problem : daskpd.problem.Problem
+        loss_codes, regularizer_codes : collection of int
+            The codes (:mod:`daskpd.kernels.scalar`) its kernels take.
+        """
+        loss, reg = problem.loss, problem.regularizer
+        if int(getattr(loss, "code", -1)) not in loss_codes:
+            raise self.refusal(solver, "loss", getattr(loss, "name", loss))
+        if int(getattr(reg, "code", -1)) not in regularizer_codes:
+            raise self.refusal(solver, "regularizer", getattr(reg, "name", reg))
+        if not float(problem.alpha) > 0:
+            raise ValueError(f"solver {solver!r} needs alpha > 0, got alpha={problem.alpha!r}")
+
     def check(self, solver: str, problem, data, *, warm_start=False) -> None:
         """Raise ValueError, naming the parameter, for anything outside the declarations.
 

@@ -113,14 +113,10 @@ class DSO(Solver):
         data : Dataset or MemoryDataset
         options : DSOOptions
         """
+        self.capabilities.check_kernels(
+            self.name, problem, kernels.DSO_LOSSES, kernels.DSO_REGULARIZERS
+        )
         loss, reg = problem.loss, problem.regularizer
-        # what the kernels take (the declared capabilities have refused the built-in names)
-        if int(getattr(loss, "code", -1)) not in kernels.DSO_LOSSES:
-            raise self.capabilities.refusal(self.name, "loss", getattr(loss, "name", loss))
-        if int(getattr(reg, "code", -1)) not in kernels.DSO_REGULARIZERS:
-            raise self.capabilities.refusal(self.name, "regularizer", getattr(reg, "name", reg))
-        if not float(problem.alpha) > 0:
-            raise ValueError(f"DSO needs alpha > 0, got alpha={problem.alpha!r}")
         if getattr(data, "layout", "csr") != "csr":
             raise ValueError(f"DSO needs sparse (csr) data, got layout {data.layout!r}")
         if options.init == "cocoa":

@@ -98,14 +98,7 @@ class Tron(Solver):
 
     def check(self, problem, data, options):
         """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
-        # what the kernels take (the declared capabilities have refused the built-in names)
-        loss, reg = problem.loss, problem.regularizer
-        if int(getattr(loss, "code", -1)) not in kernels.TRON_LOSSES:
-            raise self.capabilities.refusal(self.name, "loss", getattr(loss, "name", loss))
-        if int(getattr(reg, "code", -1)) != scalar.L2:
-            raise self.capabilities.refusal(self.name, "regularizer", getattr(reg, "name", reg))
-        if not float(problem.alpha) > 0:
-            raise ValueError(f"solver 'tron' needs alpha > 0, got alpha={problem.alpha!r}")
+        self.capabilities.check_kernels(self.name, problem, kernels.TRON_LOSSES, (scalar.L2,))
         if options.grid is not None and int(options.grid) > int(data.n_samples):
             raise ValueError(
                 f"grid={options.grid} is larger than the number of rows ({data.n_samples})"
