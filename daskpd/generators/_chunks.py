@@ -46,10 +46,12 @@ def planted_path(dest) -> str:
     return os.fspath(dest).rstrip(os.sep) + ".planted"
 
 
-def _check_common(dest, n_samples, chunk_rows, overwrite):
+def _check_common(dest, n_samples, chunk_rows, overwrite, positive_rate=None):
     n_samples = int(n_samples)
     if n_samples < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    if positive_rate is not None and not 0.0 < float(positive_rate) < 1.0:
+        raise ValueError(f"positive_rate must be in (0, 1), got {positive_rate}")
     if chunk_rows is not None and int(chunk_rows) < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
     for path in (os.fspath(dest),):

@@ -228,9 +228,7 @@ def make_splice_like(
     -------
     dataset : daskpd.data.Dataset
     """
-    n_samples = _check_common(dest, n_samples, chunk_rows, overwrite)
-    if not 0.0 < float(positive_rate) < 1.0:
-        raise ValueError(f"positive_rate must be in (0, 1), got {positive_rate}")
+    n_samples = _check_common(dest, n_samples, chunk_rows, overwrite, positive_rate)
     classes = {"acceptor": "ie", "donor": "ei"}
     if site not in classes:
         raise ValueError(f"site must be 'acceptor' or 'donor', got {site!r}")

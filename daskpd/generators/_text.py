@@ -170,9 +170,7 @@ def make_text_like(
     -------
     dataset : daskpd.data.Dataset
     """
-    n_samples = _check_common(dest, n_samples, chunk_rows, overwrite)
-    if not 0.0 < float(positive_rate) < 1.0:
-        raise ValueError(f"positive_rate must be in (0, 1), got {positive_rate}")
+    n_samples = _check_common(dest, n_samples, chunk_rows, overwrite, positive_rate)
     for name, value in (("topic_share", topic_share), ("noise_share", noise_share)):
         if not 0.0 <= float(value) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {value}")

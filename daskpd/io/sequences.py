@@ -179,24 +179,6 @@ def _fasta_label(header: bytes) -> bytes:
     return words[-1] if len(words) > 1 else b""
 
 
-def _fasta_blocks(handle, chunk_bytes):
-    """Yield buffers made of whole FASTA records."""
-    carry = b""
-    while True:
-        piece = handle.read(chunk_bytes)
-        if not piece:
-            if carry:
-                yield carry
-            return
-        buffer = carry + piece if carry else piece
-        cut = buffer.rfind(b"\n>")
-        if cut < 0:
-            carry = buffer
-            continue
-        yield buffer[: cut + 1]
-        carry = buffer[cut + 1 :]
-
-
 def _labels_to_y(raw_labels, options):
     """Map label bytes to float labels; return ``(y, None)`` or ``(None, (row, message))``."""
     if options.positive is not None:
@@ -265,7 +247,7 @@ def _parse_sequence_range(path, compression, start, stop, parts_dir, range_id, o
     meta = {"path": path, "range_id": range_id, "n_lines": 0, "parts": [], "error": None}
     with _open(path, compression) as handle:
         if options.file_format == "fasta":
-            blocks = _fasta_blocks(handle, options.chunk_bytes)
+            blocks = _line_blocks(handle, 0, None, options.chunk_bytes, separator=b"\n>")
         else:
             blocks = _line_blocks(handle, start, stop, options.chunk_bytes)
         blocks = _reported(blocks, meta, lambda detail, line: (line, detail))
@@ -324,7 +306,7 @@ def _first_window_length(path, compression, file_format, options_without_length)
     """Length of the first window of a file (read from its first piece only)."""
     with _open(path, compression) as handle:
         if file_format == "fasta":
-            blocks = _fasta_blocks(handle, 2**20)
+            blocks = _line_blocks(handle, 0, None, 2**20, separator=b"\n>")
         else:
             blocks = _line_blocks(handle, 0, None, 2**20)
         for block_id, block in enumerate(blocks):

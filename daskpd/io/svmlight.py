@@ -138,11 +138,13 @@ def _open(path, compression):
     return open(path, "rb")
 
 
-def _line_blocks(handle, start, stop, chunk_bytes):
+def _line_blocks(handle, start, stop, chunk_bytes, separator=b"\n"):
     """Yield buffers of whole lines: every line that starts in ``[start, stop)``.
 
     ``stop=None`` reads to the end of the stream. A line starts at offset 0 or right after a
-    ``\\n``; the block that contains ``stop - 1`` is completed up to its ``\\n``.
+    ``\\n``; the block that contains ``stop - 1`` is completed up to its ``\\n``. With
+    another ``separator`` (FASTA's ``b"\\n>"``, from ``start=0`` to the end) a block ends
+    after the first byte of a separator, so it holds whole records.
     """
     if start > 0:
         handle.seek(start - 1)
@@ -177,13 +179,13 @@ def _line_blocks(handle, start, stop, chunk_bytes):
                 return
             carry = buffer
             continue
-        newline = buffer.rfind(b"\n")
-        if newline < 0:
+        cut = buffer.rfind(separator)
+        if cut < 0:
             carry = buffer
             continue
-        yield buffer[: newline + 1]
-        carry = buffer[newline + 1 :]
-        position += newline + 1
+        yield buffer[: cut + 1]
+        carry = buffer[cut + 1 :]
+        position += cut + 1
 
 
 def _parse_block(block, options):
