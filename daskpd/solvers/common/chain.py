@@ -34,7 +34,7 @@ def _block_csr(data, block):
 
     The rows as the evaluation keeps them (:func:`daskpd.data.resident.resident_block_arrays`,
     the same key): one read and one copy in the worker for both, so the first certificate
-    does not read the data again (3.0-3.5 s at 1e8 nonzeros). Indices stay int32 and float
+    does not read the data again (BENCHMARKS.md, SPDC). Indices stay int32 and float
     values as stored, so this view copies nothing (kept apart, it counted the indices twice
     against the worker's share for kept rows).
     """
@@ -102,14 +102,12 @@ def block_order(seed, epoch, n_blocks):
     The range of blocks is cut into two halves that come in a random order, each half
     ordered the same way, down to single blocks. A worker keeps a range of consecutive
     blocks (:func:`daskpd._cluster.block_worker`), so with 2, 4, ... workers each worker's
-    blocks come in one run and the carry changes worker once per worker and epoch (at 1e8
-    nonzeros, 4.66M features, a move cost 0.2-0.5 s; a random order of the blocks moved it
-    about once a block). Cyclic runs from a random one, as before, kept the moves as few but
-    shifted every block's time between two visits together, and SPDC's primal then
-    oscillated: shuffled passes, logistic, 1e8, three seeds, 3.9e-4 to 1.5e-3 above ``P*``
-    after 12 epochs, against 2.3e-4 in each seed with the bisection and 2.2-2.4e-4 with one
-    permutation of all the rows (BENCHMARKS.md, SPDC). The order depends on the seed and the
-    blocks only, so a run gives the same bits on any cluster and in-process.
+    blocks come in one run and the carry changes worker once per worker and epoch (a random
+    order of the blocks moved it about once a block, and a move costs a large part of a
+    block's time). Cyclic runs from a random block keep the moves as few but shift every
+    block's time between two visits together, and SPDC's primal then oscillates
+    (BENCHMARKS.md, SPDC). The order depends on the seed and the blocks only, so a run gives
+    the same bits on any cluster and in-process.
     """
     rng = np.random.default_rng(block_seeds(epoch_seed(seed, epoch), n_blocks + 1)[n_blocks])
     order = []
@@ -152,8 +150,7 @@ def _run_blocks(task, finish, carry, z_blocks, data, blocks, seeds, n_iters, spe
     Returns ``(carry, z_1, ..., z_k)``; with ``finish`` (the epoch's last run) the carry is
     finished here too, otherwise, with ``handoff``, the carry is ``handoff(carry, share)``
     (:func:`run_chain`). One task a run, not one a block: each task of a chain waits for
-    the scheduler to hear of the one before (10-20 ms), and 24 blocks an epoch at 1e8
-    nonzeros spent 0.3-0.4 s of a 3 s epoch so.
+    the scheduler to hear of the one before (BENCHMARKS.md, SPDC).
     """
     new_z = []
     for z_block, block, seed, n_iter in zip(z_blocks, blocks, seeds, n_iters, strict=True):
@@ -194,8 +191,7 @@ def run_chain(state, epoch, task, finish=None, handoff=None):
     carry = state.carry
     if workers and not hasattr(carry, "key"):
         # the first epoch's carry (n_features floats three times) straight to the worker of
-        # the first block: inside the graph it went through the scheduler (1.4 s at 4.66M
-        # features)
+        # the first block: inside the graph it would go through the scheduler
         first = block_worker(workers, int(order[0]), n_blocks)
         # (in a list: scatter would take the NamedTuple for a collection of arrays)
         carry = state.client.scatter([carry], workers=[first], hash=False)[0]

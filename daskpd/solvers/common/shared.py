@@ -2,8 +2,8 @@
 
 DSO's ``w`` blocks change worker every round. Between two worker processes, Dask sends a
 block over TCP: pickled, copied through the kernel's socket buffers, unpickled into new
-memory on the other side. On one machine that work runs on the cores the kernels need (a
-37 MB block took 34-177 ms a round on 2 cores, BENCHMARKS.md). Here an array lives in a file
+memory on the other side. On one machine that work runs on the cores the kernels need
+(BENCHMARKS.md, DSO). Here an array lives in a file
 of a RAM-backed file system (``/dev/shm``, or ``$DASKPD_SHM_DIR``), mapped by every process
 that holds it: a block sent to another process of the same machine is the file's name, and
 the receiver maps the same pages.
@@ -41,8 +41,8 @@ _LOG = logging.getLogger(__name__)
 ROOT_VARIABLE = _sidefiles.SHM_ROOT_VARIABLE
 
 #: This process's mappings, file path -> (inode, array). A block comes back to a process
-#: every epoch; mapped afresh, its first touches fault in every page again (3.4-7.7 ms for a
-#: 75 MB block here, MAP_POPULATE no cheaper), kept mapped they cost nothing. An entry goes
+#: every epoch; mapped afresh, its first touches fault in every page again (MAP_POPULATE no
+#: cheaper; BENCHMARKS.md), kept mapped they cost nothing. An entry goes
 #: when its run is removed here, or its directory is found gone.
 _MAPPED = {}
 _MAPPED_LOCK = threading.Lock()
@@ -231,9 +231,9 @@ def reuse(run, name, shape):
     """The float64 array of file ``name`` of the run, as :func:`create` returns it, reusing
     the file this process made or mapped last when it is still there with ``shape``.
 
-    A file made anew has pages that every process touches for the first time (at 149 MB, 0.06
-    s to reserve and 0.08 s to fill here, where filling a mapped one takes 0.035 s, and the
-    other processes fault them in again). The contents of a reused file are what was left
+    A file made anew has pages that every process touches for the first time (reserving and
+    filling them costs several times filling a mapped one, and the other processes fault
+    them in again; BENCHMARKS.md). The contents of a reused file are what was left
     in it, not zeros: the caller writes every element.
 
     Returns

@@ -45,25 +45,14 @@ def solve(data, *args, client=None, **kwargs) -> SolveResult:
     time_limit : float, optional
         Stop after this many seconds of training (evaluation excluded).
     eval_every : int or "auto", default="auto"
-        When to evaluate the gap (and test metrics): an evaluation is a pass over the
-        training data (and the test data) that can cost more than an epoch. An int
-        evaluates every this many epochs. ``"auto"`` keeps evaluation within 10% of the
-        run's wall time: it evaluates after an epoch only if the evaluation time, this
-        evaluation and the one at the run's end included (each costed as the last one
-        measured, or as an epoch before the first), stays at most 10% of the wall time the
-        run would then have: every epoch when evaluation is cheap, rarely when it is not.
-        The call's first evaluation is weighed against the whole budget's time
-        (``max_epochs``, ``time_limit``): a long run evaluates its first epoch, one of a
-        few epochs at its end only (with ``tol > 0`` and a solver that needs evaluations to
-        stop, its first epoch too when that one evaluation fits in a tenth of the budget).
-        A solver that certifies every epoch from the epoch's own pass (``"cocoa"``) stops
-        by ``tol`` at the first epoch its own gap allows, evaluated or not; with the other
-        solvers ``tol`` is checked at evaluations, so a run that converges in a few epochs
-        may run until an evaluation is due. Either way the last epoch
-        (``max_epochs`` or ``time_limit``) is evaluated, and so is the epoch where a
-        callback stops the run. As ``tol`` is checked at evaluations only, with ``"auto"``
-        the epoch where a run stops by ``tol`` depends on timing; pass an int for a
-        reproducible stop.
+        When to evaluate the gap (and test metrics), a pass over the data that can cost
+        more than an epoch: every this many epochs, or with ``"auto"`` as often as keeps
+        evaluation within 10% of the run's wall time (the rule:
+        :func:`daskpd.solvers.driver.loop._should_evaluate`). The last epoch is evaluated,
+        and so is the epoch where a callback stops the run. ``tol`` is checked at
+        evaluations, or at every epoch for a solver that certifies its epochs from their own
+        pass (``"cocoa"``); so with ``"auto"`` the epoch where a run stops by ``tol`` may
+        depend on timing: pass an int for a reproducible stop.
     random_state : int, None or numpy.random.SeedSequence, default=0
         Root of the run's randomness; epoch ``e`` uses :func:`epoch_seed` ``(root, e)``.
     callbacks : sequence of callables or Callback objects, default=()

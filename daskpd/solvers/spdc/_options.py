@@ -34,9 +34,8 @@ class SPDCOptions:
         ``"shuffle"``: each epoch visits a block's rows in a fresh random permutation
         (sampling without replacement, as liblinear's and SDCA's passes do), with the
         steps of (12). ``"uniform"``: the paper's i.i.d. sampling (Algorithms 1 and 2).
-        The analysis is for the latter, but shuffled passes converge faster: logistic,
-        alpha 1e-4, 1e8 splice-like nonzeros, 5 epochs from zero, 1.1-1.2e-2 above
-        ``P*`` against 6.0e-2 with i.i.d. rows (BENCHMARKS.md, SPDC). ``"weighted"``:
+        The analysis is for the latter, but shuffled passes converge faster
+        (BENCHMARKS.md, SPDC). ``"weighted"``:
         Algorithm 3, eq. (20); needs ``batch_size=1``.
     mixing : float or None, default=None
         ``alpha`` of (20); None picks ``alpha*`` of (25).
@@ -53,9 +52,8 @@ class SPDCOptions:
         timing: not reproducible bit for bit with more than 1. None: on a cluster, the
         worker threads of a machine (the chain runs one block at a time, so the other
         workers' cores would idle; a LocalCluster of two 1-thread workers gets 2), 1 with
-        mini-batches or i.i.d. sampling, and 1 in-process. At 1e8 splice-like nonzeros,
-        logistic, one process, an epoch took 1.1-1.2 s in 2 threads against 1.8-1.95 s in
-        one, with the same progress an epoch (BENCHMARKS.md, SPDC).
+        mini-batches or i.i.d. sampling, and 1 in-process. Two threads make an epoch
+        faster with the same progress an epoch (BENCHMARKS.md, SPDC).
     shared_memory : bool, default=True
         Hand the epoch's carry between the worker processes of one machine through
         shared memory (``/dev/shm``, or ``$DASKPD_SHM_DIR``): the next run maps the

@@ -40,13 +40,13 @@ class LazyCarry(NamedTuple):
 class SharedLazyCarry(NamedTuple):
     """A :class:`LazyCarry` handed to a worker of the same machine: its file, not its bytes.
 
-    The lazy state (``n_features`` records of 32 bytes, 149 MB at 4.66M features) sits in a
+    The lazy state (``n_features`` records of 32 bytes) sits in a
     file of the run's shared-memory directory (:mod:`daskpd.solvers.common.shared`), one record
     more at its end for a header: the hand-overs so far, the iteration of the last one and
     whether a task is updating it (``_HEADER_*``).
     The next run maps the same pages and updates them in place, as a run does with the
-    carry it got from its own worker. Through Dask the carry was pickled, sent over TCP and
-    copied again for alignment (0.09-0.12 s and 0.05 s a move at 1e8 nonzeros, 2 workers).
+    carry it got from its own worker; through Dask the carry is pickled, sent over TCP and
+    copied again for alignment (BENCHMARKS.md, SPDC).
     """
 
     handle: tuple
@@ -163,7 +163,7 @@ def _lazy(carry, batch_size, share=None):
 
 @functools.lru_cache(maxsize=4)
 def _factors(tau, l2):
-    """The run's table of geometric factors (built once a process: about 5 ms)."""
+    """The run's table of geometric factors (built once a process, not once a task)."""
     return spdc_kernels.geometric_table(tau, l2, spdc_kernels.FACTOR_TABLE)
 
 
@@ -211,9 +211,9 @@ def _spdc_block_task(carry, z_block, data, block, seed, n_iter, spec, steps, opt
     if not spdc_kernels.is_record_aligned(lazy.state):
         # a carry that came from another worker through Dask can sit at any offset of the
         # message's buffer: its records would straddle cache lines, and an atomic add on a
-        # float64 across two lines is a split lock, which the kernel throttles (2.7 s a
-        # block instead of 0.1 s at 1e8 nonzeros, 2 threads). A mapped shared carry is
-        # page-aligned; were it not, the copy is what goes on.
+        # float64 across two lines is a split lock, which the processor throttles (an order
+        # of magnitude slower, BENCHMARKS.md, SPDC). A mapped shared carry is page-aligned;
+        # were it not, the copy is what goes on.
         state = spdc_kernels.aligned_records(lazy.state.shape[0])
         state[:] = lazy.state
         lazy = lazy._replace(state=state, shared=None)
