@@ -299,47 +299,57 @@ def one_vs_rest(
     visits_total = np.zeros(n, dtype=np.int64)
     stop_reason = "max_epochs"
     last = None
-    for epoch in range(1, int(max_epochs) + 1):
-        order = np.random.default_rng(epoch_seed(seed, epoch)).permutation(n).astype(np.int64)
-        if use_client:
-            state = client.submit(_round_task, state, order, settings, workers=[worker], pure=False)
-            sums, visits = client.submit(lambda s: (s[3], s[4]), state, pure=False).result()
-        else:
-            state = _round_task(state, order, settings)
-            sums, visits = state[3], state[4]
-        visits_total += visits
-        primal, dual = _certificate(sums, settings)
-        gaps = primal - dual
-        row = {
-            "epoch": epoch,
-            "seconds": time.perf_counter() - started,
-            "primal": float(primal.sum()),
-            "dual": float(dual.sum()),
-            "gap": float(gaps.sum()),
-            "class_primal": primal.tolist(),
-            "class_dual": dual.tolist(),
-            "class_gap": gaps.tolist(),
-        }
-        last = (primal, dual, gaps)
-        history.append(row)
-        converged = row["gap"] <= tol
-        stop = False
+    for callback in callbacks:
+        callback.on_train_begin(
+            {"solver": "cocoa", "epoch": 0, "max_epochs": int(max_epochs), "history": ()}
+        )
+    try:
+        for epoch in range(1, int(max_epochs) + 1):
+            order = np.random.default_rng(epoch_seed(seed, epoch)).permutation(n).astype(np.int64)
+            if use_client:
+                state = client.submit(
+                    _round_task, state, order, settings, workers=[worker], pure=False
+                )
+                sums, visits = client.submit(lambda s: (s[3], s[4]), state, pure=False).result()
+            else:
+                state = _round_task(state, order, settings)
+                sums, visits = state[3], state[4]
+            visits_total += visits
+            primal, dual = _certificate(sums, settings)
+            gaps = primal - dual
+            row = {
+                "epoch": epoch,
+                "seconds": time.perf_counter() - started,
+                "primal": float(primal.sum()),
+                "dual": float(dual.sum()),
+                "gap": float(gaps.sum()),
+                "class_primal": primal.tolist(),
+                "class_dual": dual.tolist(),
+                "class_gap": gaps.tolist(),
+            }
+            last = (primal, dual, gaps)
+            history.append(row)
+            converged = row["gap"] <= tol
+            stop = False
+            for callback in callbacks:
+                info = EpochInfo(
+                    epoch=epoch, max_epochs=int(max_epochs), seconds=row["seconds"],
+                    wall_seconds=time.perf_counter() - started, row=row, history=tuple(history),
+                    iterate=None, solver="cocoa",
+                )  # fmt: skip
+                stop = bool(callback.on_epoch_end(info)) or stop
+            if converged:
+                stop_reason = "tol"
+                break
+            if stop:
+                stop_reason = "callback"
+                break
+            if time_limit is not None and time.perf_counter() - started >= time_limit:
+                stop_reason = "time_limit"
+                break
+    finally:
         for callback in callbacks:
-            info = EpochInfo(
-                epoch=epoch, max_epochs=int(max_epochs), seconds=row["seconds"],
-                wall_seconds=time.perf_counter() - started, row=row, history=tuple(history),
-                iterate=None, solver="cocoa",
-            )  # fmt: skip
-            stop = bool(callback.on_epoch_end(info)) or stop
-        if converged:
-            stop_reason = "tol"
-            break
-        if stop:
-            stop_reason = "callback"
-            break
-        if time_limit is not None and time.perf_counter() - started >= time_limit:
-            stop_reason = "time_limit"
-            break
+            callback.on_train_end()
     # the certified point is the last round's start, kept in the state beside the new one
     if use_client:
         z_start, w_start = client.submit(lambda s: (s[5], s[6]), state, pure=False).result()
