@@ -40,8 +40,8 @@ On a client a group's round is two tasks on its owner: the full passes
 (:func:`_tasks._shrunk_task`). The driver's round ends when the full passes' sums are in:
 it reports the certificate of ``(w_t, z_t)`` while the shrunk passes and the sum of the
 steps run on, and the next round's tasks wait for them on the workers. So a certificate
-reaches the user a round's shrunk passes sooner (about half of a hinge round at 1e8
-nonzeros), epoch 1 is the first full pass, and each later epoch the previous round's
+reaches the user a round's shrunk passes sooner (BENCHMARKS.md, CoCoA+), epoch 1 is the
+first full pass, and each later epoch the previous round's
 shrunk passes and this round's full pass. A run that ends at a round waits for that round's
 shrunk passes (:meth:`Cocoa.settle`; their result is not used), so it leaves the workers
 idle; a run stopped by ``tol`` skips them (:meth:`Cocoa.stop_at_gap`).
@@ -53,12 +53,12 @@ to that loop: the full pass keeps the gradient of every row it leaves at a bound
 rows liblinear's test would drop at once are not handed to the shrunk passes
 (:func:`daskpd.kernels.cocoa.shrink_candidates`). liblinear's first pass after unshrinking
 reads every row again only to drop most of them (on the splice-like sets about 97% of the
-rows settle at ``a = 0``): that read was most of a later round's shrunk passes (120M of
-their 125M nonzeros a round at 1e8 nonzeros, 20-30M now). In a round from ``z = 0`` that
+rows settle at ``a = 0``): that read was most of a later round's shrunk passes
+(BENCHMARKS.md, CoCoA+). In a round from ``z = 0`` that
 test has no threshold (no row was above 0 before its step); there a row still at 0 whose
-margin was at least ``CocoaOptions.cold_margin`` (2) at its visit is left out instead: round
-1's shrunk passes read about 100M nonzeros instead of 335M, and time to a certified
-``1e-3`` fell by about a fifth at both alphas of the hinge tables (BENCHMARKS.md).
+margin was at least ``CocoaOptions.cold_margin`` (2) at its visit is left out instead:
+round 1's shrunk passes read a third of the nonzeros, and time to a certified ``1e-3`` fell
+(BENCHMARKS.md).
 
 Safe screening (the hinge losses, rows kept; ``CocoaOptions.screening``). The shrunk
 passes are a heuristic and every round's full pass still reads every row, which from the
@@ -70,17 +70,15 @@ full pass leaves out the rows proven inactive: the certificate is the same, to r
 Round 2's inherited bounds prove nothing (they are the margins at ``w_0 = 0`` less
 ``||x_i|| ||w_1||``), so before the pass a read-only pass refreshes the bounds of the rows
 at ``z_i = 0`` that are not yet left out (``_tasks._refresh_margins``; about half a full
-pass's time per nonzero). On the splice-like set at 1e8 nonzeros 94-97% of the nonzeros
-are left out from round 2 on; the certificate of round 3 came 0.3-0.5 s sooner, and that
-of round 2 (``w_1``, within 1e-2 of ``P*`` at alpha 1e-3) 0.15-0.25 s sooner again
-(BENCHMARKS.md). The bounds travel in the
+pass's time per nonzero). On splice-like sets most nonzeros are left out from round 2 on,
+and the certificates of rounds 2 and 3 come sooner (BENCHMARKS.md). The bounds travel in the
 round's output with ``z``, and in checkpoints, so that a resumed run leaves out the rows
 the uninterrupted one does. With several groups the next ``w`` is summed on each group's
 home, not by the group's task: there a small task takes ``||w_{t+1} - w_t||`` on the
 group's columns (its rows use no others, so that bounds their margins' moves) and the
 group's bounds are shifted by it on the owner (``_tasks._column_shift``,
-``_tasks._shifted_bounds``); those bounds travel apart from the round's tuples. At 1e8
-nonzeros, two groups, a hinge round's time fell from 0.52-0.62 s to 0.22-0.28 s.
+``_tasks._shifted_bounds``); those bounds travel apart from the round's tuples (a hinge
+round with two groups takes half the time it took without, BENCHMARKS.md, CoCoA+).
 
 Convergence. The dual rises every round for ``sigma >= grid``; what the groups gain is
 bought with the safe ``sigma = grid``, which halves (for two groups) every step in the
