@@ -48,6 +48,7 @@ from daskpd.solvers.common.groups import (
     idle_cores,
     is_on_disk,
     row_group_bounds,
+    saved_grid,
     worker_list,
 )
 from daskpd.solvers.driver.registry import register_solver
@@ -406,9 +407,7 @@ class Cocoa(Solver):
         -------
         state
         """
-        grid = int(arrays["grid"])
-        if options.grid is not None and int(options.grid) != grid:
-            raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
+        grid = saved_grid(arrays, options)
         options = dataclasses.replace(options, grid=grid)
         state = self._setup(problem, data, seed, client, options)
         if float(arrays["sigma"]) != state.settings.sigma:

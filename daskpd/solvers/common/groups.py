@@ -57,6 +57,15 @@ def group_owner(settings, workers, q):
     return workers[q * len(workers) // settings.grid]
 
 
+def saved_grid(arrays, options) -> int:
+    """The row groups a checkpoint was made with; ValueError when ``options.grid`` asks for
+    another number (a run resumes on its own groups)."""
+    grid = int(arrays["grid"])
+    if options.grid is not None and int(options.grid) != grid:
+        raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
+    return grid
+
+
 def has_grid(data, grid):
     """Whether ``data`` has a stored layout for ``grid`` row groups."""
     try:

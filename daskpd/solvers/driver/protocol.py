@@ -123,3 +123,8 @@ class Solver:
     def close(self, state) -> None:
         """Release what the run holds outside Dask (shared-memory files). Called once when
         the run ends, and on a state given up for a replay after a lost worker."""
+
+    def run_multiclass(self, plan, client):
+        """The whole run of a plan on multiclass data, one-vs-rest, in place of the loop; only
+        a method whose ``capabilities`` declare ``multiclass`` is asked (CoCoA+)."""
+        raise NotImplementedError(f"solver {self.name!r} does not train multiclass data")

@@ -19,6 +19,7 @@ from daskpd.solvers.common.groups import (
     group_owner,
     has_grid,
     is_on_disk,
+    saved_grid,
     worker_list,
     worker_memory,
 )
@@ -484,9 +485,7 @@ class DSO(Solver):
         -------
         state
         """
-        grid = int(arrays["grid"])
-        if options.grid is not None and int(options.grid) != grid:
-            raise ValueError(f"checkpoint was made with grid={grid}, options ask {options.grid}")
+        grid = saved_grid(arrays, options)
         # checkpoints from before the key existed were made when the default was 0
         svrg_every = arrays.get("svrg_every", options.svrg_every or 0)
         # the saved blocks replace the start, which need not be run again
