@@ -244,11 +244,12 @@ def test_demo_trains_the_default_and_dso_beside_it(local_cluster, capsys, tmp_pa
     assert lines[3] == "where the time went:"
     beside = lines.index("beside it, DSO (the DSO paper's method) on the same data:")
     seconds = {line[:18].strip(): float(line[18:].split()[0]) for line in lines[4:beside]}
-    assert set(seconds) == {"data generation", "cluster connect", "training", "init", "epochs",
-                            "evaluation", "other"}  # fmt: skip
+    assert set(seconds) == {"data generation", "cluster connect", "kernels", "training", "init",
+                            "epochs", "evaluation", "other"}  # fmt: skip
     parts = seconds["init"] + seconds["epochs"] + seconds["evaluation"] + seconds["other"]
     assert parts == pytest.approx(seconds["training"], abs=0.3)  # each rounded to 0.1 s
     assert f"of {n_epochs} epochs" in lines[beside - 2]
+    assert not (tmp_path / "demo" / "warm.zarr").exists()
     # DSO on the same data, with its cost: epochs, seconds, its certified gap
     dso = lines[beside + 1 :]
     match = re.fullmatch(

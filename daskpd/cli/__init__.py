@@ -8,9 +8,10 @@ stderr and exit code 2, never a traceback. SIGTERM stops a command as Ctrl-C doe
 it; every command also removes the shared memory of dead runs (:mod:`daskpd._sidefiles`).
 
 The code lives in private modules by command group: ``_data`` (partition, info, ingest,
-generate), ``_training`` (train, evaluate, predict, demo) and ``_bench`` (bench), over
-``_options`` (:class:`UsageError`, the cluster and value options, the ``subcommand``
-registry). This module builds the parser and runs :func:`main`.
+generate), ``_training`` (train, evaluate, predict, solvers), ``_demo`` (demo) and ``_bench``
+(bench), over ``_options`` (:class:`UsageError`, the cluster and value options, the
+``subcommand`` registry) and ``_inputs`` (a store or a file given as data). This module builds
+the parser and runs :func:`main`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from daskpd.cli._options import SUBCOMMANDS, UsageError, _one_line
 
 # Importing a command group registers its subcommands, and ``daskpd --help`` lists them in
 # registration order: this order, which the import sorter must leave alone.
-from daskpd.cli import _data, _training, _bench  # noqa: F401  # isort: skip
+from daskpd.cli import _data, _training, _demo, _bench  # noqa: F401  # isort: skip
 from daskpd import __version__
 
 __all__ = ["build_parser", "main"]
