@@ -27,9 +27,10 @@ from daskpd.solvers.common.chain import (
     gather_dual,
     initial_dual,
 )
-from daskpd.solvers.driver.types import Iterate, Solver
+from daskpd.solvers.driver.types import BUILTIN_LOSSES, Capabilities, Iterate, Solver
 
 __all__ = [
+    "CAPABILITIES",
     "CoordinateSolver",
     "ProblemArgs",
     "ProblemSpec",
@@ -42,6 +43,16 @@ __all__ = [
     "row_weight_info",
     "with_overrides",
 ]
+
+
+#: What SPDC and DSPDC support (every loss, through the Section 3 perturbation when it is not
+#: smooth; a separable regularizer, perturbed when it is not strongly convex).
+CAPABILITIES = Capabilities(
+    losses=frozenset(BUILTIN_LOSSES),
+    regularizers=frozenset({"l2", "l1", "elasticnet", "zero"}),
+    regularizer_rule="a separable regularizer",
+    notes="non-smooth losses and regularizers that are not strongly convex need the `delta` option",
+)
 
 
 class StepSizes(NamedTuple):

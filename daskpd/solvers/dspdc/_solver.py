@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from daskpd.solvers.common.chain import run_chain
-from daskpd.solvers.common.coordinate import CoordinateSolver, check_common, with_overrides
+from daskpd.solvers.common.coordinate import (
+    CAPABILITIES,
+    CoordinateSolver,
+    check_common,
+    with_overrides,
+)
 from daskpd.solvers.driver.registry import register_solver
-from daskpd.solvers.driver.types import BUILTIN_LOSSES, Capabilities
 from daskpd.solvers.dspdc._options import DSPDCOptions, dspdc_step_sizes, lipschitz_constant
 from daskpd.solvers.dspdc._tasks import _dspdc_block_task
 
@@ -26,12 +32,9 @@ class DSPDC(CoordinateSolver):
 
     name = "dspdc"
     Options = DSPDCOptions
-    capabilities = Capabilities(
-        losses=frozenset(BUILTIN_LOSSES),
-        regularizers=frozenset({"l2", "l1", "elasticnet", "zero"}),
-        regularizer_rule="a separable regularizer",
-        notes="non-smooth losses and regularizers that are not strongly convex need the "
-        "`delta` option; `solve_factorized` (outside `solve`) takes X = U V in memory",
+    capabilities = dataclasses.replace(
+        CAPABILITIES,
+        notes=f"{CAPABILITIES.notes}; `solve_factorized` (outside `solve`) takes X = U V in memory",
     )
 
     def check(self, problem, data, options):

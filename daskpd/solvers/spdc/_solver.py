@@ -5,9 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from daskpd.solvers.common.chain import run_chain
-from daskpd.solvers.common.coordinate import CoordinateSolver, check_common, with_overrides
+from daskpd.solvers.common.coordinate import (
+    CAPABILITIES,
+    CoordinateSolver,
+    check_common,
+    with_overrides,
+)
 from daskpd.solvers.driver.registry import register_solver
-from daskpd.solvers.driver.types import BUILTIN_LOSSES, Capabilities
 from daskpd.solvers.spdc._options import (
     SPDCOptions,
     optimal_mixing,
@@ -33,13 +37,7 @@ class SPDC(CoordinateSolver):
 
     name = "spdc"
     Options = SPDCOptions
-    capabilities = Capabilities(
-        losses=frozenset(BUILTIN_LOSSES),
-        regularizers=frozenset({"l2", "l1", "elasticnet", "zero"}),
-        regularizer_rule="a separable regularizer",
-        notes="non-smooth losses and regularizers that are not strongly convex need the "
-        "`delta` option",
-    )
+    capabilities = CAPABILITIES
 
     def check(self, problem, data, options):
         """Raise ValueError for an unsupported problem or option, before any Dask work."""
