@@ -71,8 +71,8 @@ def _sum_arrays(*arrays):
 class ChainState:
     """State of a chained-pass solver between epochs."""
 
-    spec: Any  # daskpd.solvers.spdc.ProblemSpec
-    steps: Any  # daskpd.solvers.spdc.StepSizes (or DSPDC's)
+    spec: Any  # daskpd.solvers.common.coordinate.ProblemSpec
+    steps: Any  # daskpd.solvers.common.coordinate.StepSizes
     carry: Carry
     z_blocks: tuple  # per row block: ndarray or Future
     block_iters: tuple  # iterations per row block per epoch
@@ -84,7 +84,8 @@ class ChainState:
     #: low-priority reads of the blocks into their workers (futures held for the run;
     #: None: not asked yet, so a run whose blocks are not kept asks once)
     reads: tuple | None = None
-    #: the Problem, for the certificate (:meth:`daskpd.solvers.spdc.SPDCSolver.certificate`)
+    #: the Problem, for the certificate
+    #: (:meth:`daskpd.solvers.common.coordinate.CoordinateSolver.certificate`)
     problem: Any = None
     #: the run's shared-memory files (:class:`daskpd.solvers.common.shared.SharedRun`; None: the
     #: carry travels by Dask), for a ``handoff`` of :func:`run_chain`

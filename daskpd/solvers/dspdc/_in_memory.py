@@ -130,7 +130,7 @@ def solve_factorized(
         Seconds of solver time (evaluation excluded).
     random_state : int
     lipschitz, lipschitz_factor, theta_rule, delta, tau, sigma, theta
-        As in :class:`DSPDCSolver.Options`.
+        As in :class:`DSPDCOptions`.
     eval_every : int
         Epochs between gap evaluations.
 
