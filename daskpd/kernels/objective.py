@@ -61,6 +61,14 @@ def _weighted_conjugate(code, params, zi, yi, c):
 
 
 @njit
+def _row_terms(code, params, t, yi, c, z, has_z, i):
+    """Row ``i``'s weighted loss at its margin ``t``, its dual (``z[i]``, else the weighted
+    derivative at ``t``) and the weighted conjugate there."""
+    zi = z[i] if has_z else c * loss_derivative(code, params, t, yi)
+    return c * loss_value(code, params, t, yi), zi, _weighted_conjugate(code, params, zi, yi, c)
+
+
+@njit
 def csr_block_partial(block, w, code, params, z, has_z, g_out):
     """Partial sums over a CSR row block.
 
@@ -97,13 +105,11 @@ def csr_block_partial(block, w, code, params, z, has_z, g_out):
         else:
             for k in range(start, stop):
                 t += data[k] * w[indices[k]]
-        c = weight[i] if weighted else 1.0
-        loss_sum += c * loss_value(code, params, t, y[i])
-        if has_z:
-            zi = z[i]
-        else:
-            zi = c * loss_derivative(code, params, t, y[i])
-        conj_sum += _weighted_conjugate(code, params, zi, y[i], c)
+        loss, zi, conj = _row_terms(
+            code, params, t, y[i], weight[i] if weighted else 1.0, z, has_z, i
+        )
+        loss_sum += loss
+        conj_sum += conj
         if accumulate and zi != 0.0:
             if binary:
                 for k in range(start, stop):
@@ -129,13 +135,11 @@ def dense_block_partial(X, y, weight, weighted, w, code, params, z, has_z, g_out
         t = 0.0
         for j in range(n_features):
             t += X[i, j] * w[j]
-        c = weight[i] if weighted else 1.0
-        loss_sum += c * loss_value(code, params, t, y[i])
-        if has_z:
-            zi = z[i]
-        else:
-            zi = c * loss_derivative(code, params, t, y[i])
-        conj_sum += _weighted_conjugate(code, params, zi, y[i], c)
+        loss, zi, conj = _row_terms(
+            code, params, t, y[i], weight[i] if weighted else 1.0, z, has_z, i
+        )
+        loss_sum += loss
+        conj_sum += conj
         if accumulate and zi != 0.0:
             for j in range(n_features):
                 g_out[j] += zi * X[i, j]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskpd.kernels._config import njit
+from daskpd.kernels.scalar import clip
 
 PD_HINGE = 0
 PD_ABSOLUTE = 1
@@ -108,15 +109,6 @@ def coef(code, params, a1, a2, y):
 
 
 @njit
-def _clip(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
-@njit
 def project_row(code, a1, a2):
     """Euclidean projection of one row's dual onto its domain (box or triangle).
 
@@ -124,16 +116,16 @@ def project_row(code, a1, a2):
     exceeds one, project onto the edge ``a1 + a2 = 1``.
     """
     if code == PD_HINGE:
-        return _clip(a1, 0.0, 1.0), 0.0
+        return clip(a1, 0.0, 1.0), 0.0
     if code == PD_ABSOLUTE:
-        return _clip(a1, -1.0, 1.0), 0.0
+        return clip(a1, -1.0, 1.0), 0.0
     if code == PD_EPSILON_INSENSITIVE:
-        return _clip(a1, 0.0, 1.0), _clip(a2, 0.0, 1.0)
-    p = _clip(a1, 0.0, 1.0)
-    q = _clip(a2, 0.0, 1.0)
+        return clip(a1, 0.0, 1.0), clip(a2, 0.0, 1.0)
+    p = clip(a1, 0.0, 1.0)
+    q = clip(a2, 0.0, 1.0)
     if p + q <= 1.0:
         return p, q
-    x = _clip(0.5 * (a1 - a2 + 1.0), 0.0, 1.0)
+    x = clip(0.5 * (a1 - a2 + 1.0), 0.0, 1.0)
     return x, 1.0 - x
 
 
@@ -215,7 +207,7 @@ def budget_clip(hat, threshold):
     """``clip(hat - threshold, 0, 1)`` on field ``DUAL_A1`` (Lemma 13, ``s = 1``, ``v = 1``)."""
     out = np.zeros_like(hat)
     for row in range(hat.shape[0]):
-        out[row, DUAL_A1] = _clip(hat[row, DUAL_A1] - threshold, 0.0, 1.0)
+        out[row, DUAL_A1] = clip(hat[row, DUAL_A1] - threshold, 0.0, 1.0)
     return out
 
 
@@ -223,7 +215,7 @@ def budget_clip(hat, threshold):
 def _budget_sum(values, eta):
     acc = 0.0
     for v in values:
-        acc += _clip(v - eta, 0.0, 1.0)
+        acc += clip(v - eta, 0.0, 1.0)
     return acc
 
 

@@ -66,7 +66,8 @@ _NAN = np.nan
 # helpers
 # --------------------------------------------------------------------------------------------
 @njit
-def _clip(x, lo, hi):
+def clip(x, lo, hi):
+    """``x`` clipped to ``[lo, hi]``."""
     if x < lo:
         return lo
     if x > hi:
@@ -194,7 +195,7 @@ def loss_derivative(code, params, u, y):
         return 0.0
     if code == SMOOTH_HINGE:
         gamma = params[0]
-        return -y * _clip((1.0 - y * u) / gamma, 0.0, 1.0)
+        return -y * clip((1.0 - y * u) / gamma, 0.0, 1.0)
     if code == SQUARED_HINGE:
         return -2.0 * y * max(0.0, 1.0 - y * u)
     if code == LOGISTIC:
@@ -210,7 +211,7 @@ def loss_derivative(code, params, u, y):
         return 0.0
     if code == HUBER:
         delta = params[0]
-        return _clip(u - y, -delta, delta)
+        return clip(u - y, -delta, delta)
     return _NAN
 
 
@@ -303,10 +304,10 @@ def loss_prox_conjugate(code, params, z, step, y):
     """Proximal map of the conjugate ``argmin_s loss*(s, y) + (s - z)^2 / (2 step)``."""
     if code == HINGE:
         # loss*(s) = y s on y s in [-1, 0]; in a = y s: minimize a + (a - y z)^2 / (2 step).
-        return y * _clip(y * z - step, -1.0, 0.0)
+        return y * clip(y * z - step, -1.0, 0.0)
     if code == SMOOTH_HINGE:
         gamma = params[0]
-        return y * _clip((y * z - step) / (1.0 + gamma * step), -1.0, 0.0)
+        return y * clip((y * z - step) / (1.0 + gamma * step), -1.0, 0.0)
     if code == SQUARED_HINGE:
         return y * min((y * z - step) / (1.0 + 0.5 * step), 0.0)
     if code == LOGISTIC:
@@ -317,12 +318,12 @@ def loss_prox_conjugate(code, params, z, step, y):
     if code == SQUARED:
         return (z - step * y) / (1.0 + step)
     if code == ABSOLUTE:
-        return _clip(z - step * y, -1.0, 1.0)
+        return clip(z - step * y, -1.0, 1.0)
     if code == EPSILON_INSENSITIVE:
-        return _clip(_soft(z - step * y, step * params[0]), -1.0, 1.0)
+        return clip(_soft(z - step * y, step * params[0]), -1.0, 1.0)
     if code == HUBER:
         delta = params[0]
-        return _clip((z - step * y) / (1.0 + step), -delta, delta)
+        return clip((z - step * y) / (1.0 + step), -delta, delta)
     return _NAN
 
 
