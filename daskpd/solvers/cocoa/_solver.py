@@ -24,6 +24,7 @@ from daskpd.solvers.cocoa._graph import (
     _State,
     client_round,
 )
+from daskpd.solvers.cocoa._multiclass import check_one_vs_rest, run_multiclass
 from daskpd.solvers.cocoa._options import (
     STREAM_SHARE,
     CocoaOptions,
@@ -95,6 +96,7 @@ class Cocoa(Solver):
         losses=frozenset({"hinge", "squared_hinge", "smooth_hinge", "logistic", "squared"}),
         regularizers=frozenset({"l2"}),
         regularizer_rule="the l2 regularizer (elastic net and l1 need another local subproblem)",
+        multiclass=True,
     )
     Options = CocoaOptions
 
@@ -112,6 +114,8 @@ class Cocoa(Solver):
         # (elastic net and l1 would need another local subproblem)
         self.capabilities.check_kernels(self.name, problem, kernels.COCOA_LOSSES, (scalar.L2,))
         loss = problem.loss
+        if loss.classification and getattr(data, "task", None) == "multiclass":
+            check_one_vs_rest(problem, data, options)
         if options.shrinking and int(loss.code) not in kernels.BOX_LOSSES:
             raise ValueError(
                 f"shrinking=True needs a loss whose dual lives on a box (hinge, "
@@ -124,6 +128,11 @@ class Cocoa(Solver):
             )
         if options.grid is not None:
             self._check_grid(data, int(options.grid))
+
+    def run_multiclass(self, plan, client):
+        """One-vs-rest on multiclass data, every class in each visit of a row
+        (:func:`daskpd.solvers.cocoa._multiclass.run_multiclass`)."""
+        return run_multiclass(plan, client)
 
     def _check_grid(self, data, grid):
         n = int(data.n_samples)
