@@ -186,6 +186,43 @@ def test_multiclass_model_exports_as_one_vs_rest():
         np.testing.assert_array_equal(exported.predict(X_new), estimator.classes_[scores.argmax(1)])
 
 
+@pytest.fixture(scope="module")
+def fitted_multiclass():
+    """LinearSVC and LogisticRegression on 3 classes (one-vs-rest, one row of coef_ a class)."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(N_SAMPLES, N_FEATURES, n_informative=6, n_classes=3, random_state=0)
+    labels = np.array(["ant", "bee", "cat"])[y]
+    models = []
+    for estimator in (
+        daskpd.LinearSVC(alpha=1e-2, max_iter=30, random_state=0),
+        daskpd.LogisticRegression(alpha=1e-2, max_iter=30, random_state=0, fit_intercept=False),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            models.append(estimator.fit(X, labels))
+    return models
+
+
+def test_a_trained_multiclass_model_exports_as_one_vs_rest(fitted_multiclass, tmp_path):
+    # and the same model read back from its file
+    fitted_multiclass[0].save(tmp_path / "svc.zarr")
+    loaded = daskpd.LinearSVC.load(tmp_path / "svc.zarr")
+    for estimator in [*fitted_multiclass, loaded]:
+        assert estimator.coef_.shape == (3, N_FEATURES)
+        exported = estimator.to_sklearn()
+        assert isinstance(exported, OneVsRestClassifier)
+        np.testing.assert_array_equal(exported.classes_, estimator.classes_)
+        for kind, X_new in _inputs().items():
+            np.testing.assert_array_equal(
+                exported.predict(X_new), estimator.predict(X_new), err_msg=kind
+            )
+            np.testing.assert_allclose(
+                exported.decision_function(X_new), estimator.decision_function(X_new),
+                rtol=1e-12, atol=1e-13, err_msg=kind,
+            )  # fmt: skip
+
+
 _CHILD = r"""
 import importlib.abc, json, pickle, sys
 
@@ -217,8 +254,11 @@ print(json.dumps(out))
 """
 
 
-def test_pickled_exports_predict_where_daskpd_cannot_be_imported(fitted, tmp_path):
+def test_pickled_exports_predict_where_daskpd_cannot_be_imported(
+    fitted, fitted_multiclass, tmp_path
+):
     inputs = _inputs()
+    fitted = list(fitted) + [(estimator, True, None) for estimator in fitted_multiclass]
     exported = [estimator.to_sklearn() for estimator, _, _ in fitted]
     with open(tmp_path / "models.pkl", "wb") as handle:
         pickle.dump((exported, inputs), handle)
