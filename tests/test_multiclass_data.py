@@ -84,3 +84,21 @@ def test_svmlight_ingestion_detects_and_forces_classes(tmp_path):
     (tmp_path / "bad.svm").write_text("1 1:1\n2.5 2:1\n")
     with pytest.raises(SvmlightFormatError, match=r"bad.svm:2: label 2.5 .*task='multiclass'"):
         ingest_svmlight(tmp_path / "bad.svm", tmp_path / "bad", task="multiclass")
+
+
+def test_the_ingest_command_takes_the_task(tmp_path, capsys):
+    import json
+
+    from tests._cli import run_cli
+
+    source = tmp_path / "ratings.svm"
+    source.write_text("".join(f"{label} 1:{i + 1}\n" for i, label in enumerate([1, 2, 3, 4])))
+    code, out, err = run_cli(capsys, "ingest", source, tmp_path / "auto.zarr")
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["task"] == "multiclass" and found["label_counts"] == dict.fromkeys("1234", 1)
+    code, out, err = run_cli(
+        capsys, "ingest", source, tmp_path / "told.zarr", "--task", "regression"
+    )
+    assert code == 0, err
+    assert json.loads(out)["task"] == "regression"
