@@ -76,6 +76,10 @@ def test_train_on_an_svmlight_file_then_reuse_its_store(cache, svm_files, tmp_pa
     code, out, err = run_cli(capsys, "evaluate", model, test)
     assert code == 0, err
     assert json.loads(out)["auprc"] == pytest.approx(first["test_auprc"])
+    # the training file scored by its model: the store made for training has the model's
+    # columns, and serves
+    code, out, err = run_cli(capsys, "evaluate", model, train)
+    assert code == 0 and "reusing" in err, err
     code, out, err = run_cli(capsys, "predict", model, test, tmp_path / "scores.zarr")
     assert code == 0, err
     assert json.loads(out)["n_samples"] == 60

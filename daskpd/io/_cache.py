@@ -12,6 +12,10 @@ everything its content depends on:
 - the store format version (:data:`daskpd.data.format.FORMAT_VERSION`) and this cache's
   :data:`CACHE_VERSION`.
 
+A file read against a known number of columns (a test file, a file a model scores) is keyed
+with that number too (``n_features``); its store made without it serves when it has that many
+columns (a model scoring its own training file reads the training store).
+
 The stores live in a directory of stores: ``--store DIR`` of the command, or the user's cache,
 :func:`cache_root` (``$DASKPD_CACHE``, else ``$XDG_CACHE_HOME/daskpd`` or ``~/.cache/daskpd``
 on Linux, ``~/Library/Caches/daskpd`` on macOS, ``%LOCALAPPDATA%\\daskpd\\Cache`` on
@@ -147,6 +151,14 @@ def ingest_cached(source, *, kind="svmlight", options=None, root=None, client=No
     options = dict(options or {})
     root = os.path.abspath(os.fspath(root if root is not None else cache_root()))
     os.makedirs(root, exist_ok=True)
+    if options.get("n_features") is not None:
+        # the store of the file made without a column count serves when it has that many
+        # (a model scored on its own training file)
+        plain = {name: value for name, value in options.items() if name != "n_features"}
+        path = store_path(root, cache_key(source, kind, plain))
+        dataset = _open_whole(path, open_dataset)
+        if dataset is not None and dataset.n_features == int(options["n_features"]):
+            return dataset, path, False
     key = cache_key(source, kind, options)
     path = store_path(root, key)
     with _building(path):
