@@ -184,11 +184,10 @@ def _rehearse(settings, binary, dtype):
     """A round and its sum on three made-up rows, with the real rows' types and the run's
     settings (threads, loss, shrinking).
 
-    A worker's first call of each compiled kernel loads it from numba's cache: 0.1-0.2 s for
-    some, about 0.45 s for a round's kernels together at 1e8 nonzeros on this machine, which
-    made a fresh run's first round 1.7x a later one with every round doing the same work.
-    Run by :func:`_load_group` in a thread while the owner reads its rows, the loading is
-    done before the first round and mostly hidden behind the read.
+    A worker's first call of each compiled kernel loads it from numba's cache, which made a
+    fresh run's first round much longer than a later one doing the same work
+    (BENCHMARKS.md, CoCoA+). Run by :func:`_load_group` in a thread while the owner reads
+    its rows, the loading is done before the first round and mostly hidden behind the read.
     """
     indptr = np.arange(4, dtype=np.int64)
     columns = np.arange(3, dtype=np.int32)
@@ -416,10 +415,9 @@ def _records(group, n_threads):
     straddles two cache lines.
 
     A resident group's shrunk task hands its round's records back (``_Group.spare``; the
-    round is done with them) and the next round's pass task takes them: at 1e8 nonzeros
-    that is 150 MB a round written into pages already mapped rather than new ones,
-    :func:`daskpd.kernels.cocoa.start_pack` in 0.012 s instead of 0.065 s, which was half
-    of a screened round's pass task. The spare lives and dies with the group (the run).
+    round is done with them) and the next round's pass task takes them: the records are
+    written into pages already mapped rather than new ones, a fifth of the time
+    (BENCHMARKS.md, CoCoA+). The spare lives and dies with the group (the run).
     The round's ``_Passed`` gives its pack up (:func:`_shrunk_task`), so that a second run
     of a round's shrunk passes fails instead of reading the next round's records.
     """
@@ -443,8 +441,8 @@ def _start_certified(settings, stats):
     One group's full passes sum the whole problem's certificate of the round's start; when
     its gap is at most ``stop_gap`` (the run's ``tol``) or ``stop_rel`` times the primal
     (DSO's start) the driver stops after this round and returns that start, so the round's
-    shrunk passes would change nothing the user gets (at 1e8 nonzeros, hinge, about half
-    of a round): they are skipped. Several groups have only their share: never.
+    shrunk passes would change nothing the user gets (about half of a hinge round): they
+    are skipped. Several groups have only their share: never.
     """
     if settings.grid != 1 or not (settings.stop_gap > 0.0 or settings.stop_rel > 0.0):
         return False
@@ -645,7 +643,7 @@ def _sum_task(w, direct, pick, *parts):
     if direct and n_groups == 1 and parts[1].shape[0] == np.shape(w)[0]:
         # one group on every column (increasing ids: all of them): its step is the next w
         # itself, the same bits as writing it into a copy; no reader writes to a w, so the
-        # round's step is returned, not copied (37 MB and 0.02 s a round at 1e8)
+        # round's step is returned, not copied
         return _picked(parts[0], pick)
     total = np.array(w, dtype=np.float64, copy=True)
     for k in range(n_groups):
