@@ -147,3 +147,15 @@ def test_a_multiclass_store_trains_evaluates_and_predicts_from_the_command_line(
     assert scores.shape == (50, 3)
     np.testing.assert_array_equal(labels, np.array([0.0, 3.0, 6.0])[np.argmax(scores, axis=1)])
     assert np.mean(labels == y[150:] * 3.0) == pytest.approx(found["accuracy"])
+
+
+def test_on_a_cluster_the_rounds_give_the_in_process_bits(tmp_path, local_cluster):
+    # the rows and duals stay on one worker, a task a round; the same seed, the same model
+    X, y = _blobs(n_samples=150)
+    stored = write_dataset(X, y.astype(float), tmp_path / "data.zarr", rows_per_block=50)
+    options = {"loss": "hinge", "alpha": 0.05, "max_epochs": 5, "random_state": 3}
+    here = daskpd.solve(stored, client=False, **options)
+    there = daskpd.solve(stored, client=local_cluster, **options)
+    np.testing.assert_array_equal(there.w, here.w)
+    np.testing.assert_array_equal(there.z, here.z)
+    assert [row["class_gap"] for row in there.history] == [row["class_gap"] for row in here.history]
