@@ -55,15 +55,18 @@ def _reached(primal, dual):
     return dual > 0 and primal - dual <= LINE * dual
 
 
-def _tron_rounds(data, loss, alpha, grid, max_epochs):
+def _exact_rounds(name, data, loss, alpha, grid, max_epochs):
+    """Rounds and passes of an exact-product method (``tron`` or ``dual_newton``) to the
+    line, stepping it epoch by epoch in this process."""
     from daskpd.problem import Problem
-    from daskpd.solvers.tron import Tron, TronOptions
+    from daskpd.solvers.driver.registry import get_solver
 
-    method, problem = Tron(), Problem(loss, "l2", alpha)
+    solver = get_solver(name)
+    method, problem = solver, Problem(loss, "l2", alpha)
     started = time.perf_counter()
     state = method.init(
         problem, data, seed=np.random.SeedSequence(0), client=None,
-        options=TronOptions(grid=grid),
+        options=solver.Options(grid=grid),
     )  # fmt: skip
     for epoch in range(1, max_epochs + 1):
         if _reached(*method.certificate(state)):
@@ -96,6 +99,13 @@ def _cocoa_rounds(data, loss, alpha, grid, max_rounds):
             "seconds": time.perf_counter() - started}  # fmt: skip
 
 
+#: the losses each exact-product method supports (its Capabilities)
+_EXACT_LOSSES = {
+    "tron": ("logistic", "squared", "squared_hinge", "smooth_hinge"),
+    "dual_newton": ("hinge",),
+}
+
+
 def _left(primal, dual):
     """A run short of the line: its last certified gap, as a share of its dual (of its
     primal where the dual is not positive)."""
@@ -110,7 +120,9 @@ def _cell(row):
         return "not supported"
     if row["epochs"] is None:
         return f"not in {row['rounds']} (gap {row['left']:.1%} of {row['left_of']})"
-    return f"{row['rounds']} / {row['passes']}"
+    passes = row["passes"]
+    passes = f"{passes:.3g}" if isinstance(passes, float) else passes
+    return f"{row['rounds']} / {passes}"
 
 
 def _alphas(args, loss):
@@ -128,13 +140,13 @@ def rounds(args):
             print(f"### {loss}, alpha = {alpha:g}\n")
             print("| method | " + " | ".join(f"K = {k}" for k in args.grids) + " |")
             print("| --- |" + " --- |" * len(args.grids))
-            for method in ("tron", "cocoa"):
+            for method in args.methods:
                 cells = []
                 for grid in args.grids:
-                    if method == "tron" and loss == "hinge":
+                    if method != "cocoa" and loss not in _EXACT_LOSSES[method]:
                         row = None
-                    elif method == "tron":
-                        row = _tron_rounds(data, loss, alpha, grid, args.max_epochs)
+                    elif method != "cocoa":
+                        row = _exact_rounds(method, data, loss, alpha, grid, args.max_epochs)
                     else:
                         row = _cocoa_rounds(data, loss, alpha, grid, args.max_rounds)
                     rows.append({"loss": loss, "alpha": alpha, "method": method, "grid": grid,
@@ -238,6 +250,8 @@ def main(argv=None):
     parser.add_argument("--max-epochs", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json")
+    parser.add_argument("--methods", nargs="+", default=["tron", "dual_newton", "cocoa"],
+                        choices=("tron", "dual_newton", "cocoa"))
     args = parser.parse_args(argv)
     rows = rounds(args) if args.part == "rounds" else wall(args)
     if args.json:

@@ -104,6 +104,7 @@ def test_every_builtin_solver_declares_capabilities(builtin_solvers):
         "batch",
         "cocoa",
         "dso",
+        "dual_newton",
         "dspdc",
         "gsfw",
         "pdprox",

@@ -288,8 +288,9 @@ def test_auto_takes_tron_for_several_groups_and_a_smooth_loss():
     assert auto_solver("logistic", "l2", grid=8) == "tron"
     assert auto_solver("squared", "l2", grid=2) == "tron"
     assert auto_solver("logistic", "l2", grid=1) == "cocoa"
-    for loss in ("hinge", "squared_hinge", "smooth_hinge"):
+    for loss in ("squared_hinge", "smooth_hinge"):
         assert auto_solver(loss, "l2", grid=8) == "cocoa"
+    assert auto_solver("hinge", "l2", grid=8) == "dual_newton"
     assert auto_solver("logistic", "l1", grid=8) == "batch"
     X, y = _data(n=200, d=20, seed=9)
     result = solve((X, y), loss="logistic", alpha=1e-2, grid=4, tol=1e-8, client=False)

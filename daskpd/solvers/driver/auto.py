@@ -7,8 +7,9 @@ wall clock), and the reasons where nothing was measured:
   (dual coordinate ascent with its certificate from the same pass) on one row group;
 * the same with several row groups (``grid=K``, ``K > 1``) and a loss whose curvature
   never vanishes (logistic, squared): ``tron``, whose rounds do not grow with ``K`` where
-  CoCoA+'s do (BENCHMARKS.md, "Many machines"); the hinge losses (hinge, squared and
-  smoothed hinge: Newton steps crawl on them on nearly separable data, measured there) stay
+  CoCoA+'s do (BENCHMARKS.md, "Many machines"); the hinge loss: ``dual_newton`` (projected
+  Newton on its dual, whose rounds do not grow with ``K`` either); the squared and smoothed
+  hinge (primal Newton steps crawl on them on nearly separable data, measured there) stay
   with ``cocoa``;
 * absolute and epsilon-insensitive losses: Pdprox (made for a non-smooth loss with a
   non-smooth regularizer); for weighted rows with the absolute loss, DSO (Pdprox has no row
@@ -50,6 +51,8 @@ def _is_l2(regularizer) -> bool:
 #: The losses ``auto`` runs with Newton steps on several row groups: their curvature never
 #: vanishes, so a step's quadratic model holds on every row (BENCHMARKS.md, "Many machines")
 _NEWTON_LOSSES = ("logistic", "squared")
+#: ... and with Newton steps on the dual: the hinge, whose dual is a quadratic over a box
+_DUAL_NEWTON_LOSSES = ("hinge",)
 
 
 def auto_solver(loss, regularizer, *, weighted=False, grid=None) -> str:
@@ -71,8 +74,11 @@ def auto_solver(loss, regularizer, *, weighted=False, grid=None) -> str:
     """
     name = loss_name(loss)
     regularizer_name = _regularizer_name(regularizer)
-    if grid is not None and int(grid) > 1 and _is_l2(regularizer) and name in _NEWTON_LOSSES:
-        return "tron"
+    if grid is not None and int(grid) > 1 and _is_l2(regularizer):
+        if name in _NEWTON_LOSSES:
+            return "tron"
+        if name in _DUAL_NEWTON_LOSSES:
+            return "dual_newton"
     for candidate in _preferences(name, regularizer, regularizer_name):
         if _covers(candidate, name, regularizer_name, weighted):
             return candidate

@@ -1,0 +1,72 @@
+"""The options of the hinge dual's projected Newton method (:class:`DualNewtonOptions`) and
+the constants every task of a run needs (:class:`_Settings`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DualNewtonOptions:
+    """Options of :class:`DualNewton`.
+
+    Parameters
+    ----------
+    grid : int or None, default=None
+        ``K``, the number of row groups; each is read once by its worker and kept there.
+        ``None``: one group per worker (one in-process). The iterates do not depend on
+        ``K``: every product with ``X^T`` is the exact sum over the groups, so ``K`` changes
+        only the rounding of those sums.
+    threads : int or None, default=None
+        Threads that compute one group's share of a product. ``None``: on a cluster the
+        owner's idle cores, one in-process.
+    eta : float, default=0.1
+        The conjugate gradient of a Newton step stops once the residual of the free rows'
+        Newton system is at most ``eta`` times its first one.
+    max_cg : int, default=50
+        At most this many conjugate-gradient steps (rounds) per Newton step.
+    damping : float, default=1e-6
+        The Newton system of the free rows is ``(H_FF + damping D_FF) d = -g_F``, ``D`` the
+        Hessian's diagonal: with more rows than features ``H_FF`` is singular, and along its
+        null space (directions that do not move ``w``, where the dual is linear) the damped
+        step runs to the box's bound, which the projection then holds.
+    """
+
+    grid: int | None = None
+    threads: int | None = None
+    eta: float = 0.1
+    max_cg: int = 50
+    damping: float = 1e-6
+
+    def __post_init__(self):
+        if self.grid is not None and (isinstance(self.grid, bool) or int(self.grid) < 1):
+            raise ValueError(f"grid must be a positive int or None, got grid={self.grid!r}")
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not 1 <= int(self.threads) <= 64
+        ):
+            raise ValueError(f"threads must be in 1..64 or None, got threads={self.threads!r}")
+        if not 0.0 < float(self.eta) < 1.0:
+            raise ValueError(f"eta must be in (0, 1), got eta={self.eta!r}")
+        if isinstance(self.max_cg, bool) or int(self.max_cg) < 1:
+            raise ValueError(f"max_cg must be a positive int, got max_cg={self.max_cg!r}")
+        if not 0.0 < float(self.damping) < 1.0:
+            raise ValueError(f"damping must be in (0, 1), got damping={self.damping!r}")
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What every task of a run needs (small, pickled into each graph)."""
+
+    n_samples: int
+    #: columns with a nonzero in the data (the run's vectors are this long)
+    n_columns: int
+    alpha: float
+    threads: int
+    eta: float
+    max_cg: int
+    damping: float
+
+    @property
+    def scale(self) -> float:
+        """``alpha n``: ``w(a) = X^T (c y a) / (alpha n)``."""
+        return self.alpha * self.n_samples

@@ -1,0 +1,454 @@
+"""The projected Newton method on the hinge loss's dual over row groups: the
+:class:`DualNewton` class that the driver runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import numpy as np
+
+from daskpd._graphs import TaskGraph
+from daskpd.kernels import scalar
+from daskpd.solvers.common.groups import idle_cores, row_group_bounds, worker_list
+from daskpd.solvers.common.resident import ranges, read_groups, run_graph, tree, value
+from daskpd.solvers.driver.registry import register_solver
+from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
+from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
+from daskpd.solvers.dual_newton._tasks import (
+    _cg_first,
+    _cg_next,
+    _cg_numbers,
+    _cg_read,
+    _cg_task,
+    _first,
+    _gradient_task,
+    _group_a,
+    _group_z,
+    _image_task,
+    _point_scalars,
+    _point_task,
+    _point_w,
+    _second,
+    _start_task,
+    _start_w,
+    _trial_home,
+    _trial_task,
+)
+
+#: halvings of the projected step before a Newton step gives up (at the optimum, to rounding)
+_MAX_HALVINGS = 30
+
+
+@dataclasses.dataclass(frozen=True)
+class _State:
+    """A run's state between Newton steps: the groups and their dual values (futures on a
+    client), the point ``w(a)`` and the first CG direction on ``w``'s home."""
+
+    problem: Any
+    settings: _Settings
+    options: DualNewtonOptions
+    client: Any
+    owners: tuple
+    bounds: np.ndarray
+    groups: list
+    token: str
+    #: the data's columns with a nonzero, increasing: the run's d-vectors are on these
+    used: np.ndarray
+    n_features: int
+    nnz: int
+    locals: tuple = ()
+    point: Any = None
+    cg: Any = None
+    scalars: dict | None = None
+    cg_done: bool = True
+    #: rounds (graphs with one reduction of d-vectors each) and passes (nonzeros read over
+    #: all nonzeros: a CG round reads the free rows only)
+    rounds: int = 0
+    passes: float = 0.0
+    #: whether the last Newton step found no decrease (at the optimum, to rounding)
+    stalled: bool = False
+
+    @property
+    def home(self):
+        return self.owners[0]
+
+
+@register_solver
+class DualNewton(Solver):
+    """Projected Newton-CG on the hinge loss's dual (``solver="dual_newton"``), data-parallel.
+
+    Solves ``min (1/n) sum_i c_i max(0, 1 - y_i x_i . w) + (alpha/2) ||w||^2`` through its
+    dual, a quadratic over the box ``0 <= a_i <= 1``. See :mod:`daskpd.solvers.dual_newton`
+    for the method and its schedule, :class:`DualNewtonOptions` for the options.
+    """
+
+    name = "dual_newton"
+    #: every Newton step certifies its point from its gradient round
+    has_certificate = True
+    capabilities = Capabilities(
+        losses=frozenset({"hinge"}),
+        loss_rule="the hinge loss (its dual is a quadratic over a box)",
+        regularizers=frozenset({"l2"}),
+        regularizer_rule="the l2 regularizer (its dual is then a quadratic)",
+    )
+    Options = DualNewtonOptions
+
+    # -- protocol ---------------------------------------------------------------------------
+
+    def check(self, problem, data, options):
+        """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
+        if int(getattr(problem.loss, "code", -1)) != scalar.HINGE:
+            raise ValueError(
+                "solver 'dual_newton' supports loss='hinge' only, not "
+                f"loss={getattr(problem.loss, 'name', problem.loss)!r}"
+            )
+        if int(getattr(problem.regularizer, "code", -1)) != scalar.L2:
+            raise ValueError(
+                "solver 'dual_newton' solves the l2-regularized problem only, not "
+                f"regularizer={getattr(problem.regularizer, 'name', problem.regularizer)!r}"
+            )
+        if not float(problem.alpha) > 0:
+            raise ValueError(f"solver 'dual_newton' needs alpha > 0, got alpha={problem.alpha!r}")
+        if options.grid is not None and int(options.grid) > int(data.n_samples):
+            raise ValueError(
+                f"grid={options.grid} is larger than the number of rows ({data.n_samples})"
+            )
+
+    def init(self, problem, data, *, seed, client, options, warm_start=None):
+        """Read every group on its owner and run the gradient round at the start point.
+
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        seed : numpy.random.SeedSequence
+            Unused: the method draws nothing at random.
+        client : distributed.Client or None
+        options : DualNewtonOptions
+        warm_start : Iterate, optional
+            Its dual point ``z`` (``z_i = -c_i y_i a_i``, one value a row) is the start; a
+            warm start with ``w`` only is refused (``w`` does not give the dual point).
+
+        Returns
+        -------
+        state
+        """
+        z = None
+        if warm_start is not None:
+            z = getattr(warm_start, "z", None)
+            if isinstance(z, list | tuple):
+                z = np.concatenate([np.asarray(piece) for piece in z]) if z else None
+            if z is None:
+                raise ValueError(
+                    "solver 'dual_newton' warm-starts from a dual point: the warm start has "
+                    "no z"
+                )
+            z = np.asarray(z, dtype=np.float64)
+            if z.shape != (int(data.n_samples),):
+                raise ValueError(f"warm start z must have shape ({data.n_samples},), got {z.shape}")
+        state = self._setup(problem, data, client, options)
+        return self._start(state, z=z)
+
+    def _setup(self, problem, data, client, options):
+        """The state without a point: the settings and the groups, read on their owners."""
+        workers = worker_list(client)
+        grid = int(options.grid) if options.grid is not None else max(1, len(workers))
+        owners = tuple(workers[k * len(workers) // grid] if workers else None for k in range(grid))
+        if options.threads is not None:
+            threads = int(options.threads)
+        elif client is not None:
+            threads = min(idle_cores(client, owners), 64)
+        else:
+            threads = 1
+        used = np.flatnonzero(np.asarray(data.col_nnz) > 0)
+        settings = _Settings(
+            n_samples=int(data.n_samples),
+            n_columns=int(used.shape[0]),
+            alpha=float(problem.alpha),
+            threads=int(threads),
+            eta=float(options.eta),
+            max_cg=int(options.max_cg),
+            damping=float(options.damping),
+        )
+        bounds = row_group_bounds(data, grid)
+        token = uuid.uuid4().hex[:12]
+        positions = None
+        if used.shape[0] < int(data.n_features):
+            positions = np.full(int(data.n_features), -1, dtype=np.int32)
+            positions[used] = np.arange(used.shape[0], dtype=np.int32)
+        groups = read_groups(
+            data, problem, client, owners, bounds, threads, positions, token, "dual-newton"
+        )
+        return _State(
+            problem=problem,
+            settings=settings,
+            options=options,
+            client=client,
+            owners=owners,
+            bounds=bounds,
+            groups=groups,
+            token=token,
+            used=used,
+            n_features=int(data.n_features),
+            nnz=max(1, int(np.asarray(data.col_nnz).sum())),
+        )
+
+    def _start(self, state, z=None, a=None):
+        """The state at the dual point ``z`` (or ``a``; 0 when neither): ``w(a)`` (a round
+        unless ``a = 0``), then the gradient round."""
+        settings = state.settings
+        graph = TaskGraph("dual-newton-start", state.token)
+        locals_ = []
+        for k, (start, stop) in enumerate(ranges(state.bounds)):
+            piece = None if z is None else z[start:stop]
+            locals_.append(
+                graph.task(
+                    f"start-{k}", _start_task, state.groups[k], piece, settings.scale,
+                    worker=state.owners[k],
+                )  # fmt: skip
+            )
+        if a is not None:
+            locals_ = [
+                graph.task(f"restore-{k}", _restored, local, a[start:stop], worker=state.owners[k])
+                for k, (local, (start, stop)) in enumerate(
+                    zip(locals_, ranges(state.bounds), strict=True)
+                )
+            ]
+        rounds = 0
+        if z is None and a is None:
+            w = graph.task("w", np.zeros, settings.n_columns, worker=state.home)
+        else:
+            images = [
+                graph.task(
+                    f"image-{k}", _image_task, group, locals_[k], settings, worker=state.owners[k]
+                )
+                for k, group in enumerate(state.groups)
+            ]
+            total = tree(graph, "image-sum", images, state.owners)
+            w = graph.task("w", _start_w, total, settings, worker=state.home)
+            rounds = 1
+        refs = _gradient_round(graph, state, w, locals_)
+        state = dataclasses.replace(state, rounds=state.rounds + rounds)
+        return _at_point(state, _run(state, graph, refs))
+
+    def run_epoch(self, state, epoch):
+        """One Newton step: CG rounds on the free rows, a projected line search (its first
+        trial and the gradient round at it in one graph), the gradient round at the new
+        point."""
+        return _newton_step(state)
+
+    def iterate(self, state) -> Iterate:
+        """The point ``w(a)`` (gathered), its dual point ``z = -c y a`` (per group, where it
+        is) and their exact primal and dual."""
+        if state.client is None:
+            w = state.point.w
+        else:
+            w = state.client.submit(_point_w, state.point, workers=[state.home], pure=False)
+            w = w.result()
+        full = np.zeros(state.n_features)
+        full[state.used] = w
+        graph = TaskGraph("dual-newton-z", f"{state.token}-{state.rounds}")
+        z = [
+            graph.task(f"z-{k}", _group_z, group, state.locals[k], worker=state.owners[k])
+            for k, group in enumerate(state.groups)
+        ]
+        z = _run(state, graph, z)
+        return Iterate(
+            w=full,
+            z=list(z),
+            z_bounds=np.asarray(state.bounds, dtype=np.int64),
+            primal=state.scalars["primal"],
+            dual=state.scalars["dual"],
+        )
+
+    def certificate(self, state):
+        """``(primal, dual)`` of :meth:`iterate`'s point, from its gradient round's sums."""
+        return state.scalars["primal"], state.scalars["dual"]
+
+    def start_certificate(self, state):
+        """The certificate of the start point (its gradient round ran in :meth:`init`)."""
+        return self.certificate(state)
+
+    def state_arrays(self, state) -> dict:
+        """The dual point ``a`` (``w`` is ``w(a)``) and the counters."""
+        graph = TaskGraph("dual-newton-a", f"{state.token}-{state.rounds}")
+        pieces = [
+            graph.task(f"a-{k}", _group_a, local, worker=state.owners[k])
+            for k, local in enumerate(state.locals)
+        ]
+        pieces = _run(state, graph, pieces)
+        if state.client is not None:
+            pieces = state.client.gather(pieces)
+        return {
+            "w": self.iterate(state).w,
+            "a": np.concatenate(pieces),
+            "rounds": np.asarray(state.rounds),
+            "passes": np.asarray(state.passes),
+        }
+
+    def restore(self, problem, data, arrays, *, seed, client, options):
+        """The state saved by :meth:`state_arrays` (``w`` is computed again from ``a``)."""
+        state = self._setup(problem, data, client, options)
+        state = self._start(state, a=np.asarray(arrays["a"], dtype=np.float64))
+        # the counters go on from the saved run's (the restart's rounds are not its)
+        return dataclasses.replace(
+            state, rounds=int(arrays["rounds"]), passes=float(arrays["passes"])
+        )
+
+    def counters(self, state) -> dict:
+        """Rounds and passes over the rows so far: what the many-machine benchmark reports."""
+        return {"rounds": state.rounds, "passes": state.passes}
+
+
+# ------------------------------------------------------------------------------------------------
+# the rounds
+
+
+def _restored(local, a):
+    """A group's start at a saved dual point ``a``."""
+    return local._replace(a=np.array(a, dtype=np.float64))
+
+
+def _gradient_round(graph, state, w, locals_):
+    """Add the gradient round at ``w = w(a)`` to ``graph``: each group's margins, free rows
+    and CG start, their sums up the tree, the point and the first CG direction on the home.
+    Returns the references of the point, the CG state, their numbers and the groups'
+    locals."""
+    settings = state.settings
+    parts = [
+        graph.task(
+            f"grad-{k}", _gradient_task, group, locals_[k], w, settings, worker=state.owners[k]
+        )
+        for k, group in enumerate(state.groups)
+    ]
+    kept = [
+        graph.task(f"local-{k}", _first, part, worker=state.owners[k])
+        for k, part in enumerate(parts)
+    ]
+    totals = [
+        graph.task(f"total-{k}", _second, part, worker=state.owners[k])
+        for k, part in enumerate(parts)
+    ]
+    total = tree(graph, "grad-sum", totals, state.owners)
+    point = graph.task("point", _point_task, w, total, settings, worker=state.home)
+    cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
+    scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
+    numbers = graph.task("cg-numbers", _cg_numbers, cg, 0.0, worker=state.home)
+    return [point, cg, scalars, numbers, *kept]
+
+
+def _at_point(state, outputs):
+    """The state at a gradient round's outputs (one round more)."""
+    point, cg, scalars, numbers, *kept = outputs
+    scalars = value(scalars)
+    return dataclasses.replace(
+        state,
+        point=point,
+        cg=cg,
+        scalars=scalars,
+        cg_done=bool(value(numbers)["done"]),
+        locals=tuple(kept),
+        rounds=state.rounds + 1,
+        passes=state.passes + scalars["read"] / state.nnz,
+    )
+
+
+def _newton_step(state):
+    settings = state.settings
+    rounds, read = state.rounds, 0.0
+    cg, locals_, done = state.cg, list(state.locals), state.cg_done
+    while not done:
+        graph = TaskGraph("dual-newton-cg", f"{state.token}-{rounds}")
+        parts = [
+            graph.task(
+                f"cg-{k}", _cg_task, group, locals_[k], cg, settings, worker=state.owners[k]
+            )
+            for k, group in enumerate(state.groups)
+        ]
+        kept = [
+            graph.task(f"local-{k}", _first, part, worker=state.owners[k])
+            for k, part in enumerate(parts)
+        ]
+        totals = [
+            graph.task(f"total-{k}", _second, part, worker=state.owners[k])
+            for k, part in enumerate(parts)
+        ]
+        total = tree(graph, "cg-sum", totals, state.owners)
+        new_cg = graph.task("cg", _cg_next, cg, total, settings, worker=state.home)
+        nread = graph.task("read", _cg_read, total, worker=state.home)
+        numbers = graph.task("numbers", _cg_numbers, new_cg, nread, worker=state.home)
+        outputs = _run(state, graph, [new_cg, numbers, *kept])
+        cg, numbers, locals_ = outputs[0], value(outputs[1]), list(outputs[2:])
+        rounds += 1
+        read += numbers["read"]
+        done = numbers["done"]
+
+    # the projected line search: the trial at t = 1 and the gradient round there in one
+    # graph (Newton steps nearly always take t = 1); a shorter t is a round of its own, then
+    # a gradient round at the accepted point
+    graph = TaskGraph("dual-newton-line", f"{state.token}-{rounds}")
+    trial, moved = _trial_round(graph, state, locals_, 1.0)
+    w = graph.task("w", _first, trial, worker=state.home)
+    verdict = graph.task("verdict", _second, trial, worker=state.home)
+    refs = _gradient_round(graph, state, w, moved)
+    outputs = _run(state, graph, [verdict, *refs])
+    verdict = value(outputs[0])
+    read += verdict["read"]
+    base = dataclasses.replace(state, rounds=rounds + 1, passes=state.passes + read / state.nnz)
+    if verdict["accepted"]:
+        return dataclasses.replace(_at_point(base, outputs[1:]), stalled=False)
+    # t = 1 refused: its gradient round was spent (a round and a pass)
+    rounds, read = rounds + 2, read + float(state.nnz)
+    step_length = 1.0
+    for _ in range(_MAX_HALVINGS):
+        step_length *= 0.5
+        graph = TaskGraph("dual-newton-line", f"{state.token}-{rounds}")
+        trial, moved = _trial_round(graph, state, locals_, step_length)
+        w = graph.task("w", _first, trial, worker=state.home)
+        verdict = graph.task("verdict", _second, trial, worker=state.home)
+        outputs = _run(state, graph, [verdict, w, *moved])
+        rounds += 1
+        verdict = value(outputs[0])
+        read += verdict["read"]
+        if verdict["accepted"]:
+            break
+    else:
+        return dataclasses.replace(
+            state, rounds=rounds, passes=state.passes + read / state.nnz, stalled=True
+        )
+    base = dataclasses.replace(state, rounds=rounds, passes=state.passes + read / state.nnz)
+    graph = TaskGraph("dual-newton-gradient", f"{state.token}-{rounds}")
+    refs = _gradient_round(graph, state, outputs[1], list(outputs[2:]))
+    return dataclasses.replace(_at_point(base, _run(state, graph, refs)), stalled=False)
+
+
+def _trial_round(graph, state, locals_, step_length):
+    """Add the projected step at ``step_length``: each group's moved dual values and its
+    share, summed up the tree into the trial point and Armijo's verdict on the home."""
+    settings = state.settings
+    parts = [
+        graph.task(
+            f"trial-{k}", _trial_task, group, locals_[k], float(step_length), settings,
+            worker=state.owners[k],
+        )  # fmt: skip
+        for k, group in enumerate(state.groups)
+    ]
+    moved = [
+        graph.task(f"moved-{k}", _first, part, worker=state.owners[k])
+        for k, part in enumerate(parts)
+    ]
+    totals = [
+        graph.task(f"trial-total-{k}", _second, part, worker=state.owners[k])
+        for k, part in enumerate(parts)
+    ]
+    total = tree(graph, "trial-sum", totals, state.owners)
+    trial = graph.task("trial", _trial_home, state.point, total, settings, worker=state.home)
+    return trial, moved
+
+
+def _run(state, graph, outputs):
+    """Run ``graph`` on the run's client (or in-process)."""
+    return run_graph(state.client, len(state.groups), graph, outputs)
+

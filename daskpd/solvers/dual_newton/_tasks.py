@@ -1,0 +1,327 @@
+"""The tasks of the hinge dual's projected Newton method: a group's share of a product on
+its free rows, and the conjugate-gradient and line-search algebra on ``w``'s home.
+
+Notation (``shared/notes/many-machines.md``): the dual point ``a`` in the box ``[0, 1]^n``,
+``w(a) = X^T (c y a) / (alpha n)``, the dual objective scaled by ``n`` and negated,
+``F(a) = (alpha n / 2) ||w(a)||^2 - sum_i c_i a_i``, its gradient ``g_i = c_i (m_i - 1)``
+with the margins ``m_i = y_i x_i . w(a)``, and its Hessian
+``diag(c y) X X^T diag(c y) / (alpha n)``, whose diagonal ``h_i = c_i^2 ||x_i||^2 / (alpha n)``
+preconditions the conjugate gradient. A Hessian-vector product ``H p`` is
+``c y (X u)`` with ``u = X^T (c y p) / (alpha n)``: the image ``u`` of a direction is the
+d-vector a round sums over the groups; the n-vectors (``a``, the CG's ``p``, ``r``, ``z``
+and the step ``d``) stay with their group.
+
+Tasks are pure (they return new arrays).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from daskpd.kernels import dual_newton as kernels
+from daskpd.solvers.common.groups import in_threads
+from daskpd.solvers.common.resident import Share, dense, group_products, on_own_columns
+
+#: Armijo's constant of the projected line search
+ARMIJO = 1e-4
+
+_EMPTY = np.zeros(0)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+
+
+class _Local(NamedTuple):
+    """A group's dual values and, within a Newton step, its free rows' CG vectors."""
+
+    a: np.ndarray
+    norm_sq: np.ndarray
+    #: the free rows (ids into the group) and their thread cuts
+    free: np.ndarray = _NO_ROWS
+    cuts: np.ndarray = _NO_ROWS
+    #: on the free rows: ``c y``, the preconditioner ``h``, the gradient ``g``
+    cy: np.ndarray = _EMPTY
+    h: np.ndarray = _EMPTY
+    g: np.ndarray = _EMPTY
+    #: on the free rows: the CG's residual, preconditioned residual, direction and step
+    r: np.ndarray = _EMPTY
+    z: np.ndarray = _EMPTY
+    p: np.ndarray = _EMPTY
+    d: np.ndarray = _EMPTY
+
+
+class _Cg(NamedTuple):
+    """The conjugate gradient's state on ``w``'s home: the image of the next direction and
+    the numbers its step needs."""
+
+    #: ``u = X^T (c y p) / (alpha n)`` of the direction ``p = z + beta p_previous``
+    u: np.ndarray
+    step: float
+    beta: float
+    #: ``r^T z``, the first ``||r||^2``, steps taken
+    rz: float
+    rr0: float
+    iterations: int
+    done: bool
+    #: ``p^T D p`` of the direction (the damping's share of its curvature)
+    p_dp: float = 0.0
+
+
+class _Point(NamedTuple):
+    """An iterate on ``w``'s home: ``w(a)`` and its certificate's numbers."""
+
+    w: np.ndarray
+    scalars: dict
+
+
+# --------------------------------------------------------------------------------------------
+# on the groups' owners
+
+
+def _start_task(group, z, scale):
+    """A group's :class:`_Local` at its start: the rows' squared norms, and ``a`` from a dual
+    point ``z`` (``z_i = -c_i y_i a_i``, the driver's convention) or 0. A row with no
+    nonzero and a weight starts (and stays) at 1, its optimum: it does not move ``w``."""
+    m = group.y.shape[0]
+    norm_sq = np.empty(m)
+    kernels.row_norms_sq(group.indptr, group.vals, group.binary, norm_sq)
+    c = group.weight
+    if z is None:
+        a = np.zeros(m)
+    else:
+        a = np.zeros(m)
+        moving = c > 0
+        a[moving] = np.clip(-np.asarray(z, dtype=np.float64)[moving] / (c * group.y)[moving], 0, 1)
+    a[(norm_sq == 0) & (c > 0)] = 1.0
+    return _Local(a, norm_sq)
+
+
+def _image_task(group, local, settings):
+    """A group's ``X_k^T (c y a)`` (a warm start's ``w``) and the nonzeros read."""
+    rows = np.arange(group.y.shape[0], dtype=np.int64)
+    cuts = kernels.subset_cuts(group.indptr, rows, group.cuts.shape[0] - 1)
+    share, read = _transpose(
+        group, rows, cuts, group.weight * group.y * local.a, settings.n_columns
+    )
+    return share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
+
+
+def _gradient_task(group, local, w, settings):
+    """A group's margins at ``w``, its free rows, the CG's start on them, and its sums.
+
+    Returns ``(local, (share, sums))``: ``share`` is ``X_F^T (c y z)`` (the first direction's
+    image, unscaled), ``sums`` are ``sum c max(0, 1 - m)``, ``sum c a``, ``r^T z``,
+    ``||r||^2`` and the nonzeros read.
+    """
+    margins = group.y * group_products(group, on_own_columns(group, w))
+    read = float(group.indptr[-1])
+    c, a = group.weight, local.a
+    g = c * (margins - 1.0)
+    held = ((a <= 0.0) & (g > 0.0)) | ((a >= 1.0) & (g < 0.0))
+    free = np.flatnonzero((c > 0) & (local.norm_sq > 0) & ~held)
+    cuts = kernels.subset_cuts(group.indptr, free, group.cuts.shape[0] - 1)
+    cy = (c * group.y)[free]
+    h = c[free] ** 2 * local.norm_sq[free] / settings.scale
+    r = -g[free]
+    z = r / ((1.0 + settings.damping) * h)
+    share, transposed = _transpose(group, free, cuts, cy * z, settings.n_columns)
+    sums = np.array(
+        [
+            float(c @ np.maximum(0.0, 1.0 - margins)),
+            float(c @ a),
+            float(r @ z),
+            float(r @ r),
+            read + transposed,
+            float(z @ (h * z)),
+            0.0,
+        ]
+    )
+    new = _Local(a, local.norm_sq, free, cuts, cy, h, g[free], r, z, _EMPTY, np.zeros(free.size))
+    return new, (share, sums)
+
+
+def _cg_task(group, local, cg, settings):
+    """One CG step on a group's free rows, with the direction's image ``cg.u`` from the
+    home: ``p = z + beta p``, ``d += t p``, ``r -= t (H + mu D) p``, ``z = r / ((1 + mu)
+    h)``; returns ``(local, (X_F^T (c y z), sums))``, the sums as :func:`_gradient_task`'s
+    (``r^T z``, ``||r||^2``, the nonzeros read, ``z^T D z`` and ``z^T D p``; the damping's
+    ``p^T D p`` follows from them on the home)."""
+    p = local.z if local.p.size == 0 else local.z + cg.beta * local.p
+    hp = np.empty(local.free.size)
+    read = _products(group, local.free, local.cuts, on_own_columns(group, cg.u), hp)
+    hp = local.cy * hp + settings.damping * local.h * p
+    d = local.d + cg.step * p
+    r = local.r - cg.step * hp
+    z = r / ((1.0 + settings.damping) * local.h)
+    share, transposed = _transpose(
+        group, local.free, local.cuts, local.cy * z, settings.n_columns
+    )
+    hz = local.h * z
+    sums = np.array(
+        [0.0, 0.0, float(r @ z), float(r @ r), float(read + transposed), float(z @ hz),
+         float(hz @ p)]
+    )  # fmt: skip
+    return local._replace(r=r, z=z, p=p, d=d), (share, sums)
+
+
+def _trial_task(group, local, step_length, settings):
+    """The projected step ``a_F <- clip(a_F + t d, 0, 1)`` of a group's free rows: returns
+    ``(local at the new a, (X_F^T (c y delta), [sum c delta, g^T delta, 0, 0, read]))``."""
+    free = local.free
+    moved = np.clip(local.a[free] + step_length * local.d, 0.0, 1.0)
+    delta = moved - local.a[free]
+    share, read = _transpose(group, free, local.cuts, local.cy * delta, settings.n_columns)
+    a = local.a.copy()
+    a[free] = moved
+    c = group.weight[free]
+    sums = np.array([float(c @ delta), float(local.g @ delta), 0.0, 0.0, float(read), 0.0, 0.0])
+    return _Local(a, local.norm_sq), (share, sums)
+
+
+def _products(group, rows, cuts, v, out):
+    """``out[k] = x_{rows[k]} . v`` in the group's threads; returns the nonzeros read."""
+    read = np.zeros(cuts.shape[0] - 1, dtype=np.int64)
+
+    def work(t):
+        read[t] = kernels.subset_products(
+            group.indptr, group.indices, group.vals, group.binary, rows, v,
+            cuts[t], cuts[t + 1], out,
+        )  # fmt: skip
+
+    in_threads(cuts.shape[0] - 1, work)
+    return int(read.sum())
+
+
+def _transpose(group, rows, cuts, coef, n_columns):
+    """``sum_k coef[k] x_{rows[k]}`` as a :class:`Share` on the columns it touches (the free
+    rows' columns: a few percent of the group's on nearly separable data), and the nonzeros
+    read."""
+    n_threads = cuts.shape[0] - 1
+    if group.columns is not None:
+        n_columns = group.columns.shape[0]
+    out = np.zeros((n_threads, n_columns))
+    read = np.zeros(n_threads, dtype=np.int64)
+
+    def work(t):
+        read[t] = kernels.subset_transpose(
+            group.indptr, group.indices, group.vals, group.binary, rows, coef,
+            cuts[t], cuts[t + 1], out[t],
+        )  # fmt: skip
+
+    in_threads(n_threads, work)
+    total = out[0]
+    for t in range(1, n_threads):
+        total += out[t]
+    touched = np.flatnonzero(total).astype(np.int32)
+    columns = touched if group.columns is None else group.columns[touched]
+    return Share(columns, total[touched][None, :]), int(read.sum())
+
+
+# --------------------------------------------------------------------------------------------
+# on w's home
+
+
+def _start_w(total, settings):
+    """``w(a)`` from the summed ``X^T (c y a)`` of a warm start."""
+    share, _ = total
+    return dense(share, settings.n_columns)[0] / settings.scale
+
+
+def _point_task(w, total, settings):
+    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums."""
+    _, sums = total
+    n, alpha = settings.n_samples, settings.alpha
+    w_w = float(w @ w)
+    scalars = {
+        "primal": float(sums[0]) / n + 0.5 * alpha * w_w,
+        "dual": float(sums[1]) / n - 0.5 * alpha * w_w,
+        "w_w": w_w,
+        "read": float(sums[4]),
+    }
+    return _Point(w, scalars)
+
+
+def _cg_first(total, settings):
+    """The CG's first step from the gradient round: ``p = z``."""
+    share, sums = total
+    return _next_direction(share, sums, None, settings)
+
+
+def _cg_next(cg, total, settings):
+    """The CG's next step from a CG round's sums."""
+    share, sums = total
+    return _next_direction(share, sums, cg, settings)
+
+
+def _next_direction(share, sums, cg, settings):
+    """The image ``u`` of the next direction ``p = z + beta p``, its curvature
+    ``p^T (H + mu D) p = alpha n ||u||^2 + mu p^T D p`` and the step ``r^T z`` over it."""
+    rz, rr, z_dz, z_dp = (float(sums[k]) for k in (2, 3, 5, 6))
+    image = dense(share, settings.n_columns)[0] / settings.scale
+    if cg is None:
+        beta, u, rr0, iterations, p_dp = 0.0, image, rr, 0, z_dz
+    else:
+        beta = rz / cg.rz
+        u = image + beta * cg.u
+        rr0, iterations = cg.rr0, cg.iterations + 1
+        p_dp = z_dz + 2.0 * beta * z_dp + beta * beta * cg.p_dp
+    curvature = settings.scale * float(u @ u) + settings.damping * p_dp
+    done = (
+        not rr > 0.0
+        or not rz > 0.0
+        or not curvature > 0.0
+        or (cg is not None and rr <= settings.eta**2 * rr0)
+        or iterations >= settings.max_cg
+    )
+    step = rz / curvature if curvature > 0.0 else 0.0
+    return _Cg(u, step, beta, rz, rr0, iterations, bool(done), p_dp)
+
+
+def _cg_numbers(cg, read):
+    return {"done": cg.done, "iterations": cg.iterations, "read": float(read)}
+
+
+def _cg_read(total):
+    return float(total[1][4])
+
+
+def _trial_home(point, total, settings):
+    """The trial point ``w + X^T (c y delta) / (alpha n)`` and whether it passes Armijo's
+    test on ``F``: ``F(a + delta) - F(a) <= ARMIJO g^T delta``.
+
+    The change is ``g^T delta + ||X^T (c y delta)||^2 / (2 alpha n)`` (``F`` is quadratic and
+    ``w . X^T (c y delta) - sum c delta = g^T delta``): two sums that do not cancel, where
+    the difference of ``F``'s values would, near the optimum, be below their rounding.
+    """
+    share, sums = total
+    step = dense(share, settings.n_columns)[0]
+    w = point.w + step / settings.scale
+    g_delta = float(sums[1])
+    change = g_delta + 0.5 * float(step @ step) / settings.scale
+    accepted = change <= ARMIJO * g_delta
+    return w, {"accepted": bool(accepted), "change": change, "read": float(sums[4])}
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
+
+
+def _point_scalars(point):
+    return point.scalars
+
+
+def _point_w(point):
+    return point.w
+
+
+def _group_z(group, local):
+    """The group's dual point in the driver's convention, ``z_i = -c_i y_i a_i``."""
+    return -group.weight * group.y * local.a
+
+
+def _group_a(local):
+    return local.a

@@ -1,0 +1,257 @@
+"""The hinge dual's projected Newton method over row groups (``solver="dual_newton"``):
+kernels against NumPy, iterates that do not depend on the number of groups, the certificate,
+liblinear's optimum with row and class weights, checkpoints, ``auto``'s choice, a real
+multi-process cluster and a killed worker."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from _synthetic import sparse_problem
+
+from daskpd.data import MemoryDataset, write_dataset
+from daskpd.kernels import dual_newton as kernels
+from daskpd.problem import Problem
+from daskpd.solvers import solve
+from daskpd.solvers.driver.auto import auto_solver
+from daskpd.solvers.dual_newton import DualNewton, DualNewtonOptions
+
+
+def _run(data, alpha, grid, **kwargs):
+    kwargs.setdefault("client", False)
+    kwargs.setdefault("tol", 1e-10)
+    kwargs.setdefault("max_epochs", 100)
+    return solve(data, loss="hinge", alpha=alpha, solver="dual_newton", grid=grid, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# kernels against NumPy
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["values", "binary"])
+def test_subset_kernels_equal_numpy(binary):
+    X, _ = sparse_problem(n=200, d=40, seed=3, binary=binary, dtype=np.float64)
+    X = X.tocsr()
+    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    vals = np.zeros(1) if binary else X.data
+    rng = np.random.default_rng(3)
+    rows = np.sort(rng.choice(200, 77, replace=False)).astype(np.int64)
+    v, coef = rng.normal(size=40), rng.normal(size=77)
+    coef[::5] = 0.0
+    out = np.full(77, np.nan)
+    read = kernels.subset_products(indptr, indices, vals, binary, rows, v, 0, 77, out)
+    np.testing.assert_allclose(out, X[rows] @ v, rtol=1e-12)
+    assert read == X[rows].nnz
+    total = np.zeros(40)
+    read = kernels.subset_transpose(indptr, indices, vals, binary, rows, coef, 0, 77, total)
+    np.testing.assert_allclose(total, X[rows].T @ coef, rtol=1e-12, atol=1e-14)
+    assert read == X[rows][coef != 0].nnz
+    norms = np.empty(200)
+    kernels.row_norms_sq(indptr, vals, binary, norms)
+    np.testing.assert_allclose(norms, np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    for n_threads in (1, 3, 8):
+        cuts = kernels.subset_cuts(indptr, rows, n_threads)
+        assert cuts[0] == 0 and cuts[-1] == rows.size and np.all(np.diff(cuts) >= 0)
+        nnz = np.diff(indptr)[rows]
+        shares = [nnz[cuts[t] : cuts[t + 1]].sum() for t in range(n_threads)]
+        assert max(shares) <= nnz.sum() / n_threads + nnz.max()
+
+
+# --------------------------------------------------------------------------------------------
+# the method
+
+
+def _wide(n=150, d=300, seed=0, **kwargs):
+    """More features than rows, as the splice-like sets (the dual's Hessian is then regular
+    on the free rows)."""
+    return sparse_problem(n=n, d=d, seed=seed, **kwargs)
+
+
+def test_iterates_and_rounds_do_not_depend_on_the_number_of_groups():
+    X, y = _wide(seed=1)
+    data = MemoryDataset(X, y)
+    problem, method = Problem("hinge", "l2", 1e-3), DualNewton()
+    runs = []
+    for grid in (1, 2, 4):
+        state = method.init(
+            problem, data, seed=np.random.SeedSequence(0), client=None,
+            options=DualNewtonOptions(grid=grid),
+        )  # fmt: skip
+        certificates = []
+        for epoch in range(1, 6):
+            state = method.run_epoch(state, epoch)
+            certificates.append(method.certificate(state))
+        runs.append((np.array(certificates), method.counters(state), method.iterate(state).w))
+    (first, counts, w), others = runs[0], runs[1:]
+    assert counts["rounds"] > 5 and counts["passes"] > 1
+    for certificates, other_counts, other_w in others:
+        np.testing.assert_allclose(certificates, first, rtol=1e-9, atol=1e-13)
+        assert other_counts["rounds"] == counts["rounds"]
+        assert other_counts["passes"] == pytest.approx(counts["passes"], rel=1e-12)
+        np.testing.assert_allclose(other_w, w, rtol=1e-8, atol=1e-12)
+
+
+def test_certificate_is_the_evaluation_of_the_point_and_dual_it_reports():
+    X, y = _wide(seed=5)
+    data = MemoryDataset(X, y, sample_weight=np.random.default_rng(5).uniform(0.5, 2.0, 150))
+    problem, method = Problem("hinge", "l2", 1e-2, class_weight={-1: 1.0, 1: 2.5}), DualNewton()
+    state = method.init(
+        problem, data, seed=np.random.SeedSequence(0), client=None,
+        options=DualNewtonOptions(grid=3),
+    )  # fmt: skip
+    for epoch in (1, 2, 3):
+        state = method.run_epoch(state, epoch)
+        iterate = method.iterate(state)
+        evaluation = problem.evaluate(iterate.w, data, z=iterate.z, z_bounds=iterate.z_bounds)
+        primal, dual = method.certificate(state)
+        assert primal == pytest.approx(evaluation.primal, rel=1e-10)
+        assert dual == pytest.approx(evaluation.dual, rel=1e-9, abs=1e-12)
+        assert primal >= dual - 1e-12
+
+
+def _liblinear(X, y, alpha, weight):
+    from sklearn.svm import LinearSVC
+
+    model = LinearSVC(
+        loss="hinge", dual=True, C=1.0 / (alpha * X.shape[0]), fit_intercept=False,
+        tol=1e-12, max_iter=1_000_000,
+    )  # fmt: skip
+    with warnings.catch_warnings():
+        # liblinear may stop at its iteration cap within the tolerance asked here
+        warnings.simplefilter("ignore")
+        model.fit(X, y, sample_weight=weight)
+    return model.coef_.ravel()
+
+
+@pytest.mark.parametrize(
+    "weighted,binary,shape",
+    [(False, False, (150, 300)), (True, False, (150, 300)), (True, True, (150, 300)),
+     (False, False, (300, 30))],
+    ids=["plain", "weighted", "weighted-binary", "more-rows-than-features"],
+)  # fmt: skip
+def test_reaches_liblinears_optimum(weighted, binary, shape):
+    # more rows than features: the Hessian of the free rows is singular, the damping holds
+    X, y = sparse_problem(n=shape[0], d=shape[1], seed=6, binary=binary)
+    alpha = 0.01
+    rng = np.random.default_rng(6)
+    sample_weight = rng.uniform(0.5, 2.0, X.shape[0]) if weighted else None
+    class_weight = {-1: 1.0, 1: 3.0} if weighted else None
+    data = MemoryDataset(X, y, sample_weight=sample_weight)
+    result = _run(data, alpha, 3, class_weight=class_weight)
+    assert result.converged and result.solver == "dual_newton"
+    problem = Problem("hinge", "l2", alpha, class_weight=class_weight)
+    weight = np.ones(X.shape[0]) if sample_weight is None else sample_weight.copy()
+    if class_weight:
+        weight *= np.where(y > 0, class_weight[1], class_weight[-1])
+    reference = _liblinear(X, y, alpha, weight)
+    p_ref = problem.evaluate(reference, data).primal
+    assert result.primal == pytest.approx(p_ref, rel=1e-6)
+    # the certified dual bounds liblinear's primal from below
+    assert result.dual <= p_ref + 1e-12
+
+
+def test_rows_without_nonzeros_and_rows_of_weight_zero():
+    X, y = _wide(seed=4)
+    X = X.tolil()
+    X[:10, :] = 0
+    X = X.tocsr()
+    weight = np.ones(150)
+    weight[10:20] = 0.0
+    data = MemoryDataset(X, y, sample_weight=weight)
+    result = _run(data, 1e-2, 2)
+    assert result.converged
+    evaluation = Problem("hinge", "l2", 1e-2).evaluate(result.w, data)
+    assert result.primal == pytest.approx(evaluation.primal, rel=1e-10)
+    reference = _liblinear(X, y, 1e-2, weight)
+    assert result.primal == pytest.approx(
+        Problem("hinge", "l2", 1e-2).evaluate(reference, data).primal, rel=1e-6
+    )
+
+
+def test_checkpoint_resume_and_warm_start(tmp_path):
+    X, y = _wide(seed=7)
+    data = MemoryDataset(X, y)
+    straight = _run(data, 1e-3, 2, tol=0.0, max_epochs=6)
+    first = _run(data, 1e-3, 2, tol=0.0, max_epochs=3, checkpoint_dir=tmp_path / "ck")
+    resumed = _run(data, 1e-3, 2, tol=0.0, max_epochs=6, checkpoint_dir=tmp_path / "ck",
+                   resume=True)  # fmt: skip
+    assert first.n_epochs == 3 and resumed.n_epochs == 6
+    # w is computed again from the saved dual point: the same run to rounding
+    np.testing.assert_allclose(
+        [r["primal"] for r in resumed.history], [r["primal"] for r in straight.history],
+        rtol=1e-7,
+    )  # fmt: skip
+    cold = _run(data, 1e-3, 2, tol=1e-9)
+    warm = _run(data, 1e-3, 2, tol=1e-9, warm_start=first)
+    assert warm.converged and cold.converged and warm.n_epochs < cold.n_epochs
+    with pytest.raises(ValueError, match="dual point"):
+        _run(data, 1e-3, 2, warm_start=cold.w)
+
+
+def test_refuses_what_it_cannot_do():
+    X, y = sparse_problem()
+    with pytest.raises(ValueError, match="hinge"):
+        solve((X, y), loss="logistic", alpha=1e-3, solver="dual_newton", client=False)
+    with pytest.raises(ValueError, match="l2"):
+        solve((X, y), loss="hinge", regularizer="l1", alpha=1e-3, solver="dual_newton",
+              client=False)  # fmt: skip
+    with pytest.raises(ValueError, match="grid"):
+        _run((X, y), 1e-3, 10_000)
+    with pytest.raises(ValueError, match="eta"):
+        DualNewtonOptions(eta=1.5)
+    with pytest.raises(ValueError, match="max_cg"):
+        DualNewtonOptions(max_cg=0)
+
+
+def test_auto_takes_the_dual_newton_for_the_hinge_on_several_groups():
+    assert auto_solver("hinge", "l2", grid=8) == "dual_newton"
+    assert auto_solver("hinge", "l2", grid=1) == "cocoa"
+    assert auto_solver("hinge", "l2") == "cocoa"
+    X, y = _wide(seed=9)
+    result = solve((X, y), loss="hinge", alpha=1e-2, grid=4, tol=1e-8, client=False)
+    assert result.solver == "dual_newton" and result.converged
+
+
+# --------------------------------------------------------------------------------------------
+# a real multi-process cluster
+
+
+@pytest.fixture(scope="module")
+def disk_data(tmp_path_factory):
+    X, y = sparse_problem(n=1000, d=1500, seed=17)
+    path = tmp_path_factory.mktemp("dual_newton") / "train.zarr"
+    return write_dataset(X, y, path, rows_per_block=500)
+
+
+@pytest.mark.cluster
+def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
+    kwargs = {"tol": 1e-9, "max_epochs": 60}
+    on_cluster = _run(disk_data, 1e-3, 4, client=local_cluster, **kwargs)
+    in_process = _run(disk_data, 1e-3, 4, **kwargs)
+    assert on_cluster.converged and in_process.converged
+    assert on_cluster.n_epochs == in_process.n_epochs
+    np.testing.assert_allclose(on_cluster.w, in_process.w, rtol=1e-9, atol=1e-12)
+    evaluation = Problem("hinge", "l2", 1e-3).evaluate(on_cluster.w, disk_data)
+    assert on_cluster.primal == pytest.approx(evaluation.primal, rel=1e-10)
+
+
+@pytest.mark.cluster
+def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
+    from _faults import straight_and_killed, wait_for_two_workers
+
+    client = local_cluster
+    # many CG steps a Newton step (a tight eta): an epoch long enough to be killed in
+    kwargs = {"loss": "hinge", "alpha": 1e-5, "solver": "dual_newton", "grid": 4, "tol": 0.0,
+              "eval_every": 1, "eta": 1e-8}  # fmt: skip
+    straight, survived = straight_and_killed(client, disk_data, tmp_path, 0.05, **kwargs)
+    # the replay starts again from the last checkpoint's dual point, whose w is computed
+    # again: the same run to rounding
+    assert survived.recoveries >= 1
+    assert survived.n_epochs == straight.n_epochs
+    np.testing.assert_allclose(
+        [r["primal"] for r in survived.history], [r["primal"] for r in straight.history],
+        rtol=1e-6,
+    )  # fmt: skip
+    wait_for_two_workers(client)
