@@ -159,3 +159,16 @@ def test_on_a_cluster_the_rounds_give_the_in_process_bits(tmp_path, local_cluste
     np.testing.assert_array_equal(there.w, here.w)
     np.testing.assert_array_equal(there.z, here.z)
     assert [row["class_gap"] for row in there.history] == [row["class_gap"] for row in here.history]
+
+
+def test_a_regression_loss_reads_multiclass_labels_as_numbers():
+    # a store taken for multiclass costs a regression user nothing: the labels are kept
+    X, y = _blobs(n_samples=80)
+    options = {"loss": "squared", "alpha": 0.1, "tol": 1e-8, "random_state": 0}
+    guessed = MemoryDataset(X, y.astype(float))
+    told = MemoryDataset(X, y.astype(float), task="regression")
+    assert guessed.task == "multiclass"
+    found = daskpd.solve(guessed, test_data=guessed, **options)
+    expected = daskpd.solve(told, test_data=told, **options)
+    np.testing.assert_array_equal(found.w, expected.w)
+    assert found.history[-1]["test_r2"] == expected.history[-1]["test_r2"]

@@ -27,6 +27,9 @@ def metrics_for(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "
     Binary task: ``auprc`` (trapezoid), ``average_precision``, ``roc_auc``, ``error_rate``,
     and ``log_loss`` when the loss is logistic (scores are then log-odds). Regression:
     ``rmse``, ``mae`` and ``r2``. AUPRC and ROC AUC are NaN when only one class is present.
+    A model with one score per row (a regression loss) on multiclass data reads its integer
+    labels as numbers: the regression metrics (one-vs-rest scores, one column per class, have
+    :func:`daskpd.metrics.multiclass_metrics`).
 
     Parameters
     ----------
@@ -34,7 +37,7 @@ def metrics_for(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "
         Decision values ``X @ w``.
     y : ndarray of shape (n_samples,)
         Labels (+-1 or 0/1 for binary tasks).
-    task : {"binary", "regression"}
+    task : {"binary", "multiclass", "regression"}
     loss_name : str, optional
         Name of the training loss (decides whether log-loss is meaningful).
 
@@ -48,7 +51,7 @@ def metrics_for(scores: np.ndarray, y: np.ndarray, task: str, loss_name: str = "
     y = np.asarray(y, dtype=np.float64)
     if y.size == 0:
         return {}
-    if task == "regression":
+    if task in ("regression", "multiclass"):
         return {
             "rmse": metrics.rmse(y, scores),
             "mae": float(np.mean(np.abs(scores - y))),
