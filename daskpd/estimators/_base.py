@@ -120,7 +120,9 @@ class _SaddlePointBase(_InputsMixin, _ModelFileMixin, BaseEstimator):
             Training data. A daskpd dataset (:func:`daskpd.open_dataset`) carries its labels
             and optional sample weights.
         y : array-like of shape (n_samples,) or Dask array, default=None
-            Targets; must be None for a dataset. Classifiers accept any two labels.
+            Targets; must be None for a dataset. Classifiers accept any two labels; the
+            L2 classifiers whose solver trains multiclass data (``LinearSVC`` and
+            ``LogisticRegression`` with ``penalty="l2"``) also three or more, one-vs-rest.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights, rescaled to mean 1 (an integer weight equals repeating the
             row). For a dataset, store the weights in it instead.
