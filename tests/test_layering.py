@@ -83,7 +83,7 @@ def test_the_walk_sees_the_imports():
     assert "daskpd.kernels.cocoa" in graph["daskpd.solvers.cocoa._solver"]
     assert "daskpd.solvers.cocoa._solver" in graph["daskpd.solvers.cocoa"]
     assert "daskpd.checkpoint" in graph["daskpd.solvers.driver.plan"]
-    assert "daskpd.solvers.driver.types" in graph["daskpd.solvers.spdc._solver"]
+    assert "daskpd.solvers.driver.registry" in graph["daskpd.solvers.spdc._solver"]
     assert "daskpd.data.memory" in graph["daskpd.data.conversion"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
