@@ -404,18 +404,8 @@ class Cocoa(Solver):
         )
 
     def restore(self, problem, data, arrays, *, seed, client, options):
-        """Rebuild the state saved by :meth:`state_arrays`.
-
-        Parameters
-        ----------
-        problem, data, seed, client, options
-            As for :meth:`init`.
-        arrays : dict of str to ndarray
-
-        Returns
-        -------
-        state
-        """
+        """Rebuild the state saved by :meth:`state_arrays` (the protocol's
+        :meth:`~daskpd.solvers.driver.protocol.Solver.restore`)."""
         grid = saved_grid(arrays, options)
         options = dataclasses.replace(options, grid=grid)
         state = self._setup(problem, data, seed, client, options)

@@ -473,18 +473,8 @@ class DSO(Solver):
         return arrays
 
     def restore(self, problem, data, arrays, *, seed, client, options):
-        """Rebuild the state saved by :meth:`state_arrays`.
-
-        Parameters
-        ----------
-        problem, data, seed, client, options
-            As for :meth:`init`.
-        arrays : dict of str to ndarray
-
-        Returns
-        -------
-        state
-        """
+        """Rebuild the state saved by :meth:`state_arrays` (the protocol's
+        :meth:`~daskpd.solvers.driver.protocol.Solver.restore`)."""
         grid = saved_grid(arrays, options)
         # checkpoints from before the key existed were made when the default was 0
         svrg_every = arrays.get("svrg_every", options.svrg_every or 0)
