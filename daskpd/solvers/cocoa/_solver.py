@@ -100,17 +100,10 @@ class Cocoa(Solver):
     )
     Options = CocoaOptions
 
-    # -- protocol ---------------------------------------------------------------------------
+    # -- protocol (daskpd.solvers.driver.protocol.Solver) ------------------------------------
 
     def check(self, problem, data, options):
-        """Raise ``ValueError`` for anything CoCoA cannot do, before any Dask work.
-
-        Parameters
-        ----------
-        problem : daskpd.problem.Problem
-        data : Dataset or MemoryDataset
-        options : CocoaOptions
-        """
+        """Raise ``ValueError`` for anything CoCoA cannot do, before any Dask work."""
         # (elastic net and l1 would need another local subproblem)
         self.capabilities.check_kernels(self.name, problem, kernels.COCOA_LOSSES, (scalar.L2,))
         loss = problem.loss

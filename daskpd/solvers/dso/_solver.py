@@ -103,17 +103,10 @@ class DSO(Solver):
     )
     Options = DSOOptions
 
-    # -- protocol ---------------------------------------------------------------------------
+    # -- protocol (daskpd.solvers.driver.protocol.Solver) ------------------------------------
 
     def check(self, problem, data, options):
-        """Raise ``ValueError`` for anything DSO cannot do, before any Dask work.
-
-        Parameters
-        ----------
-        problem : daskpd.problem.Problem
-        data : Dataset or MemoryDataset
-        options : DSOOptions
-        """
+        """Raise ``ValueError`` for anything DSO cannot do, before any Dask work."""
         self.capabilities.check_kernels(
             self.name, problem, kernels.DSO_LOSSES, kernels.DSO_REGULARIZERS
         )
