@@ -26,6 +26,41 @@ class _LinearClassifier(LinearClassifierMixin, _SaddlePointBase):
     """Linear classifier: ``predict`` maps the sign of the score (two classes) or the class
     of the largest score (one-vs-rest) to ``classes_``."""
 
+    def __init__(
+        self,
+        *,
+        penalty="l2",
+        alpha=1e-4,
+        l1_ratio=0.15,
+        solver="auto",
+        fit_intercept=True,
+        intercept_scaling=1.0,
+        class_weight=None,
+        tol=1e-4,
+        max_iter=100,
+        warm_start=False,
+        random_state=None,
+        callback=None,
+        verbose=False,
+        cluster=None,
+        solver_options=None,
+    ):
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.tol = tol
+        self.max_iter = max_iter
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.callback = callback
+        self.verbose = verbose
+        self.cluster = cluster
+        self.solver_options = solver_options
+
     def decision_function(self, X):
         """Scores ``X @ coef_.T + intercept_``.
 
@@ -110,6 +145,15 @@ _CLASSIFIER_PARAMS_DOC = """
         ``n_samples / (2 * count(label))``, useful for rare positives (splice sites: 0.3%).
 """
 
+_CLASSES_DOC = """
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted. Two: ``classes_[1]`` is the positive class. More: the model is
+        one-vs-rest, ``coef_`` of shape (n_classes, n_features) and ``intercept_`` of shape
+        (n_classes,), row ``k`` the problem "``classes_[k]`` or not" (trained by CoCoA+ with
+        ``penalty="l2"``; other solvers refuse multiclass data), and ``gap_`` the sum of the
+        classes' duality gaps.
+"""
+
 
 @_model_class
 class LinearSVC(_LinearClassifier):
@@ -123,56 +167,9 @@ class LinearSVC(_LinearClassifier):
         loss with the chosen penalty and raises ValueError otherwise.
     """
 
-    __doc__ += (
-        _CLASSIFIER_PARAMS_DOC
-        + _COMMON_PARAMS_DOC
-        + _FITTED_DOC
-        + """
-    classes_ : ndarray of shape (n_classes,)
-        The labels, sorted. Two: ``classes_[1]`` is the positive class. More: the model is
-        one-vs-rest, ``coef_`` of shape (n_classes, n_features) and ``intercept_`` of shape
-        (n_classes,), row ``k`` the problem "``classes_[k]`` or not" (trained by CoCoA+ with
-        ``penalty="l2"``; other solvers refuse multiclass data), and ``gap_`` the sum of the
-        classes' duality gaps.
-"""
-    )
+    __doc__ += _CLASSIFIER_PARAMS_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC + _CLASSES_DOC
 
     _loss_name = "hinge"
-
-    def __init__(
-        self,
-        *,
-        penalty="l2",
-        alpha=1e-4,
-        l1_ratio=0.15,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        class_weight=None,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
 
 
 @_model_class
@@ -187,56 +184,9 @@ class LogisticRegression(_LinearClassifier):
         ``penalty="l1"`` (see :func:`auto_solver`).
     """
 
-    __doc__ += (
-        _CLASSIFIER_PARAMS_DOC
-        + _COMMON_PARAMS_DOC
-        + _FITTED_DOC
-        + """
-    classes_ : ndarray of shape (n_classes,)
-        The labels, sorted. Two: ``classes_[1]`` is the positive class. More: the model is
-        one-vs-rest, ``coef_`` of shape (n_classes, n_features) and ``intercept_`` of shape
-        (n_classes,), row ``k`` the problem "``classes_[k]`` or not" (trained by CoCoA+ with
-        ``penalty="l2"``; other solvers refuse multiclass data), and ``gap_`` the sum of the
-        classes' duality gaps.
-"""
-    )
+    __doc__ += _CLASSIFIER_PARAMS_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC + _CLASSES_DOC
 
     _loss_name = "logistic"
-
-    def __init__(
-        self,
-        *,
-        penalty="l2",
-        alpha=1e-4,
-        l1_ratio=0.15,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        class_weight=None,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
 
     def predict_proba(self, X):
         """Probabilities of each class of ``classes_``.
