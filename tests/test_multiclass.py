@@ -80,6 +80,9 @@ def test_a_round_visits_each_row_once_for_all_classes():
     result = one_vs_rest(data, Problem("hinge", "l2", 0.1), max_epochs=7, tol=0.0)
     assert result.n_epochs == 7 and result.w.shape == (10, 20)
     np.testing.assert_array_equal(result.row_visits, np.r_[np.zeros(5), np.full(195, 7)])
+    twice = one_vs_rest(data, Problem("hinge", "l2", 0.1), max_epochs=3, tol=0.0, local_passes=2)
+    np.testing.assert_array_equal(twice.row_visits, np.r_[np.zeros(5), np.full(195, 6)])
+    assert twice.history[-1]["gap"] < result.history[2]["gap"]  # more steps a round
 
 
 def _liblinear_objectives(X, y, loss, alpha):

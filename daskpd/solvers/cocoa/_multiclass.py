@@ -5,7 +5,8 @@ trained with a classification loss is ``K`` binary problems, problem ``k`` with 
 for the rows of class ``c_k`` and ``-1`` for the others, each the CoCoA+ problem of
 :mod:`daskpd.solvers.cocoa` with its own ``w_k`` and dual block ``z[:, k]``. They share the
 rows, so a round runs them together: one group (``grid`` 1, ``sigma`` 1: serial dual
-coordinate ascent, liblinear's method), one random order a round, and for each row visited
+coordinate ascent, liblinear's method), one random order a round (``local_passes`` passes,
+each in its own order, with that option), and for each row visited
 the kernel :func:`daskpd.kernels.cocoa_multiclass.one_vs_rest_pass` takes the step of every
 class. Out of core the rows are read once a round for all ``K`` problems, where ``K`` binary
 runs would read them ``K`` times.
@@ -98,8 +99,8 @@ class OneVsRestResult:
         class) and, with test data, its :func:`daskpd.metrics.multiclass_metrics` as
         ``test_accuracy``, ``test_macro_f1``, ``test_auprc`` (per class).
     row_visits : ndarray of shape (n_samples,), int64
-        How many times the kernel visited each row (all classes together): ``n_epochs`` for
-        every row of weight > 0.
+        How many times the kernel visited each row (all classes together): ``n_epochs``
+        times ``local_passes`` for every row of weight > 0.
     solver : str
         ``"cocoa"``.
     """
@@ -191,29 +192,34 @@ def read_rows(data, classes) -> _Rows:
     return _Rows(indptr, indices, vals, binary, label, weight, norm_sq)
 
 
-def _round(rows, z, w, order, settings):
-    """One round from ``(w, z)``: the pass, and the start's sums; returns new arrays.
+def _round(rows, z, w, orders, settings):
+    """One round from ``(w, z)``: a pass per order, and the start's sums; new arrays.
 
-    Returns ``(z_next, w_next, sums)`` with ``sums`` of shape (3, K): the loss sums and the
-    conjugate sums at ``(w, z)`` and ``||w_k||^2``; and ``visits`` (per row, this round).
+    Returns ``(z_next, w_next, sums, visits)``: ``sums`` of shape (3, K) holds the loss sums
+    and the conjugate sums at ``(w, z)`` (the first pass's; later passes' sums are of points
+    no certificate reports) and ``||w_k||^2``; ``visits`` counts each row's visits.
     """
     z_next = z.copy()
     v = w.copy()
     sums = np.zeros((3, w.shape[1]))
     visits = np.zeros(z.shape[0], dtype=np.int64)
-    kernels.one_vs_rest_pass(
-        rows.indptr, rows.indices, rows.vals, rows.binary, rows.label, rows.weight,
-        rows.norm_sq, z_next, v, w, order, settings.loss_code, settings.loss_params, 1.0,
-        settings.inv_alpha_n, sums[:2], visits,
-    )  # fmt: skip
+    for p in range(orders.shape[0]):
+        # the first pass starts at v = w: its margins at w are the certificate's
+        start = w if p == 0 else v.copy()
+        found = sums[:2] if p == 0 else np.zeros((2, w.shape[1]))
+        kernels.one_vs_rest_pass(
+            rows.indptr, rows.indices, rows.vals, rows.binary, rows.label, rows.weight,
+            rows.norm_sq, z_next, v, start, orders[p], settings.loss_code,
+            settings.loss_params, 1.0, settings.inv_alpha_n, found, visits,
+        )  # fmt: skip
     sums[2] = np.einsum("jk,jk->k", w, w)
     return z_next, v, sums, visits
 
 
-def _round_task(state, order, settings):
+def _round_task(state, orders, settings):
     """Dask task: a round on the worker that keeps ``state = (rows, z, w, ...)``."""
     rows, z, w = state[0], state[1], state[2]
-    z_next, w_next, sums, visits = _round(rows, z, w, order, settings)
+    z_next, w_next, sums, visits = _round(rows, z, w, orders, settings)
     return rows, z_next, w_next, sums, visits, z, w
 
 
@@ -235,6 +241,7 @@ def one_vs_rest(
     callbacks=(),
     time_limit=None,
     warm_start=None,
+    local_passes=1,
     client=None,
 ) -> OneVsRestResult:
     """Train every class's one-vs-rest problem with CoCoA+, one visit of each row a round.
@@ -261,6 +268,10 @@ def one_vs_rest(
     warm_start : None
         Not supported yet (ValueError otherwise): a warm start's duals would have to be
         rebuilt for every class.
+    local_passes : int, default=1
+        Passes over the rows a round (``CocoaOptions.local_passes``), each in its own random
+        order; the first certifies the round's start. More than one visits each row that many
+        times a round.
     client : distributed.Client, False or None
         Where the rounds run: None or False in-process; a client on one of its workers.
 
@@ -305,14 +316,16 @@ def one_vs_rest(
         )
     try:
         for epoch in range(1, int(max_epochs) + 1):
-            order = np.random.default_rng(epoch_seed(seed, epoch)).permutation(n).astype(np.int64)
+            rng = np.random.default_rng(epoch_seed(seed, epoch))
+            orders = np.stack([rng.permutation(n) for _ in range(int(local_passes))])
+            orders = orders.astype(np.int64)
             if use_client:
                 state = client.submit(
-                    _round_task, state, order, settings, workers=[worker], pure=False
+                    _round_task, state, orders, settings, workers=[worker], pure=False
                 )
                 sums, visits = client.submit(lambda s: (s[3], s[4]), state, pure=False).result()
             else:
-                state = _round_task(state, order, settings)
+                state = _round_task(state, orders, settings)
                 sums, visits = state[3], state[4]
             visits_total += visits
             primal, dual = _certificate(sums, settings)
@@ -422,6 +435,7 @@ def run_multiclass(plan, client=None):
         callbacks=plan.callbacks,
         time_limit=plan.time_limit,
         warm_start=None if plan.start is None else plan.start.w,
+        local_passes=int(plan.options.local_passes),
         client=client,
     )
     seconds = time.perf_counter() - started
