@@ -231,7 +231,7 @@ def test_demo_trains_the_default_and_dso_beside_it(local_cluster, capsys, tmp_pa
     # what `daskpd train` runs by default (solver auto: CoCoA+ for the hinge loss and L2),
     # certified within the demo's tol (1e-4) before its epoch budget
     head = re.fullmatch(
-        r"cocoa \(the default: solver auto\): (\d+) epochs in [\d.]+ s \(tol\)", lines[0]
+        r"cocoa \(the default: solver auto\): (\d+) epochs? in [\d.]+ s \(tol\)", lines[0]
     )
     assert head, lines[0]
     n_epochs = int(head.group(1))

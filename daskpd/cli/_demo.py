@@ -212,8 +212,9 @@ def _print_demo_result(args, result, indent="") -> None:
     else:
         grid_text = f", {args.grid} row groups" if args.grid else ""
     default_text = " (the default: solver auto)" if args.solver == "auto" else ""
+    epochs = f"{result.n_epochs} epoch{'' if result.n_epochs == 1 else 's'}"
     print(
-        f"{indent}{result.solver}{grid_text}{default_text}: {result.n_epochs} epochs in "
+        f"{indent}{result.solver}{grid_text}{default_text}: {epochs} in "
         f"{result.history[-1]['seconds']:.1f} s ({result.stop_reason})"
     )
     print(f"{indent}test AUPRC    {result.history[-1].get('test_auprc', float('nan')):.4f}")
