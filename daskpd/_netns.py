@@ -166,7 +166,6 @@ def _process_alive(pid: int, started: float | None) -> bool:
 
 def _end_processes(pids, grace: float) -> None:
     """SIGTERM, then SIGKILL after ``grace`` seconds, to the given processes (ours)."""
-
     processes = []
     for pid in pids:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -480,7 +479,6 @@ class NetnsCluster:
     def client(self, **kwargs):
         """A :class:`distributed.Client` of this cluster (TLS settings given; not the default
         client unless ``set_as_default=True``). Close it before the cluster."""
-
         kwargs.setdefault("set_as_default", False)
         return Client(self.address, security=self.security, **kwargs)
 

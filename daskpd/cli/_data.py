@@ -98,7 +98,6 @@ def _sweeping(dest):
     """Remove ``DEST``'s leftovers at the end of the block, after the cluster inside it has
     closed: what its workers were writing when the run stopped (their locks gone with them),
     now rather than at the next write to ``DEST``."""
-
     try:
         yield
     finally:

@@ -235,7 +235,6 @@ def _check_not_input(out, what, inputs, *, holding=True) -> None:
     holding : bool, default=True
         Also refuse an output that holds an input (replacing it removes the input).
     """
-
     if out is None:
         return
     out_real = os.path.realpath(out)

@@ -200,7 +200,6 @@ def atomic_group(path, *, overwrite=False):
     zarr.Group
         Open for writing at the temporary location (:func:`atomic_directory`).
     """
-
     with atomic_directory(path, overwrite=overwrite) as temporary:
         yield zarr.open_group(store=temporary, mode="w-", zarr_format=3)
 

@@ -34,7 +34,6 @@ RSS_SHARE = 0.5
 
 def _limit():
     """This worker's memory limit in bytes; 0 outside a worker (nothing is kept then)."""
-
     return int(worker_memory_limit())
 
 

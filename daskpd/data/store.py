@@ -130,7 +130,6 @@ def remote_files(group, name: str, entry: dict) -> tuple[int, int]:
     server need not list at all). A missing file is not counted. Files the manifest does not
     expect are not seen; they are never read either.
     """
-
     store = group.store
     inner = [part.strip("/") for part in (group.path, name) if part]
     prefix = "/".join([store.path.rstrip("/"), *inner])

@@ -70,7 +70,6 @@ def _chunk_bounds(n_samples, chunk_rows):
 def _generate(dest, n_samples, chunk_rows, chunk_function, params, seeds, *, n_features, binary,
               dtype, task, layout, overwrite, client, writer_options, planted_u=None):  # fmt: skip
     """Run ``chunk_function`` per chunk as Dask tasks, then assemble the parts at ``dest``."""
-
     bounds = _chunk_bounds(n_samples, chunk_rows)
     parts_dir = _parts.new_parts_dir(dest)
     completed = False
@@ -141,7 +140,6 @@ def _run_chunk(chunk_function, params, start, stop, seed, parts_dir, chunk_id, p
 
 def _write_planted(dest, overwrite, arrays, attrs):
     """Write the planted-model group; return its path."""
-
     path = planted_path(dest)
     if os.path.lexists(path):
         if not overwrite:

@@ -67,7 +67,6 @@ def make_factorized(
         ``dataset``, ``coef``, ``U`` (a zarr array in :func:`planted_path`, read lazily) and
         ``V``.
     """
-
     n_samples = _check_common(dest, n_samples, chunk_rows, overwrite)
     n_features, rank = int(n_features), int(rank)
     if n_features < 1 or rank < 1:

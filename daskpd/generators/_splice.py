@@ -33,7 +33,6 @@ def load_statlog_dna(path=None):
     classes : ndarray of str
         ``"ei"`` (donor), ``"ie"`` (acceptor) or ``"n"`` (neither).
     """
-
     path = path or _default_data_path()
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -85,7 +84,6 @@ def fit_splice_model(sequences, is_positive, *, order=1, length=None, pseudocoun
     -------
     SpliceModel
     """
-
     if order not in (0, 1):
         raise ValueError(f"order must be 0 or 1, got {order}")
     codes = encode(sequences).astype(np.int64)

@@ -160,7 +160,6 @@ def assemble(parts, dest, *, n_features, index_shift=0, dtype=np.float64, binary
     summary : dict
         ``n_samples`` and ``nnz`` written.
     """
-
     n_samples = 0
     nnz = 0
     with DatasetWriter(

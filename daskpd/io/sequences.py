@@ -37,6 +37,7 @@ from daskpd.io.svmlight import (
     _locate_row,
     _open,
     _reported,
+    _source_paths,
     compression_of,
 )
 from daskpd.kernels import features as wd
@@ -107,7 +108,6 @@ def wd_transform(codes, options: WDOptions):
     -------
     X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
     """
-
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     length = codes.shape[1]
     n_features = options.n_features(length)
@@ -396,13 +396,7 @@ def ingest_sequences(
     SequenceFormatError
         Naming the file and line of a bad letter, length, label or line.
     """
-
-    if isinstance(sources, str | os.PathLike):
-        sources = [sources]
-    sources = [os.fspath(path) for path in sources]
-    dest = os.fspath(dest)
-    if not sources:
-        raise ValueError("no source file given")
+    sources, dest = _source_paths(sources), os.fspath(dest)
     if task not in ("auto", "binary", "multiclass", "regression"):
         raise ValueError(
             f"task must be 'auto', 'binary', 'multiclass' or 'regression', got {task!r}"

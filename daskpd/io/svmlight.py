@@ -138,6 +138,16 @@ def _open(path, compression):
     return open(path, "rb")
 
 
+def _source_paths(sources) -> list:
+    """The source files as a list of paths (a path given alone too); none is an error."""
+    if isinstance(sources, str | os.PathLike):
+        sources = [sources]
+    sources = [os.fspath(path) for path in sources]
+    if not sources:
+        raise ValueError("no source file given")
+    return sources
+
+
 def _line_blocks(handle, start, stop, chunk_bytes, separator=b"\n"):
     """Yield buffers of whole lines: every line that starts in ``[start, stop)``.
 
@@ -421,13 +431,7 @@ def ingest_svmlight(
     FileExistsError
         ``dest`` exists and ``overwrite`` is false.
     """
-
-    if isinstance(sources, str | os.PathLike):
-        sources = [sources]
-    sources = [os.fspath(path) for path in sources]
-    dest = os.fspath(dest)
-    if not sources:
-        raise ValueError("no source file given")
+    sources, dest = _source_paths(sources), os.fspath(dest)
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
     if binary not in (True, False, "auto"):
@@ -581,7 +585,6 @@ def dump_svmlight(X, y, path, *, zero_based=False, decimals=6, chunk_rows=100000
     chunk_rows : int, default=100000
         Rows formatted at a time (bounds memory).
     """
-
     if not 0 <= int(decimals) <= 18:
         raise ValueError(f"decimals must be between 0 and 18, got {decimals}")
     X = sp.csr_matrix(X)

@@ -247,7 +247,6 @@ def read_model_file(path, *, kind=None) -> ModelFile:
         When an array is missing, unexpected, unreadable or fails its checksum (a
         ``ValueError`` too).
     """
-
     path = Path(path)
     where = f"model {str(path)!r}"
     if not path.exists():
