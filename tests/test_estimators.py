@@ -337,7 +337,7 @@ def test_unweighted_solvers_refuse_sample_weight(rng, builtin_solvers):
     weights = rng.integers(1, 3, size=60).astype(float)
     for solver in builtin_solvers:
         # A loss each solver supports: hinge for the non-smooth ones, logistic otherwise.
-        loss = "hinge" if solver in ("dso", "pdprox") else "logistic"
+        loss = "hinge" if solver in ("dso", "pdprox", "dual_newton") else "logistic"
         model = SaddlePointEstimator(loss=loss, alpha=1e-2, max_iter=2, solver=solver)
         if get_solver(solver).capabilities.weighted:
             model.fit(X, y, sample_weight=weights)
@@ -393,7 +393,7 @@ def test_warm_start_solvers_match_what_the_solvers_do(rng, builtin_solvers):
     X, y = _classification(rng, n=60, d=5)
     far = np.full(X.shape[1], 3.0)
     for solver in builtin_solvers:
-        loss = "hinge" if solver in ("dso", "pdprox") else "logistic"
+        loss = "hinge" if solver in ("dso", "pdprox", "dual_newton") else "logistic"
         data = as_dataset(sp.csr_matrix(X), y, layout="csr")
         if solver == "dso":
             data.partition(1)

@@ -128,28 +128,35 @@ class DualNewton(Solver):
         client : distributed.Client or None
         options : DualNewtonOptions
         warm_start : Iterate, optional
-            Its dual point ``z`` (``z_i = -c_i y_i a_i``, one value a row) is the start; a
-            warm start with ``w`` only is refused (``w`` does not give the dual point).
+            Its dual point ``z`` (``z_i = -c_i y_i a_i``, one value a row) is the start;
+            without one, the dual point read off its ``w`` (``a_i = 1`` on the rows whose
+            margin is below 1, else 0): a pass more.
 
         Returns
         -------
         state
         """
-        z = None
+        z = w = None
         if warm_start is not None:
             z = getattr(warm_start, "z", None)
             if isinstance(z, list | tuple):
                 z = np.concatenate([np.asarray(piece) for piece in z]) if z else None
-            if z is None:
-                raise ValueError(
-                    "solver 'dual_newton' warm-starts from a dual point: the warm start has "
-                    "no z"
-                )
-            z = np.asarray(z, dtype=np.float64)
-            if z.shape != (int(data.n_samples),):
-                raise ValueError(f"warm start z must have shape ({data.n_samples},), got {z.shape}")
+            if z is not None:
+                z = np.asarray(z, dtype=np.float64)
+                if z.shape != (int(data.n_samples),):
+                    raise ValueError(
+                        f"warm start z must have shape ({data.n_samples},), got {z.shape}"
+                    )
+            elif getattr(warm_start, "w", None) is not None:
+                w = np.asarray(warm_start.w, dtype=np.float64)
+                if w.shape != (int(data.n_features),):
+                    raise ValueError(
+                        f"warm start w must have shape ({data.n_features},), got {w.shape}"
+                    )
         state = self._setup(problem, data, client, options)
-        return self._start(state, z=z)
+        if w is not None:
+            w = np.ascontiguousarray(w[state.used])
+        return self._start(state, z=z, w=w)
 
     def _setup(self, problem, data, client, options):
         """The state without a point: the settings and the groups, read on their owners."""
@@ -195,9 +202,9 @@ class DualNewton(Solver):
             nnz=max(1, int(np.asarray(data.col_nnz).sum())),
         )
 
-    def _start(self, state, z=None, a=None):
-        """The state at the dual point ``z`` (or ``a``; 0 when neither): ``w(a)`` (a round
-        unless ``a = 0``), then the gradient round."""
+    def _start(self, state, z=None, a=None, w=None):
+        """The state at the dual point ``z`` (or ``a``, or the one read off the margins at
+        ``w``; 0 when none): ``w(a)`` (a round unless ``a = 0``), then the gradient round."""
         settings = state.settings
         graph = TaskGraph("dual-newton-start", state.token)
         locals_ = []
@@ -205,7 +212,7 @@ class DualNewton(Solver):
             piece = None if z is None else z[start:stop]
             locals_.append(
                 graph.task(
-                    f"start-{k}", _start_task, state.groups[k], piece, settings.scale,
+                    f"start-{k}", _start_task, state.groups[k], piece, w, settings.scale,
                     worker=state.owners[k],
                 )  # fmt: skip
             )
@@ -217,7 +224,7 @@ class DualNewton(Solver):
                 )
             ]
         rounds = 0
-        if z is None and a is None:
+        if z is None and a is None and w is None:
             w = graph.task("w", np.zeros, settings.n_columns, worker=state.home)
         else:
             images = [

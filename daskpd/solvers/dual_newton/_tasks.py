@@ -78,21 +78,24 @@ class _Point(NamedTuple):
 # on the groups' owners
 
 
-def _start_task(group, z, scale):
+def _start_task(group, z, w, scale):
     """A group's :class:`_Local` at its start: the rows' squared norms, and ``a`` from a dual
-    point ``z`` (``z_i = -c_i y_i a_i``, the driver's convention) or 0. A row with no
-    nonzero and a weight starts (and stays) at 1, its optimum: it does not move ``w``."""
+    point ``z`` (``z_i = -c_i y_i a_i``, the driver's convention), else from a primal point
+    ``w`` (on the run's columns: the hinge's subgradient there, ``a_i = 1`` where the margin
+    is below 1, else 0; a pass), else 0. A row with no nonzero and a weight starts (and
+    stays) at 1, its optimum: it does not move ``w``."""
     m = group.y.shape[0]
     norm_sq = np.empty(m)
     kernels.row_norms_sq(group.indptr, group.vals, group.binary, norm_sq)
     c = group.weight
-    if z is None:
-        a = np.zeros(m)
-    else:
-        a = np.zeros(m)
-        moving = c > 0
+    a = np.zeros(m)
+    moving = c > 0
+    if z is not None:
         a[moving] = np.clip(-np.asarray(z, dtype=np.float64)[moving] / (c * group.y)[moving], 0, 1)
-    a[(norm_sq == 0) & (c > 0)] = 1.0
+    elif w is not None:
+        margins = group.y * group_products(group, on_own_columns(group, w))
+        a[moving & (margins < 1.0)] = 1.0
+    a[(norm_sq == 0) & moving] = 1.0
     return _Local(a, norm_sq)
 
 
