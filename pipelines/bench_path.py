@@ -102,7 +102,8 @@ def _alphas(runs):
 
 def summarize(lines):
     """The Markdown table of BENCHMARKS.md from the JSON lines of a run of this script."""
-    records = [json.loads(line) for line in lines if line.strip()]
+    # liblinear prints its "Best C = ..." line on the same output
+    records = [json.loads(line) for line in lines if line.startswith("{")]
     out = [
         "| loss | run | total seconds (median; the runs) | epochs, all points (median) "
         "| seconds a point (median of the runs' medians) | alpha chosen (each run) |",
