@@ -17,10 +17,10 @@ from daskpd.solvers.driver.registry import register_solver
 from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
 from daskpd.solvers.dual_newton._tasks import (
+    _add_totals,
     _cg_first,
     _cg_next,
     _cg_numbers,
-    _cg_read,
     _cg_task,
     _first,
     _gradient_task,
@@ -330,20 +330,12 @@ def _gradient_round(graph, state, w, locals_):
         )
         for k, group in enumerate(state.groups)
     ]
-    kept = [
-        graph.task(f"local-{k}", _first, part, worker=state.owners[k])
-        for k, part in enumerate(parts)
-    ]
-    totals = [
-        graph.task(f"total-{k}", _second, part, worker=state.owners[k])
-        for k, part in enumerate(parts)
-    ]
-    total = tree(graph, "grad-sum", totals, state.owners)
+    total = _sum_totals(graph, "grad-sum", parts, state.owners)
     point = graph.task("point", _point_task, w, total, settings, worker=state.home)
     cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
-    numbers = graph.task("cg-numbers", _cg_numbers, cg, 0.0, worker=state.home)
-    return [point, cg, scalars, numbers, *kept]
+    numbers = graph.task("cg-numbers", _cg_numbers, cg, None, worker=state.home)
+    return [point, cg, scalars, numbers, *parts]
 
 
 def _at_point(state, outputs):
@@ -374,19 +366,10 @@ def _newton_step(state):
             )
             for k, group in enumerate(state.groups)
         ]
-        kept = [
-            graph.task(f"local-{k}", _first, part, worker=state.owners[k])
-            for k, part in enumerate(parts)
-        ]
-        totals = [
-            graph.task(f"total-{k}", _second, part, worker=state.owners[k])
-            for k, part in enumerate(parts)
-        ]
-        total = tree(graph, "cg-sum", totals, state.owners)
+        total = _sum_totals(graph, "cg-sum", parts, state.owners)
         new_cg = graph.task("cg", _cg_next, cg, total, settings, worker=state.home)
-        nread = graph.task("read", _cg_read, total, worker=state.home)
-        numbers = graph.task("numbers", _cg_numbers, new_cg, nread, worker=state.home)
-        outputs = _run(state, graph, [new_cg, numbers, *kept])
+        numbers = graph.task("numbers", _cg_numbers, new_cg, total, worker=state.home)
+        outputs = _run(state, graph, [new_cg, numbers, *parts])
         cg, numbers, locals_ = outputs[0], value(outputs[1]), list(outputs[2:])
         rounds += 1
         read += numbers["read"]
@@ -442,17 +425,24 @@ def _trial_round(graph, state, locals_, step_length):
         )  # fmt: skip
         for k, group in enumerate(state.groups)
     ]
-    moved = [
-        graph.task(f"moved-{k}", _first, part, worker=state.owners[k])
-        for k, part in enumerate(parts)
-    ]
-    totals = [
-        graph.task(f"trial-total-{k}", _second, part, worker=state.owners[k])
-        for k, part in enumerate(parts)
-    ]
-    total = tree(graph, "trial-sum", totals, state.owners)
+    total = _sum_totals(graph, "trial-sum", parts, state.owners)
     trial = graph.task("trial", _trial_home, state.point, total, settings, worker=state.home)
-    return trial, moved
+    return trial, parts
+
+
+def _sum_totals(graph, name, parts, owners):
+    """Add the sum of the group tasks' totals up the tree: a group's output goes into the
+    tree as it is where its partner at the first level lives on the same worker (the sum
+    reads its total there), and through a task that takes its total out where it would
+    travel (its local part stays with its group)."""
+    leaves = []
+    for k, part in enumerate(parts):
+        partner = k ^ 1
+        if partner < len(parts) and owners[partner] == owners[k]:
+            leaves.append(part)
+        else:
+            leaves.append(graph.task(f"{name}-total-{k}", _second, part, worker=owners[k]))
+    return tree(graph, name, leaves, owners, _add_totals)
 
 
 def _run(state, graph, outputs):

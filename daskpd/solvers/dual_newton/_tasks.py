@@ -22,7 +22,7 @@ import numpy as np
 
 from daskpd.kernels import dual_newton as kernels
 from daskpd.solvers.common.groups import in_threads
-from daskpd.solvers.common.resident import Share, dense, group_products, on_own_columns
+from daskpd.solvers.common.resident import Share, add, dense, group_products, on_own_columns
 
 #: Armijo's constant of the projected line search
 ARMIJO = 1e-4
@@ -75,6 +75,26 @@ class _Point(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------
+# a group task's output is ``(local, total)``: the next round's task reads the local part where
+# it is, the tree sums the totals (no task of its own to split them)
+
+
+def _as_local(x):
+    """The :class:`_Local` of a group task's output (or the local itself)."""
+    return x if isinstance(x, _Local) else x[0]
+
+
+def _as_total(x):
+    """The ``(share, sums)`` of a group task's output (or a total itself)."""
+    return x[1] if isinstance(x[0], _Local) else x
+
+
+def _add_totals(*parts):
+    """The sum of group tasks' totals (or of sums of them), in the order given."""
+    return add(*(_as_total(part) for part in parts))
+
+
+# --------------------------------------------------------------------------------------------
 # on the groups' owners
 
 
@@ -101,6 +121,7 @@ def _start_task(group, z, w, scale):
 
 def _image_task(group, local, settings):
     """A group's ``X_k^T (c y a)`` (a warm start's ``w``) and the nonzeros read."""
+    local = _as_local(local)
     rows = np.arange(group.y.shape[0], dtype=np.int64)
     cuts = kernels.subset_cuts(group.indptr, rows, group.cuts.shape[0] - 1)
     share, read = _transpose(
@@ -116,6 +137,7 @@ def _gradient_task(group, local, w, settings):
     image, unscaled), ``sums`` are ``sum c max(0, 1 - m)``, ``sum c a``, ``r^T z``,
     ``||r||^2`` and the nonzeros read.
     """
+    local = _as_local(local)
     margins = group.y * group_products(group, on_own_columns(group, w))
     read = float(group.indptr[-1])
     c, a = group.weight, local.a
@@ -149,6 +171,7 @@ def _cg_task(group, local, cg, settings):
     h)``; returns ``(local, (X_F^T (c y z), sums))``, the sums as :func:`_gradient_task`'s
     (``r^T z``, ``||r||^2``, the nonzeros read, ``z^T D z`` and ``z^T D p``; the damping's
     ``p^T D p`` follows from them on the home)."""
+    local = _as_local(local)
     p = local.z if local.p.size == 0 else local.z + cg.beta * local.p
     hp = np.empty(local.free.size)
     read = _products(group, local.free, local.cuts, on_own_columns(group, cg.u), hp)
@@ -170,6 +193,7 @@ def _cg_task(group, local, cg, settings):
 def _trial_task(group, local, step_length, settings):
     """The projected step ``a_F <- clip(a_F + t d, 0, 1)`` of a group's free rows: returns
     ``(local at the new a, (X_F^T (c y delta), [sum c delta, g^T delta, 0, 0, read]))``."""
+    local = _as_local(local)
     free = local.free
     moved = np.clip(local.a[free] + step_length * local.d, 0.0, 1.0)
     delta = moved - local.a[free]
@@ -232,7 +256,7 @@ def _start_w(total, settings):
 
 def _point_task(w, total, settings):
     """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums."""
-    _, sums = total
+    _, sums = _as_total(total)
     n, alpha = settings.n_samples, settings.alpha
     w_w = float(w @ w)
     scalars = {
@@ -246,13 +270,13 @@ def _point_task(w, total, settings):
 
 def _cg_first(total, settings):
     """The CG's first step from the gradient round: ``p = z``."""
-    share, sums = total
+    share, sums = _as_total(total)
     return _next_direction(share, sums, None, settings)
 
 
 def _cg_next(cg, total, settings):
     """The CG's next step from a CG round's sums."""
-    share, sums = total
+    share, sums = _as_total(total)
     return _next_direction(share, sums, cg, settings)
 
 
@@ -280,12 +304,10 @@ def _next_direction(share, sums, cg, settings):
     return _Cg(u, step, beta, rz, rr0, iterations, bool(done), p_dp)
 
 
-def _cg_numbers(cg, read):
-    return {"done": cg.done, "iterations": cg.iterations, "read": float(read)}
-
-
-def _cg_read(total):
-    return float(total[1][4])
+def _cg_numbers(cg, total):
+    """What the driver reads of a CG round: whether CG is done, and the nonzeros read."""
+    read = 0.0 if total is None else float(_as_total(total)[1][4])
+    return {"done": cg.done, "iterations": cg.iterations, "read": read}
 
 
 def _trial_home(point, total, settings):
@@ -296,7 +318,7 @@ def _trial_home(point, total, settings):
     ``w . X^T (c y delta) - sum c delta = g^T delta``): two sums that do not cancel, where
     the difference of ``F``'s values would, near the optimum, be below their rounding.
     """
-    share, sums = total
+    share, sums = _as_total(total)
     step = dense(share, settings.n_columns)[0]
     w = point.w + step / settings.scale
     g_delta = float(sums[1])
@@ -323,8 +345,8 @@ def _point_w(point):
 
 def _group_z(group, local):
     """The group's dual point in the driver's convention, ``z_i = -c_i y_i a_i``."""
-    return -group.weight * group.y * local.a
+    return -group.weight * group.y * _as_local(local).a
 
 
 def _group_a(local):
-    return local.a
+    return _as_local(local).a
