@@ -109,7 +109,7 @@ def _room(module: str) -> str:
 
 
 def room_graph() -> dict:
-    """Room -> the rooms it imports, from the walk of ``tests/test_layering.py`` (every
+    """Room -> the rooms it imports, from the walk of ``tests/solvers/test_layering.py`` (every
     import, at module level or inside a function)."""
     import importlib.util
 

@@ -1,5 +1,6 @@
-"""Fault injection shared by the lost-worker tests (tests/test_faults.py, tests/test_cocoa.py):
-kill a worker process of a real LocalCluster while an epoch runs."""
+"""Fault injection shared by the lost-worker tests (tests/cluster/test_faults.py and
+tests/solvers/: cocoa, tron, dual_newton): kill a worker process of a real LocalCluster while
+an epoch runs."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import numpy as np
 from daskpd.kernels import dso as kernels
 from daskpd.kernels import scalar
 
-# the types tests/test_dso_kernel.py calls the loop with (int32 ids, float64 values)
+# the types tests/kernels/test_dso_kernel.py calls the loop with (int32 ids, float64 values)
 LOSSES = (
     (scalar.HINGE, np.zeros(1)),
     (scalar.SMOOTH_HINGE, np.array([0.5])),

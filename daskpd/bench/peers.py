@@ -2,7 +2,7 @@
 
 Our objective is ``P(w) = (1/n) sum_i loss(x_i.w, y_i) + alpha R(w)`` with
 ``R(w) = ||w||^2 / 2`` for the L2 penalty. Each peer states its regularization differently; the
-translations below are exact (same minimizer) and ``tests/test_peers.py`` checks them by
+translations below are exact (same minimizer) and ``tests/bench/test_peers.py`` checks them by
 solving the same problem with each peer and with our objective:
 
 =====================================================  =============================================
@@ -309,7 +309,7 @@ def fit_snapml(
     """Train Snap ML (``snapml``, its CPU solver) on our objective, in a process of its own.
 
     Snap ML minimizes ``sum_i loss_i + (regularizer / 2) ||w||^2`` (checked against liblinear
-    in ``tests/test_peers.py``), so ``regularizer = alpha n``. Hinge runs
+    in ``tests/bench/test_peers.py``), so ``regularizer = alpha n``. Hinge runs
     ``SupportVectorMachine``, logistic ``LogisticRegression``; both run its default, stochastic
     dual coordinate ascent (the formulation it recommends when rows outnumber columns).
 

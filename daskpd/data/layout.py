@@ -110,7 +110,7 @@ class TileLayout(NamedTuple):
 #: What :func:`daskpd.data.partition_dataset` stores by default: the layouts of DSO's
 #: default options from zero (no SVRG) and from a start (``init`` "cocoa" or "dcd", or a
 #: warm start, where SVRG is on by default and the packed columns are twice as wide).
-#: ``tests/test_dso_layout.py`` checks that they still are.
+#: ``tests/data/test_dso_layout.py`` checks that they still are.
 DEFAULT_LAYOUTS = (TileLayout.for_dso(), TileLayout.for_dso(svrg=True))
 
 

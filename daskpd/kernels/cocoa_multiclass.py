@@ -18,7 +18,7 @@ misses per nonzero. The solver hands out ``coef_`` as (K, n_features), scikit-le
 Per class, the steps and the sums are those of :func:`daskpd.kernels.cocoa.cocoa_pass` with
 one thread and no shrinking or screening, in the same row order and the same arithmetic
 order: class ``k``'s dual block, its ``v`` and its certificate sums equal those of a binary
-pass over the labels ``+-1`` of class ``k``, bit for bit (``tests/test_multiclass.py``).
+pass over the labels ``+-1`` of class ``k``, bit for bit (``tests/solvers/test_multiclass.py``).
 """
 
 from __future__ import annotations

@@ -647,7 +647,7 @@ def _single_rows(block, z, order, inv_npi, state, factors, t_start, code, params
     # catch-up and <a_k, xbar> share a loop, and so do the primal step and the update of
     # u; no mark/acc scratch. The arithmetic is _batch_rows's operation for operation (the
     # correction 0 + coef x, skipped additions when a coefficient is 0, sigma * 1 == sigma),
-    # so the iterates are the same bits (tests/test_spdc_kernels.py).
+    # so the iterates are the same bits (tests/kernels/test_spdc_kernels.py).
     indptr, indices, data, binary, labels, weights = block
     tau, sigma, theta, l1, l2, delta, n_total = scalar_values(scalars)
     inv_n = 1.0 / n_total

@@ -6,7 +6,7 @@ start, and the kinds of data it reads. The plan (:mod:`daskpd.solvers.driver.pla
 against them before the solver's own ``check``, so an unsupported choice fails the same way
 from :func:`daskpd.solve`, the estimators and the ``daskpd`` command; the estimators and the
 command read them instead of keeping their own lists, and the README's solver table is
-generated from them (:func:`markdown_table`; ``tests/test_capabilities.py`` checks that the
+generated from them (:func:`markdown_table`; ``tests/solvers/test_capabilities.py`` checks that the
 table and the declarations agree and that each declaration is true).
 
 A loss or regularizer that is not built in (a user's subclass with its own name) is not

@@ -78,7 +78,7 @@ def served(tmp_path_factory):
 def _solve(data, client):
     return daskpd.solve(
         data, loss="hinge", alpha=ALPHA, tol=TOL, max_epochs=200, eval_every=1, grid=2,
-        client=client,
+        client=client, solver="cocoa",
     )  # fmt: skip
 
 
@@ -121,9 +121,9 @@ def test_cli_trains_on_a_url(served, local_cluster, monkeypatch, capsys, tmp_pat
     monkeypatch.setitem(fsspec.config.conf, "http", dict(OPTIONS))
     model = tmp_path / "model.zarr"
     argv = [
-        "train", served["url"], "--workers", "2", "--alpha", str(ALPHA), "--tol", str(TOL),
-        "--epochs", "200", "--eval-every", "1", "--option", "grid=2", "--no-progress",
-        "--out", str(model),
+        "train", served["url"], "--workers", "2", "--solver", "cocoa", "--alpha", str(ALPHA),
+        "--tol", str(TOL), "--epochs", "200", "--eval-every", "1", "--option", "grid=2",
+        "--no-progress", "--out", str(model),
     ]  # fmt: skip
     code = main(argv)
     captured = capsys.readouterr()

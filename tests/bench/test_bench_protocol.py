@@ -26,7 +26,7 @@ from daskpd.bench.report import README_MARKERS, table_markdown
 from daskpd.bench.runners import _ladder, _Recorder, cheapest_rung
 from daskpd.problem import Problem
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INF = math.inf
 
 

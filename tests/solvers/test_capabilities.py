@@ -39,7 +39,7 @@ from daskpd.solvers.driver.capabilities import (
     markdown_table,
 )
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 N_SAMPLES, N_FEATURES = 40, 6
 # Options a solver needs for some declared pairs (its notes say so): SPDC and DSPDC take a
 # non-smooth loss or a regularizer that is not strongly convex through the perturbation delta.
@@ -122,7 +122,7 @@ def test_every_builtin_solver_declares_capabilities(builtin_solvers):
 
 def test_readme_table_is_the_declarations(builtin_solvers):
     """The README's solver table is generated from the declarations; regenerate it with
-    ``python -c "from tests.test_capabilities import print_table; print_table()"``."""
+    ``python -c "from tests.solvers.test_capabilities import print_table; print_table()"``."""
     text = README.read_text()
     match = re.search(r"<!-- solver table: start -->\n(.*?)<!-- solver table: end -->", text, re.S)
     assert match, "README.md has no generated solver table"

@@ -30,7 +30,7 @@ from daskpd.data import write_dataset
 pytestmark = pytest.mark.cluster
 
 CLI = [sys.executable, "-m", "daskpd.cli"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"^Dask dashboard: http://(\[[^\]]+\]|[^:/]+):(\d+)/status", re.MULTILINE)
 
 
@@ -164,7 +164,7 @@ def test_every_cluster_in_the_source_listens_on_the_loopback():
     ``daskpd/_cluster.py`` passes its options' address (tested above)."""
     problems, clusters = [], 0
     files = [*ROOT.glob("daskpd/**/*.py"), *ROOT.glob("pipelines/**/*.py")]
-    files += ROOT.glob("tests/*.py")
+    files += ROOT.glob("tests/**/*.py")
     for path in sorted(files):
         where = path.relative_to(ROOT)
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.cluster
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "pipelines", "bench_dso.py")
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "bench_dso.py")
 
 
 def test_bench_dso_runs_every_part(tmp_path):

@@ -91,6 +91,7 @@ def _scalar_workload():
         scalar.reg_prox(code, params, 0.3, 0.7)
         scalar.reg_subgradient(code, params, 0.3)
         scalar.reg_conjugate(code, params, 0.3)
+    scalar.clip(0.3, 0.0, 1.0)
     # The Python wrappers reach the array kernels (and through them the scalar helpers).
     from daskpd.losses import Logistic, SmoothHinge
     from daskpd.regularizers import L1, ElasticNet
@@ -249,6 +250,9 @@ def _coverage_workload(tmp_path, tag):
     common = dict(max_epochs=1, tol=0.0, client=False)
     start = Iterate(w=np.zeros(6), z=-0.5 * y)
     solve(data, "smooth_hinge", "l2", 0.1, solver="spdc", warm_start=start, **common)
+    # three classes: one-vs-rest CoCoA+ (the multiclass pass)
+    classes = MemoryDataset(X, np.arange(40) % 3.0, rows_per_block=16)
+    solve(classes, "hinge", "l2", 0.1, solver="cocoa", **common)
     for regularizer in (L1Ball(radius=2.0), L2Ball(radius=2.0)):  # kernel and dense LMO
         solve(data, "logistic", regularizer, 1.0, solver="gsfw", batch_size=2, **common)
     batches = np.array([[0, 1], [2, 3]], dtype=np.int64)
@@ -316,7 +320,6 @@ def _direct_workload():
     dataset._column_block(np.array([0, 2, 4], dtype=np.int64), indices[1])
     features.splitmix64(np.uint64(7))
     # scalar ops and their users
-    scalar._clip(0.3, 0.0, 1.0)
     scalar._soft(0.3, 0.1)
     scalar._sign(-0.3)
     scalar._sigmoid(0.3)
@@ -324,6 +327,7 @@ def _direct_workload():
     scalar._xlogx(0.3)
     scalar._solve_sigmoid_equation(1.0, 0.5, 0.2)
     objective._weighted_conjugate(scalar.LOGISTIC, p, -0.2, 1.0, 2.0)
+    objective._row_terms(scalar.LOGISTIC, p, 0.3, 1.0, 2.0, w, False, 0)
     dso.conjugate_slope(scalar.LOGISTIC, p, -0.5, 1.0)
     rows = np.array([0, 0, 1], dtype=np.int32)
     segment_ptr = np.array([0, 2, 3], dtype=np.int64)
@@ -339,7 +343,6 @@ def _direct_workload():
     gsfw.conjugate_derivative(scalar.LOGISTIC, p, -0.5, 1.0, -1.0, 1.0)
     gsfw.mirror_coordinate_step(scalar.LOGISTIC, p, 1.0, -0.5, 0.3, 0.5, -1.0, 0.0)
     # Pdprox row ops
-    pdprox._clip(0.3, 0.0, 1.0)
     pdprox._budget_sum(np.array([0.2, 1.5]), 0.1)
     pdprox.loss_value(pdprox.PD_HINGE, p, 0.3, 1.0)
     pdprox.grad_dual(pdprox.PD_HINGE, p, 0.3, 1.0)

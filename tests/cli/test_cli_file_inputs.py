@@ -16,7 +16,7 @@ from daskpd.data import open_dataset
 from daskpd.io import _cache
 from tests._cli import run_cli
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DNA = os.path.join(ROOT, "data", "statlog_dna.csv")
 
 

@@ -7,7 +7,9 @@ import os
 import nbformat
 import pytest
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), "..", "notebooks", "splice_site.ipynb")
+NOTEBOOK = os.path.join(
+    os.path.dirname(__file__), "..", "..", "notebooks", "splice_site.ipynb"
+)
 
 
 def test_notebook_is_committed_without_outputs():

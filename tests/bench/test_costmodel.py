@@ -189,7 +189,7 @@ def test_the_committed_measurements_give_the_readme_plan():
     import importlib.util
     import os
 
-    root = os.path.join(os.path.dirname(__file__), "..", "pipelines")
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines")
     spec = importlib.util.spec_from_file_location(
         "bench_cost_model", os.path.join(root, "bench_cost_model.py")
     )
