@@ -10,6 +10,7 @@ d-vectors. Only numbers reach the driver.
 
 from __future__ import annotations
 
+import uuid
 from typing import NamedTuple
 
 import numpy as np
@@ -18,13 +19,23 @@ from daskpd._graphs import TaskGraph
 from daskpd.data.format import NO_VALUES
 from daskpd.kernels.dataset import local_columns
 from daskpd.kernels.tron import merge_columns, row_products, thread_cuts
-from daskpd.solvers.common.groups import class_weight_pair, in_threads, is_on_disk, row_weights
+from daskpd.solvers.common.groups import (
+    class_weight_pair,
+    idle_cores,
+    in_threads,
+    is_on_disk,
+    row_group_bounds,
+    row_weights,
+    worker_list,
+)
 
 __all__ = [
+    "Layout",
     "RowGroup",
     "Share",
     "add",
     "dense",
+    "group_layout",
     "group_products",
     "load_group",
     "on_own_columns",
@@ -229,3 +240,39 @@ def read_groups(data, problem, client, owners, bounds, threads, positions, token
             for k, group in enumerate(loaded)
         ]
     return list(loaded)
+
+
+class Layout(NamedTuple):
+    """Where a run's row groups live and what they read: the owners (one a group; None
+    in-process), the threads of a group's task, the data's used columns and their positions
+    (None when every column is used), the groups' row bounds, and the run's token."""
+
+    owners: tuple
+    threads: int
+    used: np.ndarray
+    positions: np.ndarray | None
+    bounds: np.ndarray
+    token: str
+
+
+def group_layout(data, client, grid, threads):
+    """The :class:`Layout` of a run on ``grid`` row groups (None: one per worker, one
+    in-process), ``threads`` a group's task (None: the owner's idle cores on a cluster, one
+    in-process). The run's vectors hold the columns with a nonzero only (on the splice-like
+    sets about a third of ``n_features``; ``w`` is 0 on the others at the optimum)."""
+    workers = worker_list(client)
+    grid = int(grid) if grid is not None else max(1, len(workers))
+    owners = tuple(workers[k * len(workers) // grid] if workers else None for k in range(grid))
+    if threads is not None:
+        threads = int(threads)
+    elif client is not None:
+        threads = min(idle_cores(client, owners), 64)
+    else:
+        threads = 1
+    used = np.flatnonzero(np.asarray(data.col_nnz) > 0)
+    positions = None
+    if used.shape[0] < int(data.n_features):
+        positions = np.full(int(data.n_features), -1, dtype=np.int32)
+        positions[used] = np.arange(used.shape[0], dtype=np.int32)
+    bounds = row_group_bounds(data, grid)
+    return Layout(owners, threads, used, positions, bounds, uuid.uuid4().hex[:12])

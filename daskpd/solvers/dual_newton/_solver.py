@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from typing import Any
 
 import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
-from daskpd.solvers.common.groups import idle_cores, row_group_bounds, worker_list
-from daskpd.solvers.common.resident import ranges, read_groups, run_graph, tree, value
+from daskpd.solvers.common.resident import (
+    group_layout,
+    ranges,
+    read_groups,
+    run_graph,
+    tree,
+    value,
+)
 from daskpd.solvers.driver.registry import register_solver
 from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
@@ -99,18 +104,7 @@ class DualNewton(Solver):
 
     def check(self, problem, data, options):
         """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
-        if int(getattr(problem.loss, "code", -1)) != scalar.HINGE:
-            raise ValueError(
-                "solver 'dual_newton' supports loss='hinge' only, not "
-                f"loss={getattr(problem.loss, 'name', problem.loss)!r}"
-            )
-        if int(getattr(problem.regularizer, "code", -1)) != scalar.L2:
-            raise ValueError(
-                "solver 'dual_newton' solves the l2-regularized problem only, not "
-                f"regularizer={getattr(problem.regularizer, 'name', problem.regularizer)!r}"
-            )
-        if not float(problem.alpha) > 0:
-            raise ValueError(f"solver 'dual_newton' needs alpha > 0, got alpha={problem.alpha!r}")
+        self.capabilities.check_kernels(self.name, problem, (scalar.HINGE,), (scalar.L2,))
         if options.grid is not None and int(options.grid) > int(data.n_samples):
             raise ValueError(
                 f"grid={options.grid} is larger than the number of rows ({data.n_samples})"
@@ -160,16 +154,10 @@ class DualNewton(Solver):
 
     def _setup(self, problem, data, client, options):
         """The state without a point: the settings and the groups, read on their owners."""
-        workers = worker_list(client)
-        grid = int(options.grid) if options.grid is not None else max(1, len(workers))
-        owners = tuple(workers[k * len(workers) // grid] if workers else None for k in range(grid))
-        if options.threads is not None:
-            threads = int(options.threads)
-        elif client is not None:
-            threads = min(idle_cores(client, owners), 64)
-        else:
-            threads = 1
-        used = np.flatnonzero(np.asarray(data.col_nnz) > 0)
+        layout = group_layout(data, client, options.grid, options.threads)
+        owners, threads, used, bounds, token = (
+            layout.owners, layout.threads, layout.used, layout.bounds, layout.token
+        )
         settings = _Settings(
             n_samples=int(data.n_samples),
             n_columns=int(used.shape[0]),
@@ -179,15 +167,10 @@ class DualNewton(Solver):
             max_cg=int(options.max_cg),
             damping=float(options.damping),
         )
-        bounds = row_group_bounds(data, grid)
-        token = uuid.uuid4().hex[:12]
-        positions = None
-        if used.shape[0] < int(data.n_features):
-            positions = np.full(int(data.n_features), -1, dtype=np.int32)
-            positions[used] = np.arange(used.shape[0], dtype=np.int32)
         groups = read_groups(
-            data, problem, client, owners, bounds, threads, positions, token, "dual-newton"
-        )
+            data, problem, client, owners, bounds, threads, layout.positions, token,
+            "dual-newton",
+        )  # fmt: skip
         return _State(
             problem=problem,
             settings=settings,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-import uuid
 from typing import Any
 
 import numpy as np
@@ -12,8 +11,14 @@ import numpy as np
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
 from daskpd.kernels import tron as kernels
-from daskpd.solvers.common.groups import idle_cores, row_group_bounds, worker_list
-from daskpd.solvers.common.resident import ranges, read_groups, run_graph, tree, value
+from daskpd.solvers.common.resident import (
+    group_layout,
+    ranges,
+    read_groups,
+    run_graph,
+    tree,
+    value,
+)
 from daskpd.solvers.driver.registry import register_solver
 from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.tron._options import TronOptions, _settings
@@ -134,27 +139,13 @@ class Tron(Solver):
 
     def _setup(self, problem, data, client, options):
         """The state without a point: the settings and the groups, read on their owners."""
-        workers = worker_list(client)
-        grid = int(options.grid) if options.grid is not None else max(1, len(workers))
-        owners = tuple(workers[k * len(workers) // grid] if workers else None for k in range(grid))
-        if options.threads is not None:
-            threads = int(options.threads)
-        elif client is not None:
-            threads = min(idle_cores(client, owners), 64)
-        else:
-            threads = 1
-        # the run's vectors hold the columns with a nonzero only (on the splice-like sets
-        # about a third of n_features; w is 0 on the others at the optimum)
-        used = np.flatnonzero(np.asarray(data.col_nnz) > 0)
+        layout = group_layout(data, client, options.grid, options.threads)
+        owners, threads, used, bounds, token = (
+            layout.owners, layout.threads, layout.used, layout.bounds, layout.token
+        )
         settings = _settings(problem, data, options, threads, used.shape[0])
-        bounds = row_group_bounds(data, grid)
-        token = uuid.uuid4().hex[:12]
-        positions = None
-        if used.shape[0] < int(data.n_features):
-            positions = np.full(int(data.n_features), -1, dtype=np.int32)
-            positions[used] = np.arange(used.shape[0], dtype=np.int32)
         groups = read_groups(
-            data, problem, client, owners, bounds, threads, positions, token, "tron"
+            data, problem, client, owners, bounds, threads, layout.positions, token, "tron"
         )
         state = _State(
             problem=problem,
