@@ -116,7 +116,7 @@ def _liblinear(X, y, alpha, weight):
 
     model = LinearSVC(
         loss="hinge", dual=True, C=1.0 / (alpha * X.shape[0]), fit_intercept=False,
-        tol=1e-12, max_iter=1_000_000,
+        tol=1e-12, max_iter=1_000_000, random_state=0,
     )  # fmt: skip
     with warnings.catch_warnings():
         # liblinear may stop at its iteration cap within the tolerance asked here
@@ -147,7 +147,10 @@ def test_reaches_liblinears_optimum(weighted, binary, shape):
         weight *= np.where(y > 0, class_weight[1], class_weight[-1])
     reference = _liblinear(X, y, alpha, weight)
     p_ref = problem.evaluate(reference, data).primal
-    assert result.primal == pytest.approx(p_ref, rel=1e-6)
+    # within 1e-6 of liblinear's primal, or below it where liblinear stopped at its iteration
+    # cap short of the optimum (with more rows than features its coordinate descent is slow)
+    assert result.primal <= p_ref * (1 + 1e-6)
+    assert result.primal >= p_ref * (1 - 1e-6) or result.gap <= 1e-9 * result.primal
     # the certified dual bounds liblinear's primal from below
     assert result.dual <= p_ref + 1e-12
 
