@@ -178,3 +178,18 @@ def in_threads(n_threads, work):
 
     with ThreadPoolExecutor(n_threads) as pool:
         list(pool.map(work, range(n_threads)))
+
+
+def check_group_options(grid, threads) -> None:
+    """Raise ``ValueError`` for a resident-group run's ``grid`` (a positive int or None) or
+    ``threads`` (1..64 or None) out of range (the options of ``tron`` and ``dual_newton``)."""
+    if grid is not None and (isinstance(grid, bool) or int(grid) < 1):
+        raise ValueError(f"grid must be a positive int or None, got grid={grid!r}")
+    if threads is not None and (isinstance(threads, bool) or not 1 <= int(threads) <= 64):
+        raise ValueError(f"threads must be in 1..64 or None, got threads={threads!r}")
+
+
+def check_grid_rows(grid, data) -> None:
+    """Raise ``ValueError`` when ``grid`` asks for more row groups than ``data`` has rows."""
+    if grid is not None and int(grid) > int(data.n_samples):
+        raise ValueError(f"grid={grid} is larger than the number of rows ({data.n_samples})")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from daskpd.solvers.common.groups import check_group_options
+
 
 @dataclass(frozen=True)
 class DualNewtonOptions:
@@ -39,12 +41,7 @@ class DualNewtonOptions:
     damping: float = 1e-6
 
     def __post_init__(self):
-        if self.grid is not None and (isinstance(self.grid, bool) or int(self.grid) < 1):
-            raise ValueError(f"grid must be a positive int or None, got grid={self.grid!r}")
-        if self.threads is not None and (
-            isinstance(self.threads, bool) or not 1 <= int(self.threads) <= 64
-        ):
-            raise ValueError(f"threads must be in 1..64 or None, got threads={self.threads!r}")
+        check_group_options(self.grid, self.threads)
         if not 0.0 < float(self.eta) < 1.0:
             raise ValueError(f"eta must be in (0, 1), got eta={self.eta!r}")
         if isinstance(self.max_cg, bool) or int(self.max_cg) < 1:

@@ -10,6 +10,7 @@ import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
+from daskpd.solvers.common.groups import check_grid_rows
 from daskpd.solvers.common.resident import (
     group_layout,
     ranges,
@@ -105,10 +106,7 @@ class DualNewton(Solver):
     def check(self, problem, data, options):
         """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
         self.capabilities.check_kernels(self.name, problem, (scalar.HINGE,), (scalar.L2,))
-        if options.grid is not None and int(options.grid) > int(data.n_samples):
-            raise ValueError(
-                f"grid={options.grid} is larger than the number of rows ({data.n_samples})"
-            )
+        check_grid_rows(options.grid, data)
 
     def init(self, problem, data, *, seed, client, options, warm_start=None):
         """Read every group on its owner and run the gradient round at the start point.
