@@ -6,9 +6,11 @@ import argparse
 import contextlib
 
 from daskpd import _sidefiles
+from daskpd.cli._inputs import SEQUENCE_FLAGS, SVMLIGHT_FLAGS, add_sequence_options
 from daskpd.cli._options import (
     UsageError,
     _add_cluster_options,
+    _check_format_flags,
     _check_not_input,
     _check_out,
     _cluster_asked,
@@ -172,30 +174,9 @@ def _add_ingest(parser: argparse.ArgumentParser) -> None:
     svm.add_argument("--ignore-qid", action="store_true", help="drop qid:N tokens")
     svm.add_argument("--n-features", type=_positive_int("--n-features"), default=None)
     seq = parser.add_argument_group("sequences")
-    seq.add_argument(
-        "--degree",
-        type=_positive_int("--degree"),
-        default=None,
-        help="weighted-degree order K (default 8)",
-    )
-    seq.add_argument(
-        "--hash-bits",
-        type=_positive_int("--hash-bits"),
-        default=None,
-        help="hash WD features into 2^b columns",
-    )
+    add_sequence_options(seq)
     seq.add_argument("--sequence-format", choices=("auto", "csv", "fasta"), default=None)
-    seq.add_argument("--sequence-column", default=None, help="CSV column (default sequence)")
-    seq.add_argument("--label-column", default=None, help="CSV column (default label)")
-    seq.add_argument(
-        "--positive",
-        action="append",
-        default=None,
-        metavar="LABEL",
-        help="label value(s) mapped to +1, others to -1 (repeatable)",
-    )
     seq.add_argument("--delimiter", default=None, help="CSV field separator (default ,)")
-    seq.add_argument("--allow-n", action="store_true", help="accept N letters")
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_ingest)
 
@@ -219,26 +200,12 @@ def _run_ingest(args) -> int:
     kind = args.format
     if kind == "auto":
         kind = "sequences" if all(_looks_like_sequences(p) for p in sources) else "svmlight"
-    svm_only = {
-        "--zero-based": args.zero_based != "auto",
-        "--ignore-qid": args.ignore_qid,
-        "--n-features": args.n_features is not None,
-    }
-    seq_only = {
-        "--degree": args.degree is not None,
-        "--hash-bits": args.hash_bits is not None,
-        "--sequence-format": args.sequence_format is not None,
-        "--sequence-column": args.sequence_column is not None,
-        "--label-column": args.label_column is not None,
-        "--positive": args.positive is not None,
-        "--delimiter": args.delimiter is not None,
-        "--allow-n": args.allow_n,
-    }
-    unused = [
-        name for name, given in (seq_only if kind == "svmlight" else svm_only).items() if given
-    ]
-    if unused:
-        raise UsageError(f"{', '.join(unused)} do(es) not apply to --format {kind}")
+    _check_format_flags(
+        args,
+        kind,
+        {**SVMLIGHT_FLAGS, "--ignore-qid": False, "--n-features": None},
+        {**SEQUENCE_FLAGS, "--sequence-format": None, "--delimiter": None},
+    )
     writer_options = {"rows_per_block": args.rows_per_block} if args.rows_per_block else None
     sizes = {}
     if args.chunk_bytes:

@@ -19,7 +19,12 @@ import os
 import sys
 import time
 
-from daskpd.cli._options import UsageError, _positive_int
+from daskpd.cli._options import (
+    UsageError,
+    _check_format_flags,
+    _flags_given,
+    _positive_int,
+)
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
@@ -56,34 +61,59 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stored values (default float64 for svmlight, float32 for sequences)",
     )
+    add_sequence_options(group, prefix="sequences: ")
+
+
+# The flags of each input format, with their defaults: what is given when not the default.
+SVMLIGHT_FLAGS = {"--zero-based": "auto"}
+SEQUENCE_FLAGS = {
+    "--degree": None,
+    "--hash-bits": None,
+    "--sequence-column": None,
+    "--label-column": None,
+    "--positive": None,
+    "--allow-n": False,
+}
+
+
+def add_sequence_options(group, *, prefix="") -> None:
+    """The options of DNA sequences' features and labels (:data:`SEQUENCE_FLAGS`), shared by
+    ``ingest`` and the file inputs of the training commands.
+
+    Parameters
+    ----------
+    group : argparse.ArgumentParser or argument group
+    prefix : str, default=""
+        Put before each help text (where the options stand among svmlight ones).
+    """
     group.add_argument(
         "--degree",
         type=_positive_int("--degree"),
         default=None,
-        help="sequences: weighted-degree order K (default 8)",
+        help=f"{prefix}weighted-degree order K (default 8)",
     )
     group.add_argument(
         "--hash-bits",
         type=_positive_int("--hash-bits"),
         default=None,
-        help="sequences: hash WD features into 2^b columns",
-    )
-    group.add_argument(
-        "--label-column", default=None, help="sequences: CSV label column (default label)"
+        help=f"{prefix}hash WD features into 2^b columns",
     )
     group.add_argument(
         "--sequence-column",
         default=None,
-        help="sequences: CSV sequence column (default sequence)",
+        help=f"{prefix}CSV sequence column (default sequence)",
+    )
+    group.add_argument(
+        "--label-column", default=None, help=f"{prefix}CSV label column (default label)"
     )
     group.add_argument(
         "--positive",
         action="append",
         default=None,
         metavar="LABEL",
-        help="sequences: label value(s) mapped to +1, others to -1 (repeatable)",
+        help=f"{prefix}label value(s) mapped to +1, others to -1 (repeatable)",
     )
-    group.add_argument("--allow-n", action="store_true", help="sequences: accept N letters")
+    group.add_argument("--allow-n", action="store_true", help=f"{prefix}accept N letters")
 
 
 def is_file_input(path) -> bool:
@@ -102,20 +132,7 @@ def ingest_options(args, *, n_features=None) -> tuple[str, dict]:
         against it (its own largest index may be smaller).
     """
     kind = args.format
-    svm_only = {"--zero-based": args.zero_based != "auto"}
-    seq_only = {
-        "--degree": args.degree is not None,
-        "--hash-bits": args.hash_bits is not None,
-        "--label-column": args.label_column is not None,
-        "--sequence-column": args.sequence_column is not None,
-        "--positive": args.positive is not None,
-        "--allow-n": args.allow_n,
-    }
-    unused = [
-        name for name, given in (seq_only if kind == "svmlight" else svm_only).items() if given
-    ]
-    if unused:
-        raise UsageError(f"{', '.join(unused)} do(es) not apply to --format {kind}")
+    _check_format_flags(args, kind, SVMLIGHT_FLAGS, SEQUENCE_FLAGS)
     if kind == "svmlight":
         options = {
             "zero_based": {"auto": "auto", "yes": True, "no": False}[args.zero_based],
@@ -146,19 +163,8 @@ def check_file_inputs(args, paths) -> None:
             "workers can read for the store made from it"
         )
     if not files:
-        given = {
-            "--format": args.format != "svmlight",
-            "--store": args.store is not None,
-            "--zero-based": args.zero_based != "auto",
-            "--dtype": args.dtype is not None,
-            "--degree": args.degree is not None,
-            "--hash-bits": args.hash_bits is not None,
-            "--label-column": args.label_column is not None,
-            "--sequence-column": args.sequence_column is not None,
-            "--positive": args.positive is not None,
-            "--allow-n": args.allow_n,
-        }
-        unused = [name for name, value in given.items() if value]
+        defaults = {"--format": "svmlight", "--store": None, **SVMLIGHT_FLAGS, "--dtype": None}
+        unused = _flags_given(args, {**defaults, **SEQUENCE_FLAGS})
         if unused:
             raise UsageError(f"{', '.join(unused)} apply only to a file given as data")
 

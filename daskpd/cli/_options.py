@@ -115,17 +115,64 @@ def _print_dashboard(client) -> None:
         print(f"Dask dashboard: {link}", file=sys.stderr)
 
 
-def _positive_int(name):
+def _bounded(name, convert, lowest, *, strict=False):
+    """A parser of one number of the type ``convert`` (int or float), at least ``lowest``
+    (above it when ``strict``); its errors name the flag ``name``."""
+    kind = "an integer" if convert is int else "a number"
+    relation = ">" if strict else ">="
+
     def parse(text):
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+            raise argparse.ArgumentTypeError(f"{name} must be {kind}, got {text!r}") from None
+        # written as "not in range" so that a float NaN is refused too
+        if not (value > lowest if strict else value >= lowest):
+            raise argparse.ArgumentTypeError(f"{name} must be {relation} {lowest}, got {value}")
         return value
 
     return parse
+
+
+def _positive_int(name):
+    return _bounded(name, int, 1)
+
+
+def _nonnegative_int(name):
+    return _bounded(name, int, 0)
+
+
+def _positive_float(name):
+    return _bounded(name, float, 0, strict=True)
+
+
+def _nonnegative_float(name):
+    return _bounded(name, float, 0)
+
+
+def _flags_given(args, flags) -> list[str]:
+    """The flags of ``flags`` (flag -> its default) whose value in ``args`` is not the
+    default, in the table's order."""
+    return [
+        flag
+        for flag, default in flags.items()
+        if getattr(args, flag[2:].replace("-", "_")) != default
+    ]
+
+
+def _check_format_flags(args, kind, svmlight_flags, sequence_flags) -> None:
+    """Refuse the flags of one input format given with the other (UsageError naming them).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+    kind : {"svmlight", "sequences"}
+    svmlight_flags, sequence_flags : dict
+        Each format's own flags and their defaults (see :func:`_flags_given`).
+    """
+    unused = _flags_given(args, sequence_flags if kind == "svmlight" else svmlight_flags)
+    if unused:
+        raise UsageError(f"{', '.join(unused)} do(es) not apply to --format {kind}")
 
 
 def _number(name):
@@ -136,19 +183,6 @@ def _number(name):
             return float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-
-    return parse
-
-
-def _positive_float(name):
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{name} must be > 0, got {value}")
-        return value
 
     return parse
 
@@ -182,32 +216,6 @@ def _run_client(args, *, start):
             raise
     else:
         context.__exit__(None, None, None)
-
-
-def _nonnegative_float(name):
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not value >= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
-        return value
-
-    return parse
-
-
-def _nonnegative_int(name):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 0, got {value}")
-        return value
-
-    return parse
 
 
 def _check_out(path, overwrite, what="--out") -> None:
