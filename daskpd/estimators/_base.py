@@ -6,6 +6,7 @@ the parts of the estimators' docstrings they all share.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import warnings
 
@@ -25,6 +26,88 @@ _CLASSIFICATION_LOSSES = frozenset({"hinge", "smooth_hinge", "squared_hinge", "l
 
 
 _loss_name = loss_name
+
+# The parameters every estimator takes after its own leading ones, in signature order, with
+# their defaults; ``class_weight`` (classifiers only) goes after ``intercept_scaling``.
+_SHARED_PARAMS = (
+    ("solver", "auto"),
+    ("fit_intercept", True),
+    ("intercept_scaling", 1.0),
+    ("tol", 1e-4),
+    ("max_iter", 100),
+    ("warm_start", False),
+    ("random_state", None),
+    ("callback", None),
+    ("verbose", False),
+    ("cluster", None),
+    ("solver_options", None),
+)
+
+
+def _keyword_init(leading, *, class_weight=False):
+    """An ``__init__`` of keyword-only parameters that only stores them.
+
+    scikit-learn reads an estimator's parameters from the signature of its ``__init__``;
+    the function made here carries that signature explicitly (``leading``, then the shared
+    parameters), so ``get_params``, ``clone`` and the estimator checks see what a written-out
+    ``__init__`` would show, while the list of shared parameters exists once.
+
+    Parameters
+    ----------
+    leading : tuple of (str, object)
+        The class's own parameters and defaults, before the shared ones.
+    class_weight : bool, default=False
+        Whether the class takes ``class_weight`` (default None).
+
+    Returns
+    -------
+    function
+        The ``__init__`` to assign in the class body.
+    """
+    table = list(leading) + list(_SHARED_PARAMS)
+    if class_weight:
+        table.insert(
+            [name for name, _ in table].index("intercept_scaling") + 1, ("class_weight", None)
+        )
+    defaults = dict(table)
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default in table
+        ]
+    )
+
+    def __init__(self, **params):
+        unknown = sorted(set(params) - set(defaults))
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument "
+                f"{unknown[0]!r}"
+            )
+        for name, default in defaults.items():
+            setattr(self, name, params.get(name, default))
+
+    __init__.__signature__ = signature
+    return __init__
+
+
+def _samples_method_doc(method):
+    """Complete the docstring of a method of ``X`` alone with the shared ``X`` entry.
+
+    The method's docstring is its summary and its ``Returns`` section; the ``Parameters``
+    section, the same for every prediction method, is put in between.
+    """
+    summary, returns = inspect.cleandoc(method.__doc__).split("\nReturns\n", 1)
+    method.__doc__ = f"{summary}\n{_SAMPLES_DOC}\nReturns\n{returns}"
+    return method
+
+
+_SAMPLES_DOC = """Parameters
+----------
+X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
+    Samples.
+"""
 
 
 # --------------------------------------------------------------------------------------------

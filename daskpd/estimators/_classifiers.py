@@ -14,9 +14,11 @@ from sklearn.linear_model._base import LinearClassifierMixin
 from daskpd.estimators._base import (
     _COMMON_PARAMS_DOC,
     _FITTED_DOC,
+    _keyword_init,
     _labels_from_scores,
     _penalty,
     _SaddlePointBase,
+    _samples_method_doc,
 )
 from daskpd.estimators._inputs import _is_dask_collection
 from daskpd.estimators._model_file import _model_class
@@ -26,51 +28,16 @@ class _LinearClassifier(LinearClassifierMixin, _SaddlePointBase):
     """Linear classifier: ``predict`` maps the sign of the score (two classes) or the class
     of the largest score (one-vs-rest) to ``classes_``."""
 
-    def __init__(
-        self,
-        *,
-        penalty="l2",
-        alpha=1e-4,
-        l1_ratio=0.15,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        class_weight=None,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.penalty = penalty
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
+    __init__ = _keyword_init(
+        (("penalty", "l2"), ("alpha", 1e-4), ("l1_ratio", 0.15)), class_weight=True
+    )
 
+    @_samples_method_doc
     def decision_function(self, X):
         """Scores ``X @ coef_.T + intercept_``.
 
         Two classes: one signed score per row, positive means ``classes_[1]``. More: one
         score per row and class (its one-vs-rest problem's), as scikit-learn's.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------
@@ -79,13 +46,9 @@ class _LinearClassifier(LinearClassifierMixin, _SaddlePointBase):
         """
         return self._scores(X)
 
+    @_samples_method_doc
     def predict(self, X):
         """Predicted labels.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------
@@ -188,16 +151,12 @@ class LogisticRegression(_LinearClassifier):
 
     _loss_name = "logistic"
 
+    @_samples_method_doc
     def predict_proba(self, X):
         """Probabilities of each class of ``classes_``.
 
         Two classes: ``sigmoid(s)`` and its complement. More: each class's one-vs-rest
         ``sigmoid(s_k)``, normalized over the classes (scikit-learn's one-vs-rest rule).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------
@@ -225,13 +184,9 @@ class LogisticRegression(_LinearClassifier):
         positive = expit(scores)
         return np.column_stack([1.0 - positive, positive])
 
+    @_samples_method_doc
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------

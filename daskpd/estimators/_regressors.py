@@ -9,8 +9,10 @@ from sklearn.base import RegressorMixin
 from daskpd.estimators._base import (
     _COMMON_PARAMS_DOC,
     _FITTED_DOC,
+    _keyword_init,
     _penalty,
     _SaddlePointBase,
+    _samples_method_doc,
 )
 from daskpd.estimators._model_file import _model_class
 
@@ -18,13 +20,9 @@ from daskpd.estimators._model_file import _model_class
 class _Regressor(RegressorMixin, _SaddlePointBase):
     """Linear regressor: ``predict`` is the score."""
 
+    @_samples_method_doc
     def predict(self, X):
         """Predicted values ``X @ coef_ + intercept_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------
@@ -34,36 +32,28 @@ class _Regressor(RegressorMixin, _SaddlePointBase):
 
 
 class _FixedRegressor(_Regressor):
-    """Regressor whose loss and regularizer are fixed by the class (plus a few parameters)."""
+    """Regressor whose loss and regularizer are fixed by the class (plus a few parameters).
 
-    def __init__(
-        self,
-        *,
-        alpha=1e-4,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.alpha = alpha
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
+    A subclass names them in ``_loss_name`` and ``_regularizer_name``; its docstring is its
+    summary, completed here with the parameters and attributes every fixed regressor has.
+    """
+
+    __init__ = _keyword_init((("alpha", 1e-4),))
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__doc__ += (
+            "\n    Parameters\n    ----------"
+            + _REGRESSOR_ALPHA_DOC
+            + _COMMON_PARAMS_DOC
+            + _FITTED_DOC
+        )
+
+    def _loss_spec(self):
+        return self._loss_name
+
+    def _regularizer_spec(self):
+        return self._regularizer_name
 
 
 _REGRESSOR_ALPHA_DOC = """
@@ -81,18 +71,10 @@ class Ridge(_FixedRegressor):
 
     scikit-learn's ``Ridge(alpha=a)`` (unnormalized sum) is ``Ridge(alpha=a / n)`` here.
     ``solver="auto"`` is CoCoA (dual coordinate ascent; see :func:`auto_solver`).
-
-    Parameters
-    ----------
     """
 
-    __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    def _loss_spec(self):
-        return "squared"
-
-    def _regularizer_spec(self):
-        return "l2"
+    _loss_name = "squared"
+    _regularizer_name = "l2"
 
 
 @_model_class
@@ -102,18 +84,10 @@ class Lasso(_FixedRegressor):
     ``solver="auto"`` is the full-gradient ``"batch"`` solver (FISTA): SPDC and DSPDC need
     a strongly convex regularizer (they would solve a perturbed problem), and DSO's squared
     loss is not competitive here.
-
-    Parameters
-    ----------
     """
 
-    __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    def _loss_spec(self):
-        return "squared"
-
-    def _regularizer_spec(self):
-        return "l1"
+    _loss_name = "squared"
+    _regularizer_name = "l1"
 
 
 @_model_class
@@ -122,18 +96,10 @@ class LADRegression(_FixedRegressor):
 
     ``solver="auto"`` is Pdprox (made for non-smooth losses), or DSO for weighted rows
     (Pdprox has no row weights).
-
-    Parameters
-    ----------
     """
 
-    __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
-
-    def _loss_spec(self):
-        return "absolute"
-
-    def _regularizer_spec(self):
-        return "l2"
+    _loss_name = "absolute"
+    _regularizer_name = "l2"
 
 
 @_model_class
@@ -151,36 +117,7 @@ class ElasticNet(_Regressor):
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
 
-    def __init__(
-        self,
-        *,
-        alpha=1e-4,
-        l1_ratio=0.5,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
+    __init__ = _keyword_init((("alpha", 1e-4), ("l1_ratio", 0.5)))
 
     def _loss_spec(self):
         return "squared"
@@ -205,36 +142,7 @@ class LinearSVR(_Regressor):
 
     __doc__ += _REGRESSOR_ALPHA_DOC + _COMMON_PARAMS_DOC + _FITTED_DOC
 
-    def __init__(
-        self,
-        *,
-        epsilon=0.1,
-        alpha=1e-4,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.epsilon = epsilon
-        self.alpha = alpha
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
+    __init__ = _keyword_init((("epsilon", 0.1), ("alpha", 1e-4)))
 
     def _loss_spec(self):
         from daskpd.losses import EpsilonInsensitive

@@ -13,9 +13,11 @@ from sklearn.utils.metaestimators import available_if
 from daskpd.estimators._base import (
     _COMMON_PARAMS_DOC,
     _FITTED_DOC,
+    _keyword_init,
     _labels_from_scores,
     _loss_name,
     _SaddlePointBase,
+    _samples_method_doc,
 )
 from daskpd.estimators._model_file import _model_class
 
@@ -55,40 +57,9 @@ class SaddlePointEstimator(_SaddlePointBase):
 
     __doc__ += _COMMON_PARAMS_DOC + _FITTED_DOC
 
-    def __init__(
-        self,
-        *,
-        loss="hinge",
-        regularizer="l2",
-        alpha=1e-4,
-        solver="auto",
-        fit_intercept=True,
-        intercept_scaling=1.0,
-        class_weight=None,
-        tol=1e-4,
-        max_iter=100,
-        warm_start=False,
-        random_state=None,
-        callback=None,
-        verbose=False,
-        cluster=None,
-        solver_options=None,
-    ):
-        self.loss = loss
-        self.regularizer = regularizer
-        self.alpha = alpha
-        self.solver = solver
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.tol = tol
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.callback = callback
-        self.verbose = verbose
-        self.cluster = cluster
-        self.solver_options = solver_options
+    __init__ = _keyword_init(
+        (("loss", "hinge"), ("regularizer", "l2"), ("alpha", 1e-4)), class_weight=True
+    )
 
     def _check_params(self):
         super()._check_params()
@@ -98,13 +69,9 @@ class SaddlePointEstimator(_SaddlePointBase):
                 "is a regression loss"
             )
 
+    @_samples_method_doc
     def predict(self, X):
         """Predicted labels (classification losses) or values (regression losses).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------
@@ -116,13 +83,9 @@ class SaddlePointEstimator(_SaddlePointBase):
         return scores
 
     @available_if(_has_classification_loss)
+    @_samples_method_doc
     def decision_function(self, X):
         """Signed scores ``X @ coef_ + intercept_`` (classification losses only).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), Dask array, or Dataset
-            Samples.
 
         Returns
         -------
