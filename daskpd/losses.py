@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from daskpd._by_name import resolve_by_name
 from daskpd.kernels import scalar as _scalar
 
 __all__ = [
@@ -143,6 +144,26 @@ def _check_positive(name, value, *, allow_zero=False):
 
 
 @dataclass(frozen=True)
+class _OneParameterLoss(Loss):
+    """A loss of one float parameter, the dataclass field named by ``parameter``: checked
+    finite and positive (or >= 0 with ``zero_allowed``), and the kernels' ``params``."""
+
+    parameter: ClassVar[str]
+    zero_allowed: ClassVar[bool] = False
+
+    def __post_init__(self):
+        value = _check_positive(
+            self.parameter, getattr(self, self.parameter), allow_zero=self.zero_allowed
+        )
+        object.__setattr__(self, self.parameter, value)
+
+    @property
+    def params(self) -> np.ndarray:
+        """``[parameter]``."""
+        return np.array([getattr(self, self.parameter)])
+
+
+@dataclass(frozen=True)
 class Hinge(Loss):
     """Hinge loss ``max(0, 1 - y u)``, labels in {-1, +1}.
 
@@ -157,7 +178,7 @@ class Hinge(Loss):
 
 
 @dataclass(frozen=True)
-class SmoothHinge(Loss):
+class SmoothHinge(_OneParameterLoss):
     """Smoothed hinge loss (Shalev-Shwartz & Zhang), labels in {-1, +1}, ``t = y u``.
 
     ``loss = 0`` if ``t >= 1``; ``1 - t - gamma/2`` if ``t <= 1 - gamma``;
@@ -178,15 +199,8 @@ class SmoothHinge(Loss):
     code: ClassVar[int] = _scalar.SMOOTH_HINGE
     name: ClassVar[str] = "smooth_hinge"
     classification: ClassVar[bool] = True
+    parameter: ClassVar[str] = "gamma"
     gamma: float = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "gamma", _check_positive("gamma", self.gamma))
-
-    @property
-    def params(self) -> np.ndarray:
-        """``[gamma]``."""
-        return np.array([self.gamma])
 
     @property
     def smoothness(self) -> float:
@@ -265,7 +279,7 @@ class Absolute(Loss):
 
 
 @dataclass(frozen=True)
-class EpsilonInsensitive(Loss):
+class EpsilonInsensitive(_OneParameterLoss):
     """Epsilon-insensitive loss ``max(0, |u - y| - epsilon)`` (support vector regression).
 
     Conjugate: ``z y + epsilon |z|`` for ``|z| <= 1``, ``+inf`` otherwise.
@@ -281,21 +295,13 @@ class EpsilonInsensitive(Loss):
 
     code: ClassVar[int] = _scalar.EPSILON_INSENSITIVE
     name: ClassVar[str] = "epsilon_insensitive"
+    parameter: ClassVar[str] = "epsilon"
+    zero_allowed: ClassVar[bool] = True
     epsilon: float = 0.1
-
-    def __post_init__(self):
-        object.__setattr__(
-            self, "epsilon", _check_positive("epsilon", self.epsilon, allow_zero=True)
-        )
-
-    @property
-    def params(self) -> np.ndarray:
-        """``[epsilon]``."""
-        return np.array([self.epsilon])
 
 
 @dataclass(frozen=True)
-class Huber(Loss):
+class Huber(_OneParameterLoss):
     """Huber loss, ``r = u - y``: ``r^2 / 2`` if ``|r| <= delta``, else ``delta (|r| - delta/2)``.
 
     Conjugate: ``z y + z^2 / 2`` for ``|z| <= delta``, ``+inf`` otherwise.
@@ -311,15 +317,8 @@ class Huber(Loss):
 
     code: ClassVar[int] = _scalar.HUBER
     name: ClassVar[str] = "huber"
+    parameter: ClassVar[str] = "delta"
     delta: float = 1.0
-
-    def __post_init__(self):
-        object.__setattr__(self, "delta", _check_positive("delta", self.delta))
-
-    @property
-    def params(self) -> np.ndarray:
-        """``[delta]``."""
-        return np.array([self.delta])
 
     @property
     def smoothness(self) -> float:
@@ -361,13 +360,4 @@ def get_loss(name_or_obj) -> Loss:
     ValueError
         If the name is unknown or the argument is neither a string nor a loss.
     """
-    if isinstance(name_or_obj, Loss):
-        return name_or_obj
-    if isinstance(name_or_obj, str):
-        key = name_or_obj.strip().lower().replace("-", "_").replace(" ", "_")
-        if key in _LOSSES:
-            return _LOSSES[key]()
-        raise ValueError(
-            f"unknown loss={name_or_obj!r}; expected one of {sorted(_LOSSES)} or a Loss instance"
-        )
-    raise ValueError(f"loss must be a name or a Loss instance, got loss={name_or_obj!r}")
+    return resolve_by_name(name_or_obj, Loss, _LOSSES, "loss", "a Loss instance")

@@ -22,6 +22,7 @@ Every public name is imported from here. The code lives in private modules, one 
 
 from __future__ import annotations
 
+from daskpd._by_name import resolve_by_name
 from daskpd.regularizers._base import DUAL_TOL as DUAL_TOL
 from daskpd.regularizers._base import SET_TOL as SET_TOL
 from daskpd.regularizers._base import Regularizer, project_l1_ball
@@ -70,16 +71,10 @@ def get_regularizer(name_or_obj) -> Regularizer:
     ValueError
         If the name is unknown or the argument is neither a string nor a regularizer.
     """
-    if isinstance(name_or_obj, Regularizer):
-        return name_or_obj
-    if isinstance(name_or_obj, str):
-        key = name_or_obj.strip().lower().replace("-", "_").replace(" ", "_")
-        if key in _REGULARIZERS:
-            return _REGULARIZERS[key]()
-        raise ValueError(
-            f"unknown regularizer={name_or_obj!r}; expected one of {sorted(_REGULARIZERS)} "
-            "or a Regularizer instance (GroupLasso, L1Inf, TraceNorm, L1Ball, L2Ball, Box)"
-        )
-    raise ValueError(
-        f"regularizer must be a name or a Regularizer instance, got regularizer={name_or_obj!r}"
+    return resolve_by_name(
+        name_or_obj,
+        Regularizer,
+        _REGULARIZERS,
+        "regularizer",
+        "a Regularizer instance (GroupLasso, L1Inf, TraceNorm, L1Ball, L2Ball, Box)",
     )
