@@ -98,7 +98,7 @@ def release(path) -> None:
         return
     try:
         # unlinked while still locked: nobody can take a lock on the file any more
-        if _same_file(fd, lock_path(path)):
+        if same_file(fd, lock_path(path)):
             os.unlink(lock_path(path))
     finally:
         os.close(fd)
@@ -183,7 +183,7 @@ def remove_dead(path) -> bool:
         if info is not None:
             remove_path(path)
         # last: while the lock file is there, nobody takes the name for a live one
-        if _same_file(fd, lock):
+        if same_file(fd, lock):
             os.unlink(lock)
     finally:
         os.close(fd)
@@ -267,7 +267,7 @@ def _lock(path, *, create, wait):
         except BaseException:
             os.close(fd)
             raise
-        if _same_file(fd, path):
+        if same_file(fd, path):
             return fd
         # unlinked by the one who held it before us: its name is free, or another's now
         os.close(fd)
@@ -275,7 +275,9 @@ def _lock(path, *, create, wait):
             return None
 
 
-def _same_file(fd, path) -> bool:
+def same_file(fd, path) -> bool:
+    """Whether the open file ``fd`` is still the file named ``path`` (the lock protocol's
+    test; also the store build lock's, :mod:`daskpd.io._cache`)."""
     try:
         named = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:

@@ -226,6 +226,8 @@ def _building(path):
     lock of an unlinked file opens the name again (the protocol of :mod:`daskpd._sidefiles`),
     so no lock file outlives its last user.
     """
+    from daskpd._sidefiles import same_file
+
     lock = path + LOCK_SUFFIX
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -234,26 +236,17 @@ def _building(path):
         except BaseException:
             os.close(fd)
             raise
-        if _same_file(fd, lock):
+        if same_file(fd, lock):
             break
         os.close(fd)
     try:
         yield
     finally:
         try:
-            if _same_file(fd, lock):
+            if same_file(fd, lock):
                 os.unlink(lock)
         except OSError as exc:  # pragma: no cover - a read-only directory after the build
             if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM):
                 raise
         finally:
             os.close(fd)
-
-
-def _same_file(fd, path) -> bool:
-    try:
-        named = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    opened = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
