@@ -31,6 +31,7 @@ from daskpd.solvers.common.groups import (
 
 __all__ = [
     "Layout",
+    "OwnerLost",
     "RowGroup",
     "Share",
     "add",
@@ -193,9 +194,45 @@ def run_graph(client, n_groups, graph, outputs):
     return graph.submit(client, outputs)
 
 
-def value(ref):
-    """A small result: the value itself in-process, fetched from a future on a client."""
-    return ref.result() if hasattr(ref, "result") else ref
+#: seconds between the checks that a run's owners are alive while it waits for a result
+WATCH_SECONDS = 1.0
+
+
+class OwnerLost(RuntimeError):
+    """A row group's owner left the cluster while a run waited for a result.
+
+    Its groups (and the dual values kept with them) are gone, and the tasks pinned to it
+    would wait for it for ever: the driver treats this as a lost worker and replays the
+    epochs from its recovery point, on the workers there are then.
+    """
+
+
+def value(ref, owners=()):
+    """A small result: the value itself in-process, fetched from a future on a client.
+
+    While it waits, every :data:`WATCH_SECONDS` it checks that ``owners`` (the run's group
+    owners) are still workers of the cluster, and raises :class:`OwnerLost` when one is not:
+    a task pinned to a worker that is gone never runs and never fails.
+    """
+    if not hasattr(ref, "result"):
+        return ref
+    while True:
+        try:
+            return ref.result(timeout=WATCH_SECONDS)
+        except TimeoutError:
+            check_owners(ref.client, owners)
+
+
+def check_owners(client, owners):
+    """Raise :class:`OwnerLost` when one of ``owners`` is not a worker of ``client``'s
+    cluster now."""
+    if not owners:
+        return
+    from daskpd._cluster import worker_addresses
+
+    gone = set(owners) - set(worker_addresses(client))
+    if gone:
+        raise OwnerLost(f"the row groups' owner {sorted(gone)[0]} left the cluster")
 
 
 def ranges(bounds):

@@ -34,11 +34,13 @@ def _lost_worker_errors() -> tuple:
     from distributed.comm.core import CommClosedError
     from distributed.scheduler import KilledWorker
 
+    from daskpd.solvers.common.resident import OwnerLost
     from daskpd.solvers.common.shared import SharedStateLost
 
     return (
         KilledWorker,
         SharedStateLost,
+        OwnerLost,
         CommClosedError,
         FutureCancelledError,
         asyncio.CancelledError,

@@ -234,7 +234,7 @@ class DualNewton(Solver):
             w = state.point.w
         else:
             w = state.client.submit(_point_w, state.point, workers=[state.home], pure=False)
-            w = w.result()
+            w = value(w, state.owners)
         full = np.zeros(state.n_features)
         full[state.used] = w
         graph = TaskGraph("dual-newton-z", f"{state.token}-{state.rounds}")
@@ -266,9 +266,7 @@ class DualNewton(Solver):
             graph.task(f"a-{k}", _group_a, local, worker=state.owners[k])
             for k, local in enumerate(state.locals)
         ]
-        pieces = _run(state, graph, pieces)
-        if state.client is not None:
-            pieces = state.client.gather(pieces)
+        pieces = [value(piece, state.owners) for piece in _run(state, graph, pieces)]
         return {
             "w": self.iterate(state).w,
             "a": np.concatenate(pieces),
@@ -322,13 +320,13 @@ def _gradient_round(graph, state, w, locals_):
 def _at_point(state, outputs):
     """The state at a gradient round's outputs (one round more)."""
     point, cg, scalars, numbers, *kept = outputs
-    scalars = value(scalars)
+    scalars = value(scalars, state.owners)
     return dataclasses.replace(
         state,
         point=point,
         cg=cg,
         scalars=scalars,
-        cg_done=bool(value(numbers)["done"]),
+        cg_done=bool(value(numbers, state.owners)["done"]),
         locals=tuple(kept),
         rounds=state.rounds + 1,
         passes=state.passes + scalars["read"] / state.nnz,
@@ -351,7 +349,7 @@ def _newton_step(state):
         new_cg = graph.task("cg", _cg_next, cg, total, settings, worker=state.home)
         numbers = graph.task("numbers", _cg_numbers, new_cg, total, worker=state.home)
         outputs = _run(state, graph, [new_cg, numbers, *parts])
-        cg, numbers, locals_ = outputs[0], value(outputs[1]), list(outputs[2:])
+        cg, numbers, locals_ = outputs[0], value(outputs[1], state.owners), list(outputs[2:])
         rounds += 1
         read += numbers["read"]
         done = numbers["done"]
@@ -365,7 +363,7 @@ def _newton_step(state):
     verdict = graph.task("verdict", _second, trial, worker=state.home)
     refs = _gradient_round(graph, state, w, moved)
     outputs = _run(state, graph, [verdict, *refs])
-    verdict = value(outputs[0])
+    verdict = value(outputs[0], state.owners)
     read += verdict["read"]
     base = dataclasses.replace(state, rounds=rounds + 1, passes=state.passes + read / state.nnz)
     if verdict["accepted"]:
@@ -381,7 +379,7 @@ def _newton_step(state):
         verdict = graph.task("verdict", _second, trial, worker=state.home)
         outputs = _run(state, graph, [verdict, w, *moved])
         rounds += 1
-        verdict = value(outputs[0])
+        verdict = value(outputs[0], state.owners)
         read += verdict["read"]
         if verdict["accepted"]:
             break

@@ -180,9 +180,8 @@ class Tron(Solver):
         if state.client is None:
             w = state.point.w
         else:
-            w = state.client.submit(
-                _point_w, state.point, workers=[state.home], pure=False
-            ).result()
+            w = state.client.submit(_point_w, state.point, workers=[state.home], pure=False)
+            w = value(w, state.owners)
         full = np.zeros(state.settings.n_features)
         full[state.used] = w
         return Iterate(
@@ -286,7 +285,7 @@ class Tron(Solver):
             # hold the futures it reads)
             new_cg, done = _run(state, graph, [cg, done])
             rounds += 1
-            done = value(done)
+            done = value(done, state.owners)
             cg = new_cg
             if done["done"]:
                 break
@@ -314,7 +313,7 @@ class Tron(Solver):
             outputs[grid : grid + 2],
             outputs[grid + 2 :],
         )
-        quadratic = value(quadratic)
+        quadratic = value(quadratic, state.owners)
         # the X s pass; the round and the gradient's pass are counted with the point
         passes += 1
         f = state.scalars["inner_primal"]
@@ -327,7 +326,7 @@ class Tron(Solver):
             return f_new - f <= _ARMIJO * step_length * quadratic["g_s"]
 
         moved = dataclasses.replace(state, rounds=rounds, passes=passes, stalled=False)
-        if accepted(1.0, value(total)):
+        if accepted(1.0, value(total, state.owners)):
             return _at_point(moved, refs)
         # t = 1 refused: its round and its gradient pass were spent
         rounds, passes = rounds + 1, passes + 1
@@ -337,7 +336,7 @@ class Tron(Solver):
             graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
             (total,) = _run(state, graph, [_line_round(graph, state, step_margins, step_length)])
             rounds += 1
-            if accepted(step_length, value(total)):
+            if accepted(step_length, value(total, state.owners)):
                 break
         else:
             return dataclasses.replace(state, rounds=rounds, passes=passes, stalled=True)
@@ -391,7 +390,7 @@ def _at_point(state, outputs):
     return dataclasses.replace(
         state,
         point=point,
-        scalars=value(scalars),
+        scalars=value(scalars, state.owners),
         z=tuple(kept[:grid]),
         curv=tuple(kept[grid : 2 * grid]),
         margins=tuple(kept[2 * grid :]),
