@@ -9,6 +9,7 @@ is in the docstring of :mod:`daskpd.data.format`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 
@@ -124,15 +125,8 @@ def partition_dataset(
     if int(memory_budget) < 1:
         raise ValueError(f"memory_budget must be >= 1 byte, got {memory_budget}")
     grids_directory = os.path.join(dataset.path, "grids")
-    target = os.path.join(grids_directory, str(n_blocks))
-    if os.path.exists(target) and not overwrite:
-        raise FileExistsError(
-            f"{target} already exists; pass overwrite=True (--overwrite) to rebuild it"
-        )
-    zarr.open_group(grids_directory, mode="a", zarr_format=3)
-    temporary = os.path.join(grids_directory, f".tmp-{n_blocks}-{uuid.uuid4().hex}")
-    try:
-        group = zarr.open_group(temporary, mode="w-", zarr_format=3)
+    again = "(--overwrite) to rebuild it"
+    with _new_group(grids_directory, str(n_blocks), overwrite, again) as (group, temporary, target):
         entry_bytes = 8 + (0 if dataset.binary else dataset.dtype.itemsize)
         buffer_entries = int(memory_budget) // (n_blocks * entry_bytes)
         buffer_entries = max(1024, min(buffer_entries, chunk_length(4, chunk_bytes)))
@@ -174,9 +168,6 @@ def partition_dataset(
             if os.path.exists(target) and not overwrite:
                 raise FileExistsError(f"{target} was created meanwhile ({exc})") from None
             raise
-    except BaseException:
-        remove_tree(temporary)
-        raise
     return open_dataset(dataset.path)
 
 
@@ -254,15 +245,8 @@ def _store_layout(
     n_blocks = info.n_blocks
     binary = bool(dataset.binary)
     layouts_directory = os.path.join(grid_directory, "layouts")
-    target = os.path.join(layouts_directory, layout.name)
-    if os.path.exists(target) and not overwrite:
-        raise FileExistsError(
-            f"{target} already exists; pass overwrite=True to store the layout again"
-        )
-    zarr.open_group(layouts_directory, mode="a", zarr_format=3)
-    temporary = os.path.join(layouts_directory, f".tmp-{layout.name}-{uuid.uuid4().hex}")
-    try:
-        group = zarr.open_group(temporary, mode="w-", zarr_format=3)
+    again = "to store the layout again"
+    with _new_group(layouts_directory, layout.name, overwrite, again) as (group, temporary, target):
         # a tile's layout arrives whole: write it at once rather than hold it in a buffer
         sink = ZarrSink.create(
             group, dataset.nnz, None if binary else dataset.dtype, 1, chunk_bytes
@@ -321,6 +305,28 @@ def _store_layout(
             }
         )
         publish(temporary, target, overwrite)
+
+
+@contextlib.contextmanager
+def _new_group(directory, name, overwrite, again):
+    """A zarr group to fill under a temporary name in ``directory``, for ``directory/name``.
+
+    Yields ``(group, temporary, target)``; the caller publishes ``temporary`` as ``target``
+    when complete. An error inside the block removes the temporary group.
+
+    Raises
+    ------
+    FileExistsError
+        If ``target`` exists and not ``overwrite`` (the message ends with ``again``: how
+        to replace it).
+    """
+    target = os.path.join(directory, name)
+    if os.path.exists(target) and not overwrite:
+        raise FileExistsError(f"{target} already exists; pass overwrite=True {again}")
+    zarr.open_group(directory, mode="a", zarr_format=3)
+    temporary = os.path.join(directory, f".tmp-{name}-{uuid.uuid4().hex}")
+    try:
+        yield zarr.open_group(temporary, mode="w-", zarr_format=3), temporary, target
     except BaseException:
         remove_tree(temporary)
         raise
