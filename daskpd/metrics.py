@@ -95,17 +95,8 @@ def precision_recall_curve(y_true, scores):
 
 
 def auprc(y_true, scores) -> float:
-    """Area under the precision-recall curve by the trapezoid rule (MATLAB ``perfcurve``).
-
-    Parameters
-    ----------
-    y_true : array-like of shape (n_samples,)
-    scores : array-like of shape (n_samples,)
-
-    Returns
-    -------
-    float
-    """
+    """Area under the precision-recall curve by the trapezoid rule (MATLAB ``perfcurve``);
+    the arguments are those of :func:`precision_recall_curve`."""
     recall, precision, _ = precision_recall_curve(y_true, scores)
     return float(np.sum(np.diff(recall) * (precision[1:] + precision[:-1]) / 2.0))
 
