@@ -105,6 +105,76 @@ def _factorized_lipschitz(U, V, batch_size, n_coords, rule, factor):
     return factor * min(batch_size * top, batch_size * n_coords * entry)
 
 
+class _EpochPlan(NamedTuple):
+    """The sizes and stop rules of an in-memory run (:func:`_epochs`): ``n`` rows drawn
+    ``batch_size`` at a time, ``n_coords`` of ``n_columns`` coordinate blocks a step."""
+
+    n: int
+    batch_size: int
+    n_columns: int
+    n_coords: int
+    max_epochs: int
+    eval_every: int
+    tol: float
+    random_state: object
+
+
+def _epochs(
+    plan, run, evaluate, *, time_limit=None, all_columns_unsampled=False, count_iterations=False
+):
+    """The epochs of an in-memory DSPDC run; returns the history rows.
+
+    An epoch is ``n / batch_size`` iterations; its rows (and coordinate subsets) are drawn
+    from the epoch's seed and handed to ``run(sample)`` as one
+    :class:`~daskpd.kernels.dspdc.CoordinateSample`. Every ``eval_every`` epochs (and the
+    last) ``evaluate()`` gives ``(primal, dual, gap)``; the run stops once the gap is below
+    ``tol`` or the solver time (evaluation excluded) reaches ``time_limit``.
+
+    Parameters
+    ----------
+    plan : _EpochPlan
+    run, evaluate : callable
+    time_limit : float or None, default=None
+    all_columns_unsampled : bool, default=False
+        With ``n_coords == n_columns``, pass no subsets (the kernel then updates every
+        coordinate) instead of drawn permutations.
+    count_iterations : bool, default=False
+        Put the iterations so far in each history row.
+    """
+    import time
+
+    n, batch_size, n_columns, n_coords = plan.n, plan.batch_size, plan.n_columns, plan.n_coords
+    perm = np.arange(n_columns, dtype=np.int64)
+    n_iter = max(1, int(round(n / batch_size)))
+    history = []
+    elapsed = 0.0
+    root = np.random.SeedSequence(plan.random_state)
+    for epoch in range(1, plan.max_epochs + 1):
+        rng = np.random.default_rng(epoch_seed(root, epoch))
+        start = time.perf_counter()
+        rows = draw_rows(rng, n, n_iter, batch_size)
+        if all_columns_unsampled and n_coords == n_columns:
+            cols = np.empty(0, dtype=np.int64)
+        else:
+            cols = dspdc_kernels.draw_subsets(
+                rng.random(n_iter * n_coords), n_columns, n_coords, perm
+            )
+        run(dspdc_kernels.CoordinateSample(rows, batch_size, cols, n_coords))
+        elapsed += time.perf_counter() - start
+        if epoch % plan.eval_every == 0 or epoch == plan.max_epochs:
+            primal, dual, gap = evaluate()
+            row = {"epoch": epoch}
+            if count_iterations:
+                row["iterations"] = epoch * n_iter
+            row.update(seconds=elapsed, primal=primal, dual=dual, gap=gap)
+            history.append(row)
+            if not np.isfinite(gap):
+                raise FloatingPointError(f"DSPDC diverged at epoch {epoch} (gap {gap})")
+            if gap <= plan.tol or (time_limit is not None and elapsed >= time_limit):
+                break
+    return history
+
+
 def solve_factorized(
     U, V, y, loss="smooth_hinge", regularizer="l2", alpha=1e-4, *, batch_size=1,
     n_coords=None, max_epochs=100, tol=1e-6, time_limit=None, random_state=0,
@@ -138,8 +208,6 @@ def solve_factorized(
     -------
     FactorizedResult
     """
-    import time
-
     U = np.ascontiguousarray(U, dtype=np.float64)
     V = np.ascontiguousarray(V, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
@@ -166,38 +234,26 @@ def solve_factorized(
     vbar = np.zeros(rank)
     products = dspdc_kernels.FactorProducts(u, v, vbar)
     scalars = kernel_scalars(spec, steps, n)
-    perm = np.arange(p, dtype=np.int64)
-    n_iter = max(1, int(round(n / batch_size)))
-    history = []
-    elapsed = 0.0
-    root = np.random.SeedSequence(random_state)
-    for epoch in range(1, max_epochs + 1):
-        rng = np.random.default_rng(epoch_seed(root, epoch))
-        start = time.perf_counter()
-        rows = draw_rows(rng, n, n_iter, batch_size)
-        cols = (
-            np.empty(0, dtype=np.int64)
-            if q == p
-            else dspdc_kernels.draw_subsets(rng.random(n_iter * q), p, q, perm)
-        )
+
+    def run(sample):
         dspdc_kernels.dspdc_factorized(
-            U, V, y, z, w, products, dspdc_kernels.CoordinateSample(rows, batch_size, cols, q),
-            spec.loss_code, spec.loss_params, scalars,
-        )  # fmt: skip
-        elapsed += time.perf_counter() - start
-        if epoch % eval_every == 0 or epoch == max_epochs:
-            # Re-synchronise the maintained products to bound floating-point drift.
-            u[:] = U.T @ z
-            v[:] = V @ w
-            primal, dual, gap = factorized_gap(U, V, y, w, z, spec)
-            history.append(
-                {"epoch": epoch, "iterations": epoch * n_iter, "seconds": elapsed,
-                 "primal": primal, "dual": dual, "gap": gap}
-            )  # fmt: skip
-            if not np.isfinite(gap):
-                raise FloatingPointError(f"DSPDC diverged at epoch {epoch} (gap {gap})")
-            if gap <= tol or (time_limit is not None and elapsed >= time_limit):
-                break
+            U, V, y, z, w, products, sample, spec.loss_code, spec.loss_params, scalars
+        )
+
+    def evaluate():
+        # Re-synchronise the maintained products to bound floating-point drift.
+        u[:] = U.T @ z
+        v[:] = V @ w
+        return factorized_gap(U, V, y, w, z, spec)
+
+    history = _epochs(
+        _EpochPlan(n, batch_size, p, q, max_epochs, eval_every, tol, random_state),
+        run,
+        evaluate,
+        time_limit=time_limit,
+        all_columns_unsampled=True,
+        count_iterations=True,
+    )
     return FactorizedResult(w, z, history, steps, lip)
 
 
@@ -258,8 +314,6 @@ def solve_matrix_risk(
     -------
     MatrixResult
     """
-    import time
-
     D = np.ascontiguousarray(D, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     n, n_blocks, k, _ = D.shape
@@ -288,30 +342,19 @@ def solve_matrix_risk(
     z = np.zeros(n)
     # the kernel reads spec.l2 as lambda (the problem has no L1 term)
     scalars = kernel_scalars(spec, steps, n)
-    perm = np.arange(n_blocks, dtype=np.int64)
-    n_iter = max(1, int(round(n / batch_size)))
-    history = []
-    elapsed = 0.0
-    root = np.random.SeedSequence(random_state)
-    for epoch in range(1, max_epochs + 1):
-        rng = np.random.default_rng(epoch_seed(root, epoch))
-        start = time.perf_counter()
-        rows = draw_rows(rng, n, n_iter, batch_size)
-        cols = dspdc_kernels.draw_subsets(rng.random(n_iter * n_coords), n_blocks, n_coords, perm)
+
+    def run(sample):
         dspdc_kernels.dspdc_matrix(
-            D, y, z, Xs, Xs_prev, S,
-            dspdc_kernels.CoordinateSample(rows, batch_size, cols, n_coords),
-            spec.loss_code, spec.loss_params, scalars,
-        )  # fmt: skip
-        elapsed += time.perf_counter() - start
-        if epoch % eval_every == 0 or epoch == max_epochs:
-            S[:] = np.einsum("i,ijab->jab", z, D)
-            primal, dual, gap = matrix_gap(D, y, Xs, z, spec, spec.l2)
-            history.append(
-                {"epoch": epoch, "seconds": elapsed, "primal": primal, "dual": dual, "gap": gap}
-            )
-            if not np.isfinite(gap):
-                raise FloatingPointError(f"DSPDC diverged at epoch {epoch} (gap {gap})")
-            if gap <= tol:
-                break
+            D, y, z, Xs, Xs_prev, S, sample, spec.loss_code, spec.loss_params, scalars
+        )
+
+    def evaluate():
+        S[:] = np.einsum("i,ijab->jab", z, D)
+        return matrix_gap(D, y, Xs, z, spec, spec.l2)
+
+    history = _epochs(
+        _EpochPlan(n, batch_size, n_blocks, n_coords, max_epochs, eval_every, tol, random_state),
+        run,
+        evaluate,
+    )
     return MatrixResult(Xs, z, history, steps)
