@@ -132,6 +132,9 @@ def test_a_multiclass_store_trains_evaluates_and_predicts_from_the_command_line(
         "--out", tmp_path / "model.zarr", "--in-process", "--no-progress", "--tol", "1e-3",
     )  # fmt: skip
     assert code == 0, err
+    trained = json.loads(out)  # certified: every class's gap within tol, their sum too
+    assert trained["converged"] and trained["stop_reason"] == "tol"
+    assert len(trained["class_gap"]) == 3 and max(trained["class_gap"]) <= trained["gap"] <= 1e-3
     code, out, err = run_cli(capsys, "evaluate", tmp_path / "model.zarr", tmp_path / "test.zarr")
     assert code == 0, err
     found = json.loads(out)
