@@ -658,6 +658,32 @@ def test_warm_start_from_a_dual_or_a_primal_point():
     assert from_w.n_epochs < first.n_epochs
 
 
+def test_warm_start_on_a_cluster_sums_w_on_the_workers(local_cluster, disk_data):
+    # the start's w is summed on its homes from the groups' X_k^T z_k (4 groups on 2
+    # workers): the same point as in-process, and a start at an optimum stops at once
+    common = {"loss": "hinge", "alpha": 1e-2, "solver": "cocoa", "grid": 4, "tol": 1e-6,
+              "max_epochs": 500}  # fmt: skip
+    first = solve(disk_data, client=False, **common)
+    z = np.concatenate(first.z)
+    scaled = Iterate(w=first.w, z=0.5 * z)
+    problem = Problem("hinge", "l2", 1e-2)
+    solver = Cocoa()
+    options = CocoaOptions(grid=4)
+    states = [
+        solver.init(problem, disk_data, seed=np.random.SeedSequence(0), client=client,
+                    options=options, warm_start=scaled)
+        for client in (None, local_cluster)
+    ]  # fmt: skip
+    in_process, on_cluster = (solver.iterate(state) for state in states)
+    np.testing.assert_allclose(on_cluster.w, in_process.w, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(on_cluster.w, 0.5 * first.w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(
+        np.concatenate(local_cluster.gather(on_cluster.z)), np.concatenate(in_process.z)
+    )
+    warm = solve(disk_data, client=local_cluster, warm_start=first, **common)
+    assert warm.n_epochs == 1 and warm.gap <= 1e-6
+
+
 def test_refuses_what_it_cannot_do():
     X, y = _data(n=40, seed=15)
     with pytest.raises(ValueError, match="regularizer='elasticnet'"):

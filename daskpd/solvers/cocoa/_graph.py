@@ -281,3 +281,56 @@ def client_round(state, epoch, seeds):
         # several groups: shifted apart from the tuples (one group: in them)
         "bounds": tuple(futures[n + 2 * grid :]),
     }
+
+
+def _start_w(n_features, scale, *starts):
+    """Task: a warm start's ``w = scale * sum_k X_k^T z_k`` from the groups'
+    :func:`~daskpd.solvers.cocoa._tasks._start_task` outputs ``(z_k, columns_k, X_k^T z_k)``."""
+    w = np.zeros(n_features)
+    for _, columns, part in starts:
+        w[columns] += part
+    w *= scale
+    return w
+
+
+def client_start(state, calls, scale):
+    """A warm start's dual blocks and ``w`` on a client, ``w`` summed where it lives.
+
+    ``calls``: one ``(_start_task, group, ...)`` per group; ``scale``: ``-1 / (alpha n)``.
+    The groups' ``X_k^T z_k`` (``n_features`` values each) go from their owners to the homes
+    of ``w``, not through this process: gathering them and scattering the sum back moved
+    twice ``n_features`` floats through the client at every point of a path, most of what a
+    warm start cost more than a start from zero (BENCHMARKS.md, the path). The dual
+    blocks (``n_samples`` values in all) are gathered and scattered to their owners, as
+    :meth:`~daskpd.solvers.cocoa.Cocoa._placed` places them (a lost worker then loses data
+    Dask cannot recompute, and the driver replays from its recovery point).
+
+    Returns
+    -------
+    z : tuple of Future
+        The dual blocks, each on its group's owner.
+    w : tuple of Future
+        ``w``, one copy per home.
+    """
+    client, owners = state.client, state.owners
+    graph = TaskGraph("cocoa", state.token)
+    starts = [
+        graph.task(f"start-{k}", fn, *args, worker=owners[k]) for k, (fn, *args) in enumerate(calls)
+    ]
+    blocks = [
+        graph.task(f"start-z-{k}", operator.getitem, start, 0, worker=owners[k])
+        for k, start in enumerate(starts)
+    ]
+    n_features = int(state.settings.n_features)
+    homes = [
+        graph.task(f"start-w-{h}", _start_w, n_features, float(scale), *starts, worker=home,
+                   allow_other_workers=True)
+        for h, home in enumerate(state.homes)
+    ]  # fmt: skip
+    futures = graph.submit(client, [*blocks, *homes])
+    blocks, w = futures[: len(blocks)], tuple(futures[len(blocks) :])
+    z = client.gather(blocks)
+    for future in blocks:
+        future.release()
+    z = tuple(_scatter_to(client, part, owners[k]) for k, part in enumerate(z))
+    return z, w

@@ -23,6 +23,7 @@ from daskpd.solvers.cocoa._graph import (
     _spread_columns,
     _State,
     client_round,
+    client_start,
 )
 from daskpd.solvers.cocoa._multiclass import check_one_vs_rest, run_multiclass
 from daskpd.solvers.cocoa._options import (
@@ -177,6 +178,11 @@ class Cocoa(Solver):
                 )
                 for k, group in enumerate(state.groups)
             ]
+            if state.client is not None:
+                z, w = client_start(state, parts, -settings.inv_alpha_n)
+                return dataclasses.replace(
+                    state, z=z, z_pick=None, z_blocks=z, w=w, epoch=0
+                )  # fmt: skip
             results = _run_tasks(state, parts, "start")
             z = [part[0] for part in results]
             xt_z = np.zeros(d)
