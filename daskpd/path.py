@@ -3,9 +3,10 @@
 Choosing ``alpha`` is the first thing a user of a linear model does, and at scale it is most
 of the compute. :func:`regularization_path` trains the models of a decreasing sequence of
 alphas on one Dask cluster, each from the previous one's answer (its primal point, and its
-dual point where the method keeps one: CoCoA+'s dual is feasible at every alpha, so the next
-point starts from it), each run stopped by its own duality gap (``tol``), and picks the alpha
-whose model scores best on validation data.
+dual point rescaled to the new alpha where the method keeps one: :func:`_next_start`), each
+run stopped by its own duality gap (``tol``), and picks the alpha whose model scores best on
+validation data, the near-ties re-solved to tighter gaps first (:func:`_refine`), so that a
+path warm-started and one from cold starts choose alike.
 
 The default grid starts at :func:`alpha_max`, ``||X^T z0||_inf / n`` with ``z0_i = c_i
 loss'(0, y_i)`` (``c_i`` the row weights): the smallest alpha at which ``w = 0`` is optimal
@@ -38,6 +39,13 @@ _PROBE_ALPHA = 1e-200
 #: The penalties whose alpha_max is defined here (their L1 part's dual norm is the max norm).
 _GRID_REGULARIZERS = ("l2", "l1", "elasticnet")
 _SCORINGS = ("average_precision", "auprc", "roc_auc", "r2")
+#: Scores within this of the best are re-solved before the choice:
+#: two certified models of one alpha score this far apart on a validation set with a few
+#: dozen positives (BENCHMARKS.md, the path).
+REFINE_MARGIN = 5e-3
+#: The smallest gap a refinement asks for, relative to ``max(1, |P|)`` (float64's sums of
+#: a gap stop shrinking near 1e-13 of the primal).
+REFINE_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,17 @@ class RegularizationPath:
         :func:`alpha_max` of the problem when the grid was the default one, else None.
     seconds : ndarray of shape (n_alphas,)
         Wall seconds of each point's run (its :func:`daskpd.solve` call), scoring excluded.
+    epochs : ndarray of shape (n_alphas,), int
+        The epochs (rounds) each point ran, its refinement's included.
     total_seconds : float
         Wall seconds of the whole path: ``alpha_max``, every run and every score (not the
         start of a cluster, when the path started one).
     warm_start : bool
         Whether each point started from the previous one.
+    refined : ndarray of shape (n_refined,), int
+        The indices of the points whose scores were near the best and were re-solved to
+        tighter gaps before the choice (``refine``); ``best_alpha`` is the best of them. Their
+        ``results``, ``scores`` and ``seconds`` are the re-solved ones (seconds added).
     """
 
     alphas: np.ndarray
@@ -79,8 +93,10 @@ class RegularizationPath:
     scoring: object
     alpha_max: float | None
     seconds: np.ndarray
+    epochs: np.ndarray
     total_seconds: float
     warm_start: bool
+    refined: np.ndarray
 
     @property
     def converged(self) -> bool:
@@ -91,11 +107,6 @@ class RegularizationPath:
     def gaps(self) -> np.ndarray:
         """The duality gap of each point, in the order of ``alphas``."""
         return np.array([result.gap for result in self.results], dtype=np.float64)
-
-    @property
-    def epochs(self) -> np.ndarray:
-        """The epochs each point ran, in the order of ``alphas``."""
-        return np.array([result.n_epochs for result in self.results], dtype=np.int64)
 
 
 def alpha_max(data, loss="hinge", regularizer="l2", *, class_weight=None, client=None) -> float:
@@ -162,6 +173,7 @@ def regularization_path(
     n_alphas=DEFAULT_N_ALPHAS,
     decades=DEFAULT_DECADES,
     warm_start=True,
+    refine=2,
     solver="auto",
     tol=1e-4,
     max_epochs=100,
@@ -175,10 +187,12 @@ def regularization_path(
     """Train one certified model per alpha, warm-started, and pick alpha on validation data.
 
     The alphas run from the largest down; each run starts from the previous one's
-    :class:`~daskpd.solvers.SolveResult` (its ``w``, and its dual ``z`` for the methods that
-    keep one and take it: ``cocoa`` starts from that dual, which stays feasible when alpha
-    changes) and stops when its duality gap is at most ``tol``. The whole path runs on one
-    Dask client.
+    :class:`~daskpd.solvers.SolveResult` (its ``w``, and its dual ``z`` rescaled to the new
+    alpha for the methods that keep one and take it: the classification losses keep ``w``
+    and scale ``z`` by the ratio of the alphas, the regression losses keep ``z``) and stops
+    when its duality gap is at most ``tol``. The points whose validation scores are within
+    :data:`REFINE_MARGIN` of the best are then re-solved to tighter gaps (``refine``) and
+    the best of them is chosen. The whole path runs on one Dask client.
 
     Parameters
     ----------
@@ -204,6 +218,14 @@ def regularization_path(
     warm_start : bool, default=True
         Start each point from the previous one; False runs every point from zero (the cold
         starts the path is measured against).
+    refine : int, default=2
+        The most steps of the choice's refinement: the points whose scores are within
+        :data:`REFINE_MARGIN` of the best (when there are two or more) are re-solved, each
+        from its own result, to a gap 100 times smaller a step, until the best leads by
+        more than twice what the last step moved the scores (the tolerance's effect on
+        them); the best of them wins. 0: the choice is made on the path's own scores. The
+        same choice, warm or cold: the points compared at the end are certified to the same
+        tighter gaps.
     solver : str, default="auto"
     tol, max_epochs, eval_every, random_state, class_weight, callbacks
         As :func:`daskpd.solve` takes them, for every point.
@@ -239,6 +261,8 @@ def regularization_path(
     if alphas is not None and (n_alphas != DEFAULT_N_ALPHAS or decades != DEFAULT_DECADES):
         raise ValueError("n_alphas and decades set the default grid; they do not go with alphas")
     grid = _check_alphas(alphas) if alphas is not None else None
+    if isinstance(refine, bool) or not isinstance(refine, int | np.integer) or refine < 0:
+        raise ValueError(f"refine must be an integer >= 0, got {refine!r}")
     if grid is None:
         _check_grid(n_alphas, decades)
     # the checks of solve that need no Dask work, before a cluster starts
@@ -268,31 +292,47 @@ def regularization_path(
             top = alpha_max(data, loss, regularizer, class_weight=class_weight,
                             client=run_client)  # fmt: skip
             grid = top * np.logspace(0.0, -float(decades), int(n_alphas))
-        results, seconds, scores = [], [], []
+        results, seconds, scores, epochs = [], [], [], []
         previous = None
         y_valid = None if validation_data is None else np.asarray(validation_data.y, np.float64)
-        for alpha in grid:
+
+        def run(alpha, point_tol, start):
             begin = time.perf_counter()
             result = _solve(
                 data, loss, regularizer, float(alpha), solver,
-                tol=tol, max_epochs=max_epochs, eval_every=eval_every,
+                tol=point_tol, max_epochs=max_epochs, eval_every=eval_every,
                 random_state=random_state, class_weight=class_weight, callbacks=callbacks,
-                warm_start=previous if warm_start else None, client=run_client,
-                **solver_options,
+                warm_start=start, client=run_client, **solver_options,
             )  # fmt: skip
-            seconds.append(time.perf_counter() - begin)
+            return result, time.perf_counter() - begin
+
+        def validate(result):
+            decision = result.decision_function(validation_data, client=run_client or None)
+            return float(score(y_valid, decision))
+
+        for k, alpha in enumerate(grid):
+            start = None
+            if warm_start and previous is not None:
+                start = _next_start(
+                    previous, float(grid[k - 1]), float(alpha), problem.loss.classification
+                )
+            result, spent = run(alpha, tol, start)
+            seconds.append(spent)
+            epochs.append(int(result.n_epochs))
             results.append(result)
             previous = result
             if score is not None:
-                decision = result.decision_function(validation_data, client=run_client or None)
-                scores.append(float(score(y_valid, decision)))
+                scores.append(validate(result))
+        refined = ()
+        if score is not None and refine:
+            refined = _refine(grid, results, scores, (seconds, epochs), tol, refine, run, validate)
         total = time.perf_counter() - started
 
     best_alpha = best_result = None
     score_array = None
     if score is not None:
         score_array = np.array(scores, dtype=np.float64)
-        best = _best_index(score_array)
+        best = _best_index(score_array, refined)
         if best is not None:
             best_alpha, best_result = float(grid[best]), results[best]
     return RegularizationPath(
@@ -304,8 +344,10 @@ def regularization_path(
         scoring=scoring if score is not None else None,
         alpha_max=top,
         seconds=np.array(seconds, dtype=np.float64),
+        epochs=np.array(epochs, dtype=np.int64),
         total_seconds=float(total),
         warm_start=bool(warm_start),
+        refined=np.asarray(refined, dtype=np.int64),
     )
 
 
@@ -315,11 +357,102 @@ def _solve(data, loss, regularizer, alpha, solver, *, client, **kwargs):
     return solve(data, loss, regularizer, alpha, solver, client=client, **kwargs)
 
 
-def _best_index(scores):
-    """The index of the highest score, the first (largest alpha) on a tie; None if all NaN."""
-    finite = np.where(np.isnan(scores), -np.inf, scores)
+def _next_start(result, alpha_before, alpha, classification=True):
+    """The start of the point at ``alpha`` from the result at ``alpha_before``.
+
+    With the L2 penalty a dual point ``z`` stands for ``w = -X^T z / (alpha n)``, so the
+    previous ``(w, z)`` cannot be kept both: keeping ``z`` starts the next point at ``w``
+    times ``alpha_before / alpha`` (a model the grid's step larger), keeping ``w`` needs
+    ``z`` times ``alpha / alpha_before``. Either stays feasible (every dual domain is an
+    interval containing 0, and the ratio is below 1). Classification losses keep ``w``:
+    as alpha falls on nearly separated data (most of a grid on wide sparse data) the
+    margins settle and the dual shrinks with alpha (it is LIBLINEAR's warm start over a
+    growing ``C``, whose dual ``a_i = -y_i z_i / (alpha n)`` in ``[0, C]`` it keeps). The
+    regression losses keep ``z``: their dual is the residuals, which settle as alpha falls.
+    Each choice took the fewer rounds on the sets of ``tests/solvers/test_path.py`` and on
+    the splice-site-like set (BENCHMARKS.md, the path). A result without a dual is the start
+    as it is (its ``w``).
+    """
+    z = result.z
+    if z is None:
+        return result
+    if isinstance(z, list | tuple):
+        z = np.concatenate(
+            [np.asarray(part.result() if hasattr(part, "result") else part, np.float64).ravel()
+             for part in z]
+        )  # fmt: skip
+    from daskpd.solvers.driver.types import Iterate
+
+    z = np.asarray(z, dtype=np.float64)
+    if not classification:
+        return Iterate(w=result.w * (alpha_before / alpha), z=z)
+    return Iterate(w=result.w, z=z * (alpha / alpha_before))
+
+
+def _refine(grid, results, scores, costs, tol, steps, run, validate):
+    """Re-solve the near-ties of the validation scores to tighter gaps before the choice.
+
+    A point's model is within ``tol`` of its optimum, not at it: two certified models of
+    one alpha (a warm start's and a cold start's) score differently, and where two alphas'
+    scores are closer than that, the order of the pair is the tolerance's, not the
+    problem's. The contenders are the scores within :data:`REFINE_MARGIN` of the best
+    (none when the best is alone there). Each step re-solves them, each from its own result,
+    to a gap 100 times smaller (down to :data:`REFINE_FLOOR` times ``max(1, |P|)``) and
+    re-scores them; the largest change of a contender's score is what that step's
+    tolerance moved the scores by. The steps end when the best contender leads the next by
+    more than twice that change (the next step, at a gap 100 times smaller still, moves
+    the scores less), or after ``steps`` steps. ``results``, ``scores`` and ``costs``
+    (the points' seconds and epochs) are updated in place (a re-solve's cost added to its
+    point's); a re-solve replaces its point's result only when it reached its own gap
+    within the budget (``max_epochs``, ``time_limit``).
+
+    Returns
+    -------
+    tuple of int
+        The indices of the contenders (the ones :func:`_best_index` chooses among; empty:
+        no refinement, the choice is among all points).
+    """
+    order = [k for k in np.argsort(-np.asarray(scores), kind="stable") if np.isfinite(scores[k])]
+    if len(order) < 2:
+        return ()
+    best = scores[order[0]]
+    contenders = sorted(k for k in order if scores[k] >= best - REFINE_MARGIN)
+    if len(contenders) < 2:
+        return ()
+    path_tol = tol
+    for _ in range(int(steps)):
+        moved = 0.0
+        for k in contenders:
+            floor = REFINE_FLOOR * max(1.0, abs(float(results[k].primal)))
+            point_tol = max(tol / 100.0, floor)
+            if results[k].gap <= point_tol:
+                continue
+            alpha = float(grid[k])
+            result, spent = run(alpha, point_tol, _next_start(results[k], alpha, alpha))
+            costs[0][k] += spent
+            costs[1][k] += int(result.n_epochs)
+            if not (result.converged and result.gap <= path_tol):
+                continue
+            new = validate(result)
+            moved = max(moved, abs(new - scores[k]))
+            results[k], scores[k] = result, new
+        ranked = sorted((scores[k] for k in contenders), reverse=True)
+        if ranked[0] - ranked[1] > 2.0 * moved:
+            break
+        tol = tol / 100.0
+    return tuple(int(k) for k in contenders)
+
+
+def _best_index(scores, among=()):
+    """The index of the highest score (among ``among`` when given), the first (largest
+    alpha) on a tie; None if all NaN."""
     if np.all(np.isnan(scores)):
         return None
+    finite = np.where(np.isnan(scores), -np.inf, scores)
+    if len(among):
+        keep = np.full(finite.shape, -np.inf)
+        keep[list(among)] = finite[list(among)]
+        finite = keep
     # argmax returns the first of equal maxima: the grid runs largest alpha first
     return int(np.argmax(finite))
 

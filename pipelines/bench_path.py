@@ -61,7 +61,8 @@ def path_run(train, valid, loss, args, *, warm, alphas=None):
             {
                 "alpha": float(alpha),
                 "solver": result.solver,
-                "epochs": int(result.n_epochs),
+                "epochs": int(epochs),
+                "refined": k in path.refined,
                 "gap": float(result.gap),
                 "primal": float(result.primal),
                 "score": float(score),
@@ -69,8 +70,8 @@ def path_run(train, valid, loss, args, *, warm, alphas=None):
                 # the solver's start: from zero, or from the previous point (cocoa: a pass)
                 "init_seconds": round(float(result.timings.get("init", float("nan"))), 3),
             }
-            for alpha, result, score, seconds in zip(
-                path.alphas, path.results, path.scores, path.seconds, strict=True
+            for k, (alpha, result, score, seconds, epochs) in enumerate(
+                zip(path.alphas, path.results, path.scores, path.seconds, path.epochs, strict=True)
             )
         ],
     }

@@ -2,8 +2,9 @@
 
 The command runs :func:`daskpd.regularization_path` on one cluster (the default grid: 12
 alphas over 4 decades from ``alpha_max``, each point warm-started and stopped by its gap),
-keeps the model of the alpha that scores best on the validation set, and reports the path:
-alpha, epochs, gap, validation score and seconds per point.
+keeps the model of the alpha that scores best on the validation set (near-ties re-solved
+to tighter gaps first: ``refine`` of :func:`daskpd.regularization_path`), and reports the
+path: alpha, epochs, gap, validation score, whether it was refined, and seconds per point.
 """
 
 from __future__ import annotations
@@ -91,14 +92,15 @@ def run_train_path(
     out["path"] = [
         {
             "alpha": float(alpha),
-            "epochs": int(result.n_epochs),
+            "epochs": int(epochs),
             "gap": float(result.gap),
             "converged": bool(result.converged),
             "score": float(score),
+            "refined": k in path.refined,
             "seconds": round(float(seconds), 3),
         }
-        for alpha, result, score, seconds in zip(
-            path.alphas, path.results, path.scores, path.seconds, strict=True
+        for k, (alpha, result, score, seconds, epochs) in enumerate(
+            zip(path.alphas, path.results, path.scores, path.seconds, path.epochs, strict=True)
         )
     ]
     out["scoring"] = path.scoring
