@@ -60,6 +60,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from daskpd.bench._translation import (
+    _check_alpha,
+    _data_doc,
+    alpha_to_c,
+    alpha_to_ridge_alpha,
+    alpha_to_vw_l2,
+)
+
 
 @dataclass(frozen=True)
 class PeerFit:
@@ -83,77 +91,6 @@ class PeerFit:
     test_scores: np.ndarray | None = None
 
 
-def alpha_to_c(alpha: float, n_samples: int, *, loss: str = "hinge") -> float:
-    """Return the ``C`` of liblinear / scikit-learn / dask-ml equal to our ``alpha``.
-
-    Parameters
-    ----------
-    alpha : float
-        Our regularization strength (> 0).
-    n_samples : int
-        Number of training examples.
-    loss : str, default="hinge"
-        Our loss. ``"squared"``: the peers' squared loss has no half, so ``C`` is halved.
-
-    Returns
-    -------
-    C : float
-    """
-    _check_alpha(alpha)
-    return 1.0 / (_loss_factor(loss) * alpha * n_samples)
-
-
-def alpha_to_ridge_alpha(alpha: float, n_samples: int) -> float:
-    """Return scikit-learn ``Ridge``'s ``alpha`` equal to our ``alpha`` (squared loss + L2).
-
-    Parameters
-    ----------
-    alpha : float
-        Our regularization strength (> 0).
-    n_samples : int
-        Number of training examples.
-
-    Returns
-    -------
-    alpha_ridge : float
-    """
-    _check_alpha(alpha)
-    return alpha * n_samples
-
-
-def _loss_factor(loss):
-    """The peers' loss over ours: 2 for the squared loss (no half), 1 otherwise."""
-    return 2.0 if loss == "squared" else 1.0
-
-
-def alpha_to_vw_l2(alpha: float, n_samples: int, *, batch: bool, loss: str = "logistic") -> float:
-    """Return Vowpal Wabbit's ``--l2`` equal to our ``alpha`` for the L2 penalty.
-
-    Parameters
-    ----------
-    alpha : float
-        Our regularization strength (> 0).
-    n_samples : int
-        Number of training examples.
-    batch : bool
-        ``True`` for ``--bfgs`` (a summed objective), ``False`` for online SGD (the
-        penalty is applied per example).
-    loss : str, default="logistic"
-        Our loss; VW's squared loss has no half, which doubles the batch ``--l2``.
-
-    Returns
-    -------
-    l2 : float
-    """
-    _check_alpha(alpha)
-    return _loss_factor(loss) * alpha * n_samples if batch else alpha
-
-
-def _check_alpha(alpha):
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha!r}")
-
-
 def _targets(y):
     y = np.asarray(y, dtype=np.float64)
     if not np.all(np.isfinite(y)):
@@ -174,10 +111,20 @@ def _labels_pm1(y):
     return y
 
 
+def _timed_fit(model, X, y):
+    """Fit a scikit-learn-like ``model``: its flat ``coef_`` as float64, and the seconds of
+    ``fit`` alone."""
+    start = time.perf_counter()
+    model.fit(X, y)
+    seconds = time.perf_counter() - start
+    return np.asarray(model.coef_, dtype=np.float64).ravel(), seconds
+
+
 #: liblinear's solvers (``-s``) by loss, the first the default of :func:`fit_liblinear`.
 LIBLINEAR_SOLVERS = {"hinge": (3,), "squared_hinge": (1,), "logistic": (0, 7), "squared": (12,)}
 
 
+@_data_doc("targets")
 def fit_liblinear(
     X, y, alpha, *, loss="hinge", tol=1e-6, max_iter=100_000, random_state=0, solver=None
 ):
@@ -185,11 +132,7 @@ def fit_liblinear(
 
     Parameters
     ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}; real targets for ``loss="squared"``.
-    alpha : float
-        Our regularization strength.
+    {data}
     loss : {"hinge", "logistic", "squared_hinge", "squared"}
         Loss; hinge runs the dual coordinate descent solver (``liblinear -s 3``); squared
         liblinear's dual solver of L2-loss support vector regression with ``epsilon = 0``
@@ -242,12 +185,10 @@ def fit_liblinear(
         raise ValueError(
             f"loss must be 'hinge', 'squared_hinge', 'logistic' or 'squared', got {loss!r}"
         )
-    start = time.perf_counter()
-    model.fit(X, y)
-    seconds = time.perf_counter() - start
-    return PeerFit("liblinear", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+    return PeerFit("liblinear", *_timed_fit(model, X, y))
 
 
+@_data_doc("labels")
 def fit_liblinear_multicore(X, y, alpha, *, loss="hinge", tol=0.1, threads=2, convert_seconds=None):
     """Train multi-core LIBLINEAR (the ``liblinear-multicore`` package) on our objective.
 
@@ -257,11 +198,7 @@ def fit_liblinear_multicore(X, y, alpha, *, loss="hinge", tol=0.1, threads=2, co
 
     Parameters
     ----------
-    X : sparse matrix of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
-    alpha : float
-        Our regularization strength.
+    {data}
     loss : {"hinge", "logistic"}
     tol : float
         LIBLINEAR's ``-e`` (its command line's default is 0.1 for ``-s 3``, 0.01 for ``-s 0``).
@@ -302,6 +239,7 @@ def fit_liblinear_multicore(X, y, alpha, *, loss="hinge", tol=0.1, threads=2, co
     return PeerFit("liblinear-mc", coef, seconds)
 
 
+@_data_doc("labels")
 def fit_snapml(
     X, y, alpha, *, loss="hinge", tol=1e-3, n_jobs=2, max_iter=1000, random_state=0,
     isolate=True,
@@ -319,11 +257,7 @@ def fit_snapml(
 
     Parameters
     ----------
-    X : sparse matrix of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}.
-    alpha : float
-        Our regularization strength.
+    {data}
     loss : {"hinge", "logistic"}
     tol : float
         Snap ML's stopping tolerance (on the change of the coefficients).
@@ -366,13 +300,10 @@ def _snapml_fit(X, y, loss, settings):
     import snapml
 
     estimators = {"hinge": snapml.SupportVectorMachine, "logistic": snapml.LogisticRegression}
-    model = estimators[loss](**settings)
-    start = time.perf_counter()
-    model.fit(X, y)
-    seconds = time.perf_counter() - start
-    return np.asarray(model.coef_, dtype=np.float64).ravel(), seconds
+    return _timed_fit(estimators[loss](**settings), X, y)
 
 
+@_data_doc("targets")
 def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0):
     """Train scikit-learn's ``SGDClassifier`` (``SGDRegressor`` for the squared loss).
 
@@ -380,11 +311,7 @@ def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0)
 
     Parameters
     ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}; real targets for ``loss="squared"``.
-    alpha : float
-        Our regularization strength.
+    {data}
     loss : {"hinge", "logistic", "squared"}
     max_iter : int
         Epochs.
@@ -413,22 +340,16 @@ def fit_sgd(X, y, alpha, *, loss="hinge", max_iter=20, tol=None, random_state=0)
         tol=tol,
         random_state=random_state,
     )
-    start = time.perf_counter()
-    model.fit(X, y)
-    seconds = time.perf_counter() - start
-    return PeerFit("sgd", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+    return PeerFit("sgd", *_timed_fit(model, X, y))
 
 
+@_data_doc("targets")
 def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000, random_state=0):
     """Train scikit-learn's SAGA on our objective: logistic regression or ridge.
 
     Parameters
     ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-        Labels in {-1, +1}; real targets for ``loss="squared"``.
-    alpha : float
-        Our regularization strength.
+    {data}
     loss : {"logistic", "squared"}
         ``LogisticRegression(solver="saga")`` or ``Ridge(solver="saga")``.
     tol : float
@@ -456,10 +377,7 @@ def fit_saga(X, y, alpha, *, loss="logistic", tol=1e-6, max_iter=1000, random_st
         )  # fmt: skip
     else:
         raise ValueError(f"loss must be 'logistic' or 'squared', got {loss!r}")
-    start = time.perf_counter()
-    model.fit(X, y)
-    seconds = time.perf_counter() - start
-    return PeerFit("saga", np.asarray(model.coef_, dtype=np.float64).ravel(), seconds)
+    return PeerFit("saga", *_timed_fit(model, X, y))
 
 
 def fit_dask_ml(
