@@ -13,6 +13,49 @@ from daskpd.kernels._config import njit
 
 
 @njit
+def row_dot(indptr, indices, data, has_data, row, v):
+    """``x_row . v`` for one CSR row (``data`` unread without ``has_data``: ones)."""
+    acc = 0.0
+    for p in range(indptr[row], indptr[row + 1]):
+        if has_data:
+            acc += data[p] * v[indices[p]]
+        else:
+            acc += v[indices[p]]
+    return acc
+
+
+@njit
+def block_matvec(indptr, indices, data, has_data, w):
+    """``X_b w`` for one CSR block."""
+    n_rows = indptr.shape[0] - 1
+    out = np.empty(n_rows)
+    for row in range(n_rows):
+        out[row] = row_dot(indptr, indices, data, has_data, row, w)
+    return out
+
+
+@njit
+def add_scaled_row(indptr, indices, data, has_data, row, scale, out):
+    """``out += scale * x_row`` for one CSR row, in place (the solvers' ``X^T v`` sums).
+
+    Parameters
+    ----------
+    indptr, indices, data
+        The CSR block (``data`` unread without ``has_data``: binary rows are ones).
+    has_data : bool
+    row : int
+        Local row id.
+    scale : float
+    out : ndarray of shape (n_features,)
+    """
+    for p in range(indptr[row], indptr[row + 1]):
+        if has_data:
+            out[indices[p]] += scale * data[p]
+        else:
+            out[indices[p]] += scale
+
+
+@njit
 def row_norms_sq(indptr, data):
     """Squared Euclidean norm of each CSR row.
 

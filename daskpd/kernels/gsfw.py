@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels._config import njit
+from daskpd.kernels.dataset import add_scaled_row, block_matvec, row_dot
 from daskpd.kernels.scalar import loss_conjugate, loss_derivative
 
 #: LMO codes understood by the kernels (other regularizers use a dense LMO computed outside).
@@ -189,18 +190,6 @@ def lmo_dense(lmo_code, lmo_params, d, out):
 
 
 @njit
-def row_dot(indptr, indices, data, has_data, row, v):
-    """``x_row . v`` for one CSR row."""
-    acc = 0.0
-    for p in range(indptr[row], indptr[row + 1]):
-        if has_data:
-            acc += data[p] * v[indices[p]]
-        else:
-            acc += v[indices[p]]
-    return acc
-
-
-@njit
 def row_entry(indptr, indices, data, has_data, row, col):
     """``X[row, col]`` for one CSR row (a scan: the row is read anyway by the d update)."""
     for p in range(indptr[row], indptr[row + 1]):
@@ -302,11 +291,7 @@ def gsfw_iterations(
                 t_last[row] = i + 1
             s[row] = s_new
             delta = (z_new - z_old) * inv_n
-            for p in range(indptr[row], indptr[row + 1]):
-                if has_data:
-                    d[indices[p]] += delta * data[p]
-                else:
-                    d[indices[p]] += delta
+            add_scaled_row(indptr, indices, data, has_data, row, delta, d)
         if vertex_mode:
             w_acc[col] += (2.0 * m + i) * sign * lmo_params[0]
         else:
@@ -360,11 +345,7 @@ def gsfw_apply_direction(
         t_last[row] = i + 1
         s[row] = s_new
         delta = (z_new - z_old) * inv_n
-        for p in range(indptr[row], indptr[row + 1]):
-            if has_data:
-                d[indices[p]] += delta * data[p]
-            else:
-                d[indices[p]] += delta
+        add_scaled_row(indptr, indices, data, has_data, row, delta, d)
     for c in range(w_bar.shape[0]):
         w_bar[c] = (1.0 - avg) * w_bar[c] + avg * direction[c]
 
@@ -403,21 +384,7 @@ def block_xt_derivative(
     out = np.zeros(n_features)
     for row in range(s.shape[0]):
         g = loss_derivative(loss_code, loss_params, s[row], y[row]) * inv_n
-        for p in range(indptr[row], indptr[row + 1]):
-            if has_data:
-                out[indices[p]] += g * data[p]
-            else:
-                out[indices[p]] += g
-    return out
-
-
-@njit
-def block_matvec(indptr, indices, data, has_data, w):
-    """``X_b w`` for one CSR block."""
-    n_rows = indptr.shape[0] - 1
-    out = np.empty(n_rows)
-    for row in range(n_rows):
-        out[row] = row_dot(indptr, indices, data, has_data, row, w)
+        add_scaled_row(indptr, indices, data, has_data, row, g, out)
     return out
 
 
@@ -553,9 +520,5 @@ def rows_gradient(indptr, indices, data, has_data, y, loss_code, loss_params, w,
             loss_code, loss_params, row_dot(indptr, indices, data, has_data, row, w), y[row]
         )
         g *= scale
-        for p in range(indptr[row], indptr[row + 1]):
-            if has_data:
-                out[indices[p]] += g * data[p]
-            else:
-                out[indices[p]] += g
+        add_scaled_row(indptr, indices, data, has_data, row, g, out)
     return out

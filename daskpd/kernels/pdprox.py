@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from daskpd.kernels._config import njit
+from daskpd.kernels.dataset import add_scaled_row, block_matvec
 from daskpd.kernels.scalar import clip
 
 PD_HINGE = 0
@@ -139,22 +140,6 @@ def in_domain(code, a1, a2, tol):
     if code == PD_EPSILON_INSENSITIVE:
         return -tol <= a1 <= 1.0 + tol and -tol <= a2 <= 1.0 + tol
     return a1 >= -tol and a2 >= -tol and a1 + a2 <= 1.0 + tol
-
-
-@njit
-def matvec(indptr, indices, data, has_data, w):
-    """``X_b w`` for one CSR block."""
-    n_rows = indptr.shape[0] - 1
-    out = np.empty(n_rows)
-    for row in range(n_rows):
-        acc = 0.0
-        for p in range(indptr[row], indptr[row + 1]):
-            if has_data:
-                acc += data[p] * w[indices[p]]
-            else:
-                acc += w[indices[p]]
-        out[row] = acc
-    return out
 
 
 @njit
@@ -275,11 +260,7 @@ def rmatvec_coef(code, params, indptr, indices, data, has_data, y, dual, n_featu
         c = coef(code, params, dual[row, DUAL_A1], dual[row, DUAL_A2], y[row])
         if c == 0.0:
             continue
-        for p in range(indptr[row], indptr[row + 1]):
-            if has_data:
-                out[indices[p]] += c * data[p]
-            else:
-                out[indices[p]] += c
+        add_scaled_row(indptr, indices, data, has_data, row, c, out)
     return out
 
 
@@ -304,14 +285,10 @@ def block_loss_sum(code, params, y, pred):
 @njit
 def block_gram(indptr, indices, data, has_data, v, n_features):
     """``X_b^T X_b v`` for one CSR block (one power-iteration step, before the reduce)."""
-    pred = matvec(indptr, indices, data, has_data, v)
+    pred = block_matvec(indptr, indices, data, has_data, v)
     out = np.zeros(n_features)
     for row in range(pred.shape[0]):
-        for p in range(indptr[row], indptr[row + 1]):
-            if has_data:
-                out[indices[p]] += pred[row] * data[p]
-            else:
-                out[indices[p]] += pred[row]
+        add_scaled_row(indptr, indices, data, has_data, row, pred[row], out)
     return out
 
 

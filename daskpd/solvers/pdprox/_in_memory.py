@@ -170,6 +170,20 @@ def _group_subgradient(regularizer, w):
     return out
 
 
+def _full_batch_iterations(X, y, loss, n_iterations, update, record):
+    """The loop of the full-batch baselines: from ``w = 0``, ``w = update(t, w, g_loss)`` for
+    ``t = 1..n_iterations`` with ``g_loss`` the loss part's subgradient at ``w``
+    (:func:`_loss_subgradient`), then ``record(t, w)`` if given."""
+    code, params, _ = loss_spec(loss)
+    y = np.asarray(y, dtype=np.float64)
+    w = np.zeros(X.shape[1])
+    for t in range(1, n_iterations + 1):
+        w = update(t, w, _loss_subgradient(X, y, code, params, w))
+        if record is not None:
+            record(t, w)
+    return w
+
+
 def subgradient_descent(X, y, loss, regularizer, alpha, *, n_iterations, step, record=None):
     """Deterministic subgradient descent ``w -= (step / sqrt(t)) (g_loss + alpha g_R)``.
 
@@ -180,18 +194,15 @@ def subgradient_descent(X, y, loss, regularizer, alpha, *, n_iterations, step, r
     -------
     ndarray of shape (n_features,)
     """
-    code, params, _ = loss_spec(loss)
-    y = np.asarray(y, dtype=np.float64)
-    w = np.zeros(X.shape[1])
-    for t in range(1, n_iterations + 1):
+
+    def update(t, w, g_loss):
         if hasattr(regularizer, "groups"):
             g_reg = _group_subgradient(regularizer, w)
         else:
             g_reg = np.asarray(regularizer.subgradient(w), dtype=np.float64)
-        w = w - step / math.sqrt(t) * (_loss_subgradient(X, y, code, params, w) + alpha * g_reg)
-        if record is not None:
-            record(t, w)
-    return w
+        return w - step / math.sqrt(t) * (g_loss + alpha * g_reg)
+
+    return _full_batch_iterations(X, y, loss, n_iterations, update, record)
 
 
 def fobos(X, y, loss, regularizer, alpha, *, n_iterations, step, record=None):
@@ -204,13 +215,9 @@ def fobos(X, y, loss, regularizer, alpha, *, n_iterations, step, record=None):
     -------
     ndarray of shape (n_features,)
     """
-    code, params, _ = loss_spec(loss)
-    y = np.asarray(y, dtype=np.float64)
-    w = np.zeros(X.shape[1])
-    for t in range(1, n_iterations + 1):
+
+    def update(t, w, g_loss):
         eta = step / math.sqrt(t)
-        v = w - eta * _loss_subgradient(X, y, code, params, w)
-        w = np.asarray(regularizer.prox(v, eta * alpha), dtype=np.float64)
-        if record is not None:
-            record(t, w)
-    return w
+        return np.asarray(regularizer.prox(w - eta * g_loss, eta * alpha), dtype=np.float64)
+
+    return _full_batch_iterations(X, y, loss, n_iterations, update, record)

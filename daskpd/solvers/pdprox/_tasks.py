@@ -31,7 +31,7 @@ def _rayleigh(v, xtxv):
 
 def _pred(data, block, w):
     indptr, indices, values, has_values, _ = block_csr(data, block)
-    return kernels.matvec(indptr, indices, values, has_values, w)
+    return kernels.block_matvec(indptr, indices, values, has_values, w)
 
 
 def _ascent(data, block, spec, base, pred, project):
