@@ -39,8 +39,8 @@ _PROBE_ALPHA = 1e-200
 #: The penalties whose alpha_max is defined here (their L1 part's dual norm is the max norm).
 _GRID_REGULARIZERS = ("l2", "l1", "elasticnet")
 _SCORINGS = ("average_precision", "auprc", "roc_auc", "r2")
-#: Scores within this of the best are re-solved before the choice:
-#: two certified models of one alpha score this far apart on a validation set with a few
+#: Two best scores within this are re-solved before the choice (:func:`_refine`): two
+#: certified models of one alpha score up to this far apart on a validation set with a few
 #: dozen positives (BENCHMARKS.md, the path).
 REFINE_MARGIN = 5e-3
 #: The smallest gap a refinement asks for, relative to ``max(1, |P|)`` (float64's sums of
@@ -190,9 +190,9 @@ def regularization_path(
     :class:`~daskpd.solvers.SolveResult` (its ``w``, and its dual ``z`` rescaled to the new
     alpha for the methods that keep one and take it: the classification losses keep ``w``
     and scale ``z`` by the ratio of the alphas, the regression losses keep ``z``) and stops
-    when its duality gap is at most ``tol``. The points whose validation scores are within
-    :data:`REFINE_MARGIN` of the best are then re-solved to tighter gaps (``refine``) and
-    the best of them is chosen. The whole path runs on one Dask client.
+    when its duality gap is at most ``tol``. When the two best validation scores are within
+    :data:`REFINE_MARGIN`, the near-ties are then re-solved to tighter gaps (``refine``)
+    and the best of them is chosen. The whole path runs on one Dask client.
 
     Parameters
     ----------
@@ -219,13 +219,13 @@ def regularization_path(
         Start each point from the previous one; False runs every point from zero (the cold
         starts the path is measured against).
     refine : int, default=2
-        The most steps of the choice's refinement: the points whose scores are within
-        :data:`REFINE_MARGIN` of the best (when there are two or more) are re-solved, each
-        from its own result, to a gap 100 times smaller a step, until the best leads by
-        more than twice what the last step moved the scores (the tolerance's effect on
-        them); the best of them wins. 0: the choice is made on the path's own scores. The
-        same choice, warm or cold: the points compared at the end are certified to the same
-        tighter gaps.
+        The most steps of the choice's refinement: when the two best scores are within
+        :data:`REFINE_MARGIN`, they are re-solved, each from its own result, to a gap 100
+        times smaller a step, with every point whose score is within twice what the step
+        moved the scores (the tolerance's effect on them) of the best, until the best leads
+        by more than that; the best of them wins. 0: the choice is made on the path's own
+        scores. The same choice, warm or cold: the points compared at the end are
+        certified to the same tighter gaps.
     solver : str, default="auto"
     tol, max_epochs, eval_every, random_state, class_weight, callbacks
         As :func:`daskpd.solve` takes them, for every point.
@@ -395,16 +395,17 @@ def _refine(grid, results, scores, costs, tol, steps, run, validate):
     A point's model is within ``tol`` of its optimum, not at it: two certified models of
     one alpha (a warm start's and a cold start's) score differently, and where two alphas'
     scores are closer than that, the order of the pair is the tolerance's, not the
-    problem's. The contenders are the scores within :data:`REFINE_MARGIN` of the best
-    (none when the best is alone there). Each step re-solves them, each from its own result,
-    to a gap 100 times smaller (down to :data:`REFINE_FLOOR` times ``max(1, |P|)``) and
-    re-scores them; the largest change of a contender's score is what that step's
-    tolerance moved the scores by. The steps end when the best contender leads the next by
-    more than twice that change (the next step, at a gap 100 times smaller still, moves
-    the scores less), or after ``steps`` steps. ``results``, ``scores`` and ``costs``
-    (the points' seconds and epochs) are updated in place (a re-solve's cost added to its
-    point's); a re-solve replaces its point's result only when it reached its own gap
-    within the budget (``max_epochs``, ``time_limit``).
+    problem's. When the two best scores are within :data:`REFINE_MARGIN`, each step
+    re-solves them, each from its own result, to a gap 100 times smaller (down to
+    :data:`REFINE_FLOOR` times ``max(1, |P|)``) and re-scores them: the largest change of
+    a score is what the step's tolerance moved the scores by, and every other point whose
+    score is within twice that of the best joins them (re-solved in the same step). The
+    steps end when the best of these contenders leads the next by more than twice that
+    change (the next step, at a gap 100 times smaller still, moves the scores less), or
+    after ``steps`` steps. ``results``, ``scores`` and ``costs`` (the points' seconds and
+    epochs) are updated in place (a re-solve's cost added to its point's); a re-solve
+    replaces its point's result only when it reached its own gap within the budget
+    (``max_epochs``, ``time_limit``).
 
     Returns
     -------
@@ -412,35 +413,43 @@ def _refine(grid, results, scores, costs, tol, steps, run, validate):
         The indices of the contenders (the ones :func:`_best_index` chooses among; empty:
         no refinement, the choice is among all points).
     """
-    order = [k for k in np.argsort(-np.asarray(scores), kind="stable") if np.isfinite(scores[k])]
-    if len(order) < 2:
+    finite = [k for k in range(len(scores)) if np.isfinite(scores[k])]
+    ranked = sorted(finite, key=lambda k: (-scores[k], k))
+    if len(ranked) < 2 or scores[ranked[0]] - scores[ranked[1]] > REFINE_MARGIN:
         return ()
-    best = scores[order[0]]
-    contenders = sorted(k for k in order if scores[k] >= best - REFINE_MARGIN)
-    if len(contenders) < 2:
-        return ()
-    path_tol = tol
+
+    def resolve(k, step_tol):
+        """Re-solve point ``k`` to ``step_tol``; how far its score moved (0: not re-solved)."""
+        floor = REFINE_FLOOR * max(1.0, abs(float(results[k].primal)))
+        point_tol = max(step_tol, floor)
+        if results[k].gap <= point_tol:
+            return 0.0
+        alpha = float(grid[k])
+        result, spent = run(alpha, point_tol, _next_start(results[k], alpha, alpha))
+        costs[0][k] += spent
+        costs[1][k] += int(result.n_epochs)
+        if not result.converged:
+            return 0.0
+        new = validate(result)
+        moved = abs(new - scores[k])
+        results[k], scores[k] = result, new
+        return moved
+
+    contenders = set(ranked[:2])
+    step_tol = tol
     for _ in range(int(steps)):
-        moved = 0.0
-        for k in contenders:
-            floor = REFINE_FLOOR * max(1.0, abs(float(results[k].primal)))
-            point_tol = max(tol / 100.0, floor)
-            if results[k].gap <= point_tol:
-                continue
-            alpha = float(grid[k])
-            result, spent = run(alpha, point_tol, _next_start(results[k], alpha, alpha))
-            costs[0][k] += spent
-            costs[1][k] += int(result.n_epochs)
-            if not (result.converged and result.gap <= path_tol):
-                continue
-            new = validate(result)
-            moved = max(moved, abs(new - scores[k]))
-            results[k], scores[k] = result, new
-        ranked = sorted((scores[k] for k in contenders), reverse=True)
-        if ranked[0] - ranked[1] > 2.0 * moved:
+        step_tol = step_tol / 100.0
+        done, moved = set(), 0.0
+        while contenders - done:
+            for k in sorted(contenders - done):
+                moved = max(moved, resolve(k, step_tol))
+                done.add(k)
+            best = max(scores[k] for k in contenders)
+            contenders |= {k for k in finite if scores[k] >= best - 2.0 * moved}
+        top = sorted((scores[k] for k in contenders), reverse=True)
+        if top[0] - top[1] > 2.0 * moved:
             break
-        tol = tol / 100.0
-    return tuple(int(k) for k in contenders)
+    return tuple(sorted(int(k) for k in contenders))
 
 
 def _best_index(scores, among=()):
