@@ -220,6 +220,21 @@ def test_a_run_stops_only_when_every_class_gap_is_within_tol():
     assert model.gap_ > tol and len(model.history_[-1]["class_gap"]) == 3
 
 
+def test_one_vs_rest_refuses_what_it_does_not_run_naming_it():
+    X, y = _blobs(3, 60)
+    data, problem = MemoryDataset(X, y.astype(float)), Problem("hinge", "l2", 0.1)
+    refused = {"screening=True": {"screening": True}, "grid=2": {"grid": 2},
+               "threads=2": {"threads": 2}}  # fmt: skip
+    for name, option in refused.items():
+        with pytest.raises(ValueError, match=name):
+            one_vs_rest(data, problem, max_epochs=1, options=CocoaOptions(**option))
+    with pytest.raises(ValueError, match="shrinking=True needs a loss whose dual lives on a box"):
+        one_vs_rest(
+            data, Problem("logistic", "l2", 0.1), max_epochs=1,
+            options=CocoaOptions(shrinking=True),
+        )  # fmt: skip
+
+
 def test_multiclass_metrics_against_scikit_learn():
     from sklearn.metrics import average_precision_score, f1_score
 
