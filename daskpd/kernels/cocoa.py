@@ -108,7 +108,7 @@ import numpy as np
 from daskpd.kernels import scalar
 from daskpd.kernels._config import njit
 from daskpd.kernels.dataset import local_columns  # noqa: F401  (the groups' columns)
-from daskpd.kernels.dso import LOGISTIC_MARGIN
+from daskpd.kernels.dso import logistic_dual_newton
 from daskpd.kernels.features import splitmix64
 from daskpd.kernels.intrinsics import prefetch_record
 
@@ -262,21 +262,7 @@ def dual_step(code, params, z, u, kappa, c, y):
         new_a = min(max(new_a, 0.0), c)
     else:
         # maximize -a log(a/c) - (c-a) log((c-a)/c) - (a - a0) t - kappa (a - a0)^2 / 2
-        lo = c * LOGISTIC_MARGIN
-        hi = c * (1.0 - LOGISTIC_MARGIN)
-        s = min(max(a, lo), hi)
-        for _ in range(NEWTON_STEPS):
-            grad = math.log((c - s) / s) - t - kappa * (s - a)
-            hess = c / (s * (c - s)) + kappa
-            step = s + grad / hess
-            if step <= lo or step >= hi:
-                # Newton left the interval: halfway towards the end it crossed
-                step = 0.5 * (s + (lo if step <= lo else hi))
-            if abs(step - s) <= 1e-15 * c:
-                s = step
-                break
-            s = step
-        new_a = s
+        new_a = logistic_dual_newton(a, t, kappa, c, NEWTON_STEPS)
     return -y * new_a
 
 

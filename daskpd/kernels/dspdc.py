@@ -33,12 +33,6 @@ import numpy as np
 
 from daskpd.kernels._config import njit
 from daskpd.kernels.spdc import (
-    SCALAR_DELTA,
-    SCALAR_L1,
-    SCALAR_L2,
-    SCALAR_SIGMA,
-    SCALAR_TAU,
-    SCALAR_THETA,
     dual_step,
     primal_step,
     scalar_values,
@@ -253,7 +247,7 @@ def dspdc_factorized(U, V, labels, z, w, products, sample, code, params, scalars
         empty when ``n_coords == n_features``).
     code, params, scalars
         As in :func:`dspdc_rows`; ``n`` is the number of rows of ``U`` (``SCALAR_N`` is
-        not read).
+        not used).
 
     Returns
     -------
@@ -262,12 +256,7 @@ def dspdc_factorized(U, V, labels, z, w, products, sample, code, params, scalars
     """
     u, v, vbar = products
     rows, batch_size, cols, n_coords = sample
-    tau = scalars[SCALAR_TAU]
-    sigma = scalars[SCALAR_SIGMA]
-    theta = scalars[SCALAR_THETA]
-    l1 = scalars[SCALAR_L1]
-    l2 = scalars[SCALAR_L2]
-    delta = scalars[SCALAR_DELTA]
+    tau, sigma, theta, l1, l2, delta, _ = scalar_values(scalars)
     n = U.shape[0]
     d = V.shape[1]
     rank = U.shape[1]
@@ -345,7 +334,7 @@ def dspdc_matrix(D, labels, z, Xs, Xs_prev, S, sample, code, params, scalars):
     code, params, scalars
         As in :func:`dspdc_rows` (``sigma`` with the paper's ``1/n`` convention);
         ``SCALAR_L2`` is ``lambda``. The problem has no L1 term and ``n`` is the number of
-        data matrices: ``SCALAR_L1`` and ``SCALAR_N`` are not read.
+        data matrices: ``SCALAR_L1`` and ``SCALAR_N`` are not used.
 
     Returns
     -------
@@ -353,11 +342,7 @@ def dspdc_matrix(D, labels, z, Xs, Xs_prev, S, sample, code, params, scalars):
         Number of iterations run.
     """
     rows, batch_size, cols, n_coords = sample
-    tau = scalars[SCALAR_TAU]
-    sigma = scalars[SCALAR_SIGMA]
-    theta = scalars[SCALAR_THETA]
-    lam = scalars[SCALAR_L2]
-    delta = scalars[SCALAR_DELTA]
+    tau, sigma, theta, _, lam, delta, _ = scalar_values(scalars)
     n = D.shape[0]
     n_blocks = D.shape[1]
     k = D.shape[2]
