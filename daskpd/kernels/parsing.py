@@ -232,6 +232,56 @@ def _push_slow(slow_start, slow_stop, slow_target, n_slow, start, stop, target):
 
 
 @njit
+def _number_error(status, bad, nan_inf):
+    """The error code of a parsed number's ``status``: ``bad``, ``nan_inf`` or :data:`OK`."""
+    if status == _NUM_BAD:
+        return bad
+    if status == _NUM_NAN_INF:
+        return nan_inf
+    return OK
+
+
+@njit
+def _feature_index(buf, token_start, colon, previous, allow_zero_index):
+    """The column index of the feature token at ``token_start`` (``index:value``, its first
+    colon at ``colon``, -1 if none): ``(OK, index)``, or ``(error code, 0)``.
+
+    The index is an optional sign and decimal digits; it must fit int32, be above
+    ``previous`` (sorted, no repeats), and be positive unless ``allow_zero_index`` (a
+    negative zero is zero).
+    """
+    if colon < 0 or colon == token_start:
+        return ERR_UNPARSABLE_TOKEN, 0
+    index_pos = token_start
+    index_negative = False
+    if buf[index_pos] == 43 or buf[index_pos] == 45:
+        index_negative = buf[index_pos] == 45
+        index_pos += 1
+    if index_pos >= colon:
+        return ERR_UNPARSABLE_TOKEN, 0
+    index = 0
+    too_large = False
+    while index_pos < colon:
+        c = buf[index_pos]
+        if not (48 <= c <= 57):
+            return ERR_UNPARSABLE_TOKEN, 0
+        if not too_large:
+            index = index * 10 + (c - 48)
+            if index > _MAX_INT32:
+                too_large = True
+        index_pos += 1
+    if index_negative and index != 0:
+        return ERR_BAD_INDEX, 0
+    if too_large:
+        return ERR_INDEX_TOO_LARGE, 0
+    if index == 0 and not allow_zero_index:
+        return ERR_BAD_INDEX, 0
+    if index <= previous:
+        return ERR_UNSORTED_INDEX, 0
+    return OK, index
+
+
+@njit
 def parse_svmlight(
     buf,
     allow_zero_index,
@@ -318,27 +368,19 @@ def parse_svmlight(
                     has_comma = True
                 cursor += 1
             token_stop = cursor
+            status, number = _NUM_BAD, 0.0
             if has_colon:
+                error = ERR_MISSING_LABEL
+            elif has_comma:
+                error = ERR_MULTILABEL
+            else:
+                status, number = _parse_number(
+                    buf, token_start, token_stop, pow10, nan_word, inf_word, infinity_word
+                )
+                error = _number_error(status, ERR_NON_NUMERIC_LABEL, ERR_NAN_INF_LABEL)
+            if error != OK:
                 return (
-                    ERR_MISSING_LABEL, n_rows, nnz, line, line, token_start, token_stop,
-                    min_index, max_index, all_ones, slow_start, slow_stop, slow_target, n_slow,
-                )  # fmt: skip
-            if has_comma:
-                return (
-                    ERR_MULTILABEL, n_rows, nnz, line, line, token_start, token_stop,
-                    min_index, max_index, all_ones, slow_start, slow_stop, slow_target, n_slow,
-                )  # fmt: skip
-            status, number = _parse_number(
-                buf, token_start, token_stop, pow10, nan_word, inf_word, infinity_word
-            )
-            if status == _NUM_BAD:
-                return (
-                    ERR_NON_NUMERIC_LABEL, n_rows, nnz, line, line, token_start, token_stop,
-                    min_index, max_index, all_ones, slow_start, slow_stop, slow_target, n_slow,
-                )  # fmt: skip
-            if status == _NUM_NAN_INF:
-                return (
-                    ERR_NAN_INF_LABEL, n_rows, nnz, line, line, token_start, token_stop,
+                    error, n_rows, nnz, line, line, token_start, token_stop,
                     min_index, max_index, all_ones, slow_start, slow_stop, slow_target, n_slow,
                 )  # fmt: skip
             if status == _NUM_SLOW:
@@ -363,6 +405,7 @@ def parse_svmlight(
                         colon = cursor
                     cursor += 1
                 token_stop = cursor
+                error = OK
                 if (
                     first_feature
                     and token_stop - token_start >= 3
@@ -374,85 +417,26 @@ def parse_svmlight(
                     first_feature = False
                     if ignore_qid and colon > token_start + 2:
                         continue
-                    return (
-                        ERR_QID, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
+                    error = ERR_QID
                 first_feature = False
-                if colon < 0 or colon == token_start:
-                    return (
-                        ERR_UNPARSABLE_TOKEN, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
-                # index: optional sign, decimal digits
-                index_pos = token_start
-                index_negative = False
-                if buf[index_pos] == 43 or buf[index_pos] == 45:
-                    index_negative = buf[index_pos] == 45
-                    index_pos += 1
-                if index_pos >= colon:
-                    return (
-                        ERR_UNPARSABLE_TOKEN, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
                 index = 0
-                too_large = False
-                while index_pos < colon:
-                    c = buf[index_pos]
-                    if not (48 <= c <= 57):
-                        return (
-                            ERR_UNPARSABLE_TOKEN, n_rows, nnz, line, line, token_start,
-                            token_stop, min_index, max_index, all_ones, slow_start, slow_stop,
-                            slow_target, n_slow,
-                        )  # fmt: skip
-                    if not too_large:
-                        index = index * 10 + (c - 48)
-                        if index > _MAX_INT32:
-                            too_large = True
-                    index_pos += 1
-                if index_negative and index != 0:
+                status, number = _NUM_BAD, 0.0
+                if error == OK:
+                    error, index = _feature_index(
+                        buf, token_start, colon, previous, allow_zero_index
+                    )
+                if error == OK:
+                    status, number = _parse_number(
+                        buf, colon + 1, token_stop, pow10, nan_word, inf_word, infinity_word
+                    )
+                    error = _number_error(status, ERR_NON_NUMERIC_VALUE, ERR_NAN_INF_VALUE)
+                if error != OK:
                     return (
-                        ERR_BAD_INDEX, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
-                if too_large:
-                    return (
-                        ERR_INDEX_TOO_LARGE, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
-                if index == 0 and not allow_zero_index:
-                    return (
-                        ERR_BAD_INDEX, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
-                if index <= previous:
-                    return (
-                        ERR_UNSORTED_INDEX, n_rows, nnz, line, line, token_start, token_stop,
+                        error, n_rows, nnz, line, line, token_start, token_stop,
                         min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
                         n_slow,
                     )  # fmt: skip
                 previous = index
-                status, number = _parse_number(
-                    buf, colon + 1, token_stop, pow10, nan_word, inf_word, infinity_word
-                )
-                if status == _NUM_BAD:
-                    return (
-                        ERR_NON_NUMERIC_VALUE, n_rows, nnz, line, line, token_start,
-                        token_stop, min_index, max_index, all_ones, slow_start, slow_stop,
-                        slow_target, n_slow,
-                    )  # fmt: skip
-                if status == _NUM_NAN_INF:
-                    return (
-                        ERR_NAN_INF_VALUE, n_rows, nnz, line, line, token_start, token_stop,
-                        min_index, max_index, all_ones, slow_start, slow_stop, slow_target,
-                        n_slow,
-                    )  # fmt: skip
                 if status == _NUM_SLOW:
                     slow_start, slow_stop, slow_target, n_slow = _push_slow(
                         slow_start, slow_stop, slow_target, n_slow, colon + 1, token_stop, nnz
