@@ -45,6 +45,16 @@ _OPEN_LOCK = threading.Lock()
 _OPEN_HANDLES: dict = {}
 
 
+def _whole_array(name, doc):
+    """A cached property of :class:`Dataset`: the stored array ``name``, read whole once."""
+
+    def read(self) -> np.ndarray:
+        return self._read(name)
+
+    read.__doc__ = doc
+    return cached_property(read)
+
+
 class Dataset(StoredLayoutsMixin, BaseDataset):
     """Read-only handle on a dataset stored in the daskpd zarr format.
 
@@ -262,25 +272,10 @@ class Dataset(StoredLayoutsMixin, BaseDataset):
 
     # ---- statistics, read lazily
 
-    @cached_property
-    def row_nnz(self) -> np.ndarray:
-        """Stored entries per row, int64 (n_samples,)."""
-        return self._read("row_nnz")
-
-    @cached_property
-    def row_norm_sq(self) -> np.ndarray:
-        """Squared Euclidean row norms, float64 (n_samples,)."""
-        return self._read("row_norm_sq")
-
-    @cached_property
-    def col_nnz(self) -> np.ndarray:
-        """Stored entries per column, int64 (n_features,)."""
-        return self._read("col_nnz")
-
-    @cached_property
-    def y(self) -> np.ndarray:
-        """All labels, float64 (n_samples,)."""
-        return self._read("y")
+    row_nnz = _whole_array("row_nnz", "Stored entries per row, int64 (n_samples,).")
+    row_norm_sq = _whole_array("row_norm_sq", "Squared Euclidean row norms, float64 (n_samples,).")
+    col_nnz = _whole_array("col_nnz", "Stored entries per column, int64 (n_features,).")
+    y = _whole_array("y", "All labels, float64 (n_samples,).")
 
     @cached_property
     def sample_weight(self):
