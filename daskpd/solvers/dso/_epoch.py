@@ -200,26 +200,11 @@ def _epoch_graph(state, epoch, graph):
             ]
             for q in range(p)
         ]
-        zstates = [
-            graph.call(
-                _snapshot_z_task,
-                zstates[q],
-                *[products[q][r][1] for r in range(p)],
-                worker=owner[q],
-                name=f"e{epoch}-zsnap-{q}",
-            )  # fmt: skip
-            for q in range(p)
-        ]
-        wstates = [
-            graph.call(
-                _snapshot_w_task,
-                wstates[r],
-                *[products[q][r][0] for q in range(p)],
-                worker=home[r],
-                name=f"e{epoch}-wsnap-{r}",
-            )  # fmt: skip
-            for r in range(p)
-        ]
+        # z_q's snapshot takes X_qr w_r of its row of tiles, w_r's X_qr^T z_q of its column
+        z_parts = [[products[q][r][1] for r in range(p)] for q in range(p)]
+        w_parts = [[products[q][r][0] for q in range(p)] for r in range(p)]
+        zstates = _snapshots(graph, _snapshot_z_task, zstates, z_parts, owner, f"e{epoch}-zsnap")
+        wstates = _snapshots(graph, _snapshot_w_task, wstates, w_parts, home, f"e{epoch}-wsnap")
     # A task's (z, w, ...) tuple goes straight to the next tasks of its blocks, which pick
     # their part: on the same worker, or on another one of this machine while the tuple is
     # small (_whole). One scheduler round trip fewer than a split task in between. A part
@@ -297,6 +282,15 @@ def _handed(graph, source, pick, src, dst, state, name):
     if src == dst or state.shared is None or _shares(state, src, dst):
         return source if pick is None else graph.part(source, pick, src, name)
     return graph.call(_plain_task, source, pick, worker=src, name=f"{name}-plain")
+
+
+def _snapshots(graph, task, block_states, parts, workers, name):
+    """Tasks: ``task(block_states[b], *parts[b])`` on ``workers[b]`` for every block ``b``
+    (a snapshot epoch's new z or w block states, from their tiles' products)."""
+    return [
+        graph.call(task, block_states[b], *parts[b], worker=workers[b], name=f"{name}-{b}")
+        for b in range(len(block_states))
+    ]
 
 
 def _first(graph, block_state, worker, name):
