@@ -3,10 +3,12 @@
 For each loss of ``--losses``, on one fresh LocalCluster of ``--workers`` processes per run
 (its start timed apart, as ``daskpd train`` starts one), this runs
 :func:`daskpd.regularization_path` on the default grid (12 alphas over 4 decades from
-``alpha_max``) warm-started, then the same grid from cold starts (``warm_start=False``,
-``alphas=`` the warm path's), alternating, ``--repeats`` times, and prints one JSON line per
-run: the path's total seconds (``alpha_max``, every run and every validation score), each
-point's alpha, epochs, gap, validation score and seconds, and the chosen alpha.
+``alpha_max``) warm-started, then the same call from cold starts (``warm_start=False``:
+the same ``alpha_max`` pass and grid, the same choice with its refinement), alternating,
+``--repeats`` times, and prints one JSON line per run: the path's total seconds
+(``alpha_max``, every run, every validation score and the refinement's re-solves), each
+point's alpha, epochs, gap, validation score, whether it was refined and seconds, and the
+chosen alpha.
 ``--liblinear`` also times LIBLINEAR's own warm-started search over C (``train -C``: its
 ``-s 0`` logistic and ``-s 2`` squared-hinge primal solvers, 5-fold cross-validation,
 ``-m`` threads) on the training set in memory (conversion not timed), ``--repeats`` times.
@@ -31,6 +33,8 @@ import json
 import statistics
 import sys
 import time
+
+import numpy as np
 
 #: LIBLINEAR solvers that its -C search supports, by our loss name.
 LIBLINEAR_SOLVERS = {"logistic": 0, "squared_hinge": 2}
@@ -106,7 +110,7 @@ def summarize(lines):
     # liblinear prints its "Best C = ..." line on the same output
     records = [json.loads(line) for line in lines if line.startswith("{")]
     out = [
-        "| loss | run | total seconds (median; the runs) | epochs, all points (median) "
+        "| loss | run | total seconds (median; the runs) | epochs, all points (median; the runs) "
         "| seconds a point (median of the runs' medians) | alpha chosen (each run) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -122,7 +126,8 @@ def summarize(lines):
             out.append(
                 f"| {loss} | {'path (warm)' if warm else 'cold starts'} "
                 f"| {statistics.median(totals):.1f} ({', '.join(f'{t:.1f}' for t in totals)}) "
-                f"| {statistics.median(epochs):g} | {statistics.median(per_point):.2f} "
+                f"| {statistics.median(epochs):g} ({', '.join(str(e) for e in epochs)}) "
+                f"| {statistics.median(per_point):.2f} "
                 f"| {_alphas(runs)} |"
             )
         peers = [r for r in records if r["loss"] == loss and r.get("peer")]
@@ -166,7 +171,9 @@ def main(argv=None):
         for repeat in range(args.repeats):
             warm_path, record = path_run(train, valid, loss, args, warm=True)
             print(json.dumps({"repeat": repeat, **record}), flush=True)
-            _, record = path_run(train, valid, loss, args, warm=False, alphas=warm_path.alphas)
+            cold_path, record = path_run(train, valid, loss, args, warm=False)
+            if not np.array_equal(cold_path.alphas, warm_path.alphas):
+                raise RuntimeError("the cold starts' grid is not the warm path's")
             print(json.dumps({"repeat": repeat, **record}), flush=True)
     if args.liblinear:
         from daskpd.bench.data import in_memory
