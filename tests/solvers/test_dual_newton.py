@@ -31,32 +31,45 @@ def _run(data, alpha, grid, **kwargs):
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["values", "binary"])
-def test_subset_kernels_equal_numpy(binary):
-    X, _ = sparse_problem(n=200, d=40, seed=3, binary=binary, dtype=np.float64)
+def test_kernels_and_the_free_rows_block_equal_numpy(binary):
+    from daskpd.solvers.common.resident import load_group
+    from daskpd.solvers.dual_newton._tasks import _free_rows, _transpose
+
+    X, y = sparse_problem(n=200, d=40, seed=3, binary=binary, dtype=np.float64)
     X = X.tocsr()
     indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int32)
     vals = np.zeros(1) if binary else X.data
     rng = np.random.default_rng(3)
-    rows = np.sort(rng.choice(200, 77, replace=False)).astype(np.int64)
-    v, coef = rng.normal(size=40), rng.normal(size=77)
+    coef = rng.normal(size=200)
     coef[::5] = 0.0
-    out = np.full(77, np.nan)
-    read = kernels.subset_products(indptr, indices, vals, binary, rows, v, 0, 77, out)
-    np.testing.assert_allclose(out, X[rows] @ v, rtol=1e-12)
-    assert read == X[rows].nnz
     total = np.zeros(40)
-    read = kernels.subset_transpose(indptr, indices, vals, binary, rows, coef, 0, 77, total)
-    np.testing.assert_allclose(total, X[rows].T @ coef, rtol=1e-12, atol=1e-14)
-    assert read == X[rows][coef != 0].nnz
+    read = kernels.rows_transpose(indptr, indices, vals, binary, coef, 0, 200, total)
+    np.testing.assert_allclose(total, X.T @ coef, rtol=1e-12, atol=1e-14)
+    assert read == X[coef != 0].nnz
     norms = np.empty(200)
     kernels.row_norms_sq(indptr, vals, binary, norms)
     np.testing.assert_allclose(norms, np.asarray(X.multiply(X).sum(axis=1)).ravel())
-    for n_threads in (1, 3, 8):
-        cuts = kernels.subset_cuts(indptr, rows, n_threads)
-        assert cuts[0] == 0 and cuts[-1] == rows.size and np.all(np.diff(cuts) >= 0)
-        nnz = np.diff(indptr)[rows]
-        shares = [nnz[cuts[t] : cuts[t + 1]].sum() for t in range(n_threads)]
-        assert max(shares) <= nnz.sum() / n_threads + nnz.max()
+    # a group on its own columns (as with several groups), its free rows copied out
+    data = MemoryDataset(X[50:150], y[50:150])
+    used = np.flatnonzero(np.asarray(data.col_nnz) > 0)
+    positions = np.full(40, -1, dtype=np.int32)
+    positions[used] = np.arange(used.size, dtype=np.int32)
+    group = load_group(data, 0, 100, None, 3, positions, True)
+    free = np.sort(rng.choice(100, 37, replace=False)).astype(np.int64)
+    rows = _free_rows(group, free)
+    block = X[50:150][free][:, used]
+    assert np.all(np.diff(rows.columns) > 0)
+    dense = np.zeros((37, used.size))
+    for i in range(37):
+        for e in range(rows.indptr[i], rows.indptr[i + 1]):
+            dense[i, rows.columns[rows.indices[e]]] = 1.0 if binary else rows.vals[e]
+    np.testing.assert_array_equal(dense, block.toarray())
+    np.testing.assert_array_equal(rows.y, y[50:150][free])
+    share, read = _transpose(rows, coef[:37])
+    product = np.zeros(used.size)
+    product[share.columns] = share.values[0]
+    np.testing.assert_allclose(product, block.T @ coef[:37], rtol=1e-12, atol=1e-14)
+    assert read == block[coef[:37] != 0].nnz
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,11 +35,13 @@ __all__ = [
     "RowGroup",
     "Share",
     "add",
+    "bundles",
     "dense",
     "group_layout",
     "group_products",
     "load_group",
     "on_own_columns",
+    "local_sum",
     "ranges",
     "read_groups",
     "run_graph",
@@ -233,6 +235,50 @@ def check_owners(client, owners):
     gone = set(owners) - set(worker_addresses(client))
     if gone:
         raise OwnerLost(f"the row groups' owner {sorted(gone)[0]} left the cluster")
+
+
+def bundles(owners):
+    """The groups each task of a round runs, as tuples of group indices: on a cluster, each
+    run of consecutive groups with one owner (the groups are given to the workers in
+    contiguous runs, so one run a worker), in-process one group each.
+
+    A round then costs one task a worker whatever the number of groups: more groups than
+    workers change the sums' order (a sum over a worker's groups, then the tree over the
+    workers) but not the number of tasks the scheduler handles.
+    """
+    if not owners or owners[0] is None:
+        return tuple((k,) for k in range(len(owners)))
+    runs = [[0]]
+    for k in range(1, len(owners)):
+        if owners[k] == owners[k - 1]:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return tuple(tuple(run) for run in runs)
+
+
+def local_sum(parts, n_columns):
+    """The sum of the shares of the groups one task holds (:class:`Share`, arrays, or tuples
+    of them), in the order given.
+
+    Shares are added into a vector on all of the run's columns and read back on the ones
+    touched: a worker's groups share most of their columns, and merging their sorted column
+    lists pairwise would cost the lists' lengths at every level.
+    """
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    if isinstance(first, tuple) and not isinstance(first, Share):
+        return tuple(local_sum([part[k] for part in parts], n_columns) for k in range(len(first)))
+    if not isinstance(first, Share):
+        return add(*parts)
+    if any(part.columns is None for part in parts):
+        return add(*parts)
+    total = np.zeros((first.values.shape[0], n_columns))
+    for part in parts:
+        total[:, part.columns] += part.values
+    touched = np.flatnonzero(np.any(total != 0.0, axis=0)).astype(np.int32)
+    return Share(touched, total[:, touched])
 
 
 def ranges(bounds):

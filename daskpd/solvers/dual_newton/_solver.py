@@ -12,6 +12,7 @@ from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
 from daskpd.solvers.common.groups import check_grid_rows
 from daskpd.solvers.common.resident import (
+    bundles,
     group_layout,
     ranges,
     read_groups,
@@ -24,20 +25,22 @@ from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
 from daskpd.solvers.dual_newton._tasks import (
     _add_totals,
+    _bundle_a,
+    _bundle_image,
+    _bundle_restore,
+    _bundle_start,
+    _bundle_step,
+    _bundle_z,
     _cg_first,
     _cg_next,
     _cg_numbers,
     _cg_task,
     _first,
     _gradient_task,
-    _group_a,
-    _group_z,
-    _image_task,
     _point_scalars,
     _point_task,
     _point_w,
     _second,
-    _start_task,
     _start_w,
     _trial_home,
     _trial_task,
@@ -50,7 +53,11 @@ _MAX_HALVINGS = 30
 @dataclasses.dataclass(frozen=True)
 class _State:
     """A run's state between Newton steps: the groups and their dual values (futures on a
-    client), the point ``w(a)`` and the first CG direction on ``w``'s home."""
+    client), the point ``w(a)`` and the first CG direction on ``w``'s home.
+
+    A round runs one task a bundle (:func:`~daskpd.solvers.common.resident.bundles`: the
+    groups of one owner); ``locals`` holds each bundle's groups' dual values and CG vectors.
+    """
 
     problem: Any
     settings: _Settings
@@ -64,6 +71,8 @@ class _State:
     used: np.ndarray
     n_features: int
     nnz: int
+    #: the groups of each round's tasks, as tuples of group indices
+    bundles: tuple = ()
     locals: tuple = ()
     point: Any = None
     cg: Any = None
@@ -79,6 +88,27 @@ class _State:
     @property
     def home(self):
         return self.owners[0]
+
+    def tasks(self):
+        """``(b, groups, owner)`` of each bundle: its index, its groups' references and
+        where it runs."""
+        return [
+            (b, [self.groups[k] for k in bundle], self.owners[bundle[0]])
+            for b, bundle in enumerate(self.bundles)
+        ]
+
+    @property
+    def task_owners(self):
+        """Where each bundle's task runs."""
+        return [self.owners[bundle[0]] for bundle in self.bundles]
+
+    @property
+    def task_bounds(self):
+        """The bundles' row bounds."""
+        return np.asarray(
+            [int(self.bounds[bundle[0]]) for bundle in self.bundles] + [int(self.bounds[-1])],
+            dtype=np.int64,
+        )
 
 
 @register_solver
@@ -181,6 +211,7 @@ class DualNewton(Solver):
             used=used,
             n_features=int(data.n_features),
             nnz=max(1, int(np.asarray(data.col_nnz).sum())),
+            bundles=bundles(owners),
         )
 
     def _start(self, state, z=None, a=None, w=None):
@@ -188,33 +219,27 @@ class DualNewton(Solver):
         ``w``; 0 when none): ``w(a)`` (a round unless ``a = 0``), then the gradient round."""
         settings = state.settings
         graph = TaskGraph("dual-newton-start", state.token)
+        group_rows = ranges(state.bounds)
         locals_ = []
-        for k, (start, stop) in enumerate(ranges(state.bounds)):
-            piece = None if z is None else z[start:stop]
-            locals_.append(
-                graph.task(
-                    f"start-{k}", _start_task, state.groups[k], piece, w, settings.scale,
-                    worker=state.owners[k],
-                )  # fmt: skip
+        for b, groups, owner in state.tasks():
+            rows = [group_rows[k] for k in state.bundles[b]]
+            pieces = [None if z is None else z[start:stop] for start, stop in rows]
+            local = graph.task(
+                f"start-{b}", _bundle_start, groups, pieces, w, settings.scale, worker=owner
             )
-        if a is not None:
-            locals_ = [
-                graph.task(f"restore-{k}", _restored, local, a[start:stop], worker=state.owners[k])
-                for k, (local, (start, stop)) in enumerate(
-                    zip(locals_, ranges(state.bounds), strict=True)
-                )
-            ]
+            if a is not None:
+                pieces = [a[start:stop] for start, stop in rows]
+                local = graph.task(f"restore-{b}", _bundle_restore, local, pieces, worker=owner)
+            locals_.append(local)
         rounds = 0
         if z is None and a is None and w is None:
             w = graph.task("w", np.zeros, settings.n_columns, worker=state.home)
         else:
             images = [
-                graph.task(
-                    f"image-{k}", _image_task, group, locals_[k], settings, worker=state.owners[k]
-                )
-                for k, group in enumerate(state.groups)
+                graph.task(f"image-{b}", _bundle_image, groups, locals_[b], settings, worker=owner)
+                for b, groups, owner in state.tasks()
             ]
-            total = tree(graph, "image-sum", images, state.owners)
+            total = tree(graph, "image-sum", images, state.task_owners)
             w = graph.task("w", _start_w, total, settings, worker=state.home)
             rounds = 1
         refs = _gradient_round(graph, state, w, locals_)
@@ -239,14 +264,14 @@ class DualNewton(Solver):
         full[state.used] = w
         graph = TaskGraph("dual-newton-z", f"{state.token}-{state.rounds}")
         z = [
-            graph.task(f"z-{k}", _group_z, group, state.locals[k], worker=state.owners[k])
-            for k, group in enumerate(state.groups)
+            graph.task(f"z-{b}", _bundle_z, groups, state.locals[b], worker=owner)
+            for b, groups, owner in state.tasks()
         ]
         z = _run(state, graph, z)
         return Iterate(
             w=full,
             z=list(z),
-            z_bounds=np.asarray(state.bounds, dtype=np.int64),
+            z_bounds=state.task_bounds,
             primal=state.scalars["primal"],
             dual=state.scalars["dual"],
         )
@@ -263,8 +288,8 @@ class DualNewton(Solver):
         """The dual point ``a`` (``w`` is ``w(a)``) and the counters."""
         graph = TaskGraph("dual-newton-a", f"{state.token}-{state.rounds}")
         pieces = [
-            graph.task(f"a-{k}", _group_a, local, worker=state.owners[k])
-            for k, local in enumerate(state.locals)
+            graph.task(f"a-{b}", _bundle_a, local, worker=owner)
+            for b, (local, owner) in enumerate(zip(state.locals, state.task_owners, strict=True))
         ]
         pieces = [value(piece, state.owners) for piece in _run(state, graph, pieces)]
         return {
@@ -292,11 +317,6 @@ class DualNewton(Solver):
 # the rounds
 
 
-def _restored(local, a):
-    """A group's start at a saved dual point ``a``."""
-    return local._replace(a=np.array(a, dtype=np.float64))
-
-
 def _gradient_round(graph, state, w, locals_):
     """Add the gradient round at ``w = w(a)`` to ``graph``: each group's margins, free rows
     and CG start, their sums up the tree, the point and the first CG direction on the home.
@@ -305,11 +325,12 @@ def _gradient_round(graph, state, w, locals_):
     settings = state.settings
     parts = [
         graph.task(
-            f"grad-{k}", _gradient_task, group, locals_[k], w, settings, worker=state.owners[k]
-        )
-        for k, group in enumerate(state.groups)
+            f"grad-{b}", _bundle_step, _gradient_task, groups, locals_[b], w, settings,
+            worker=owner,
+        )  # fmt: skip
+        for b, groups, owner in state.tasks()
     ]
-    total = _sum_totals(graph, "grad-sum", parts, state.owners)
+    total = _sum_totals(graph, "grad-sum", parts, state.task_owners)
     point = graph.task("point", _point_task, w, total, settings, worker=state.home)
     cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
@@ -341,11 +362,11 @@ def _newton_step(state):
         graph = TaskGraph("dual-newton-cg", f"{state.token}-{rounds}")
         parts = [
             graph.task(
-                f"cg-{k}", _cg_task, group, locals_[k], cg, settings, worker=state.owners[k]
+                f"cg-{b}", _bundle_step, _cg_task, groups, locals_[b], cg, settings, worker=owner
             )
-            for k, group in enumerate(state.groups)
+            for b, groups, owner in state.tasks()
         ]
-        total = _sum_totals(graph, "cg-sum", parts, state.owners)
+        total = _sum_totals(graph, "cg-sum", parts, state.task_owners)
         new_cg = graph.task("cg", _cg_next, cg, total, settings, worker=state.home)
         numbers = graph.task("numbers", _cg_numbers, new_cg, total, worker=state.home)
         outputs = _run(state, graph, [new_cg, numbers, *parts])
@@ -399,21 +420,21 @@ def _trial_round(graph, state, locals_, step_length):
     settings = state.settings
     parts = [
         graph.task(
-            f"trial-{k}", _trial_task, group, locals_[k], float(step_length), settings,
-            worker=state.owners[k],
+            f"trial-{b}", _bundle_step, _trial_task, groups, locals_[b], float(step_length),
+            settings, worker=owner,
         )  # fmt: skip
-        for k, group in enumerate(state.groups)
+        for b, groups, owner in state.tasks()
     ]
-    total = _sum_totals(graph, "trial-sum", parts, state.owners)
+    total = _sum_totals(graph, "trial-sum", parts, state.task_owners)
     trial = graph.task("trial", _trial_home, state.point, total, settings, worker=state.home)
     return trial, parts
 
 
 def _sum_totals(graph, name, parts, owners):
-    """Add the sum of the group tasks' totals up the tree: a group's output goes into the
+    """Add the sum of the bundle tasks' totals up the tree: a task's output goes into the
     tree as it is where its partner at the first level lives on the same worker (the sum
     reads its total there), and through a task that takes its total out where it would
-    travel (its local part stays with its group)."""
+    travel (its locals stay with their groups)."""
     leaves = []
     for k, part in enumerate(parts):
         partner = k ^ 1
@@ -426,5 +447,4 @@ def _sum_totals(graph, name, parts, owners):
 
 def _run(state, graph, outputs):
     """Run ``graph`` on the run's client (or in-process)."""
-    return run_graph(state.client, len(state.groups), graph, outputs)
-
+    return run_graph(state.client, len(state.bundles), graph, outputs)

@@ -21,8 +21,18 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels import dual_newton as kernels
+from daskpd.kernels.dataset import local_columns
+from daskpd.kernels.tron import thread_cuts
 from daskpd.solvers.common.groups import in_threads
-from daskpd.solvers.common.resident import Share, add, dense, group_products, on_own_columns
+from daskpd.solvers.common.resident import (
+    RowGroup,
+    Share,
+    add,
+    dense,
+    group_products,
+    local_sum,
+    on_own_columns,
+)
 
 #: Armijo's constant of the projected line search
 ARMIJO = 1e-4
@@ -36,9 +46,11 @@ class _Local(NamedTuple):
 
     a: np.ndarray
     norm_sq: np.ndarray
-    #: the free rows (ids into the group) and their thread cuts
+    #: the free rows (ids into the group)
     free: np.ndarray = _NO_ROWS
-    cuts: np.ndarray = _NO_ROWS
+    #: the free rows on their own: a :class:`RowGroup` on the columns they touch, so that a
+    #: CG round costs their nonzeros and columns, not the group's columns
+    rows: RowGroup | None = None
     #: on the free rows: ``c y``, the preconditioner ``h``, the gradient ``g``
     cy: np.ndarray = _EMPTY
     h: np.ndarray = _EMPTY
@@ -75,23 +87,78 @@ class _Point(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------
-# a group task's output is ``(local, total)``: the next round's task reads the local part where
-# it is, the tree sums the totals (no task of its own to split them)
+# a round runs one task a worker over the groups it holds (a bundle); the task's output is
+# ``(locals, total)``: the next round's task reads the locals where they are, the tree sums the
+# totals (no task of its own to split them where the partner is on the same worker)
 
 
-def _as_local(x):
-    """The :class:`_Local` of a group task's output (or the local itself)."""
-    return x if isinstance(x, _Local) else x[0]
+def _locals_of(previous):
+    """The groups' :class:`_Local` of a bundle task's output ``(locals, total)``, or the
+    locals themselves."""
+    return previous if previous and isinstance(previous[0], _Local) else previous[0]
 
 
 def _as_total(x):
-    """The ``(share, sums)`` of a group task's output (or a total itself)."""
-    return x[1] if isinstance(x[0], _Local) else x
+    """The ``(share, sums)`` of a bundle task's output (or a total itself)."""
+    return x if isinstance(x[0], Share) else x[1]
 
 
 def _add_totals(*parts):
-    """The sum of group tasks' totals (or of sums of them), in the order given."""
+    """The sum of bundle tasks' totals (or of sums of them), in the order given."""
     return add(*(_as_total(part) for part in parts))
+
+
+def _bundle_step(step, groups, previous, *args):
+    """``step(group, local, *args, settings)`` on each of a task's groups, in order: their
+    locals and the sum of their totals."""
+    settings = args[-1]
+    outputs = [
+        step(group, local, *args) for group, local in zip(groups, _locals_of(previous), strict=True)
+    ]
+    totals = [output[1] for output in outputs]
+    return tuple(output[0] for output in outputs), local_sum(totals, settings.n_columns)
+
+
+def _bundle_start(groups, pieces, w, scale):
+    """The groups' start (:func:`_start_task`), each from its piece of the dual point."""
+    return tuple(
+        _start_task(group, piece, w, scale) for group, piece in zip(groups, pieces, strict=True)
+    )
+
+
+def _bundle_restore(previous, pieces):
+    """The groups' start at a saved dual point (a piece a group)."""
+    return tuple(
+        local._replace(a=np.array(piece, dtype=np.float64))
+        for local, piece in zip(_locals_of(previous), pieces, strict=True)
+    )
+
+
+def _bundle_image(groups, previous, settings):
+    """The sum of the groups' images (:func:`_image_task`)."""
+    return local_sum(
+        [
+            _image_task(group, local, settings)
+            for group, local in zip(groups, _locals_of(previous), strict=True)
+        ],
+        settings.n_columns,
+    )
+
+
+def _bundle_z(groups, previous):
+    """The dual point of a task's groups in the driver's convention, ``z_i = -c_i y_i a_i``
+    (their rows are consecutive)."""
+    return np.concatenate(
+        [
+            -group.weight * group.y * local.a
+            for group, local in zip(groups, _locals_of(previous), strict=True)
+        ]
+    )
+
+
+def _bundle_a(previous):
+    """The dual values ``a`` of a task's groups, in row order."""
+    return np.concatenate([local.a for local in _locals_of(previous)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,12 +188,7 @@ def _start_task(group, z, w, scale):
 
 def _image_task(group, local, settings):
     """A group's ``X_k^T (c y a)`` (a warm start's ``w``) and the nonzeros read."""
-    local = _as_local(local)
-    rows = np.arange(group.y.shape[0], dtype=np.int64)
-    cuts = kernels.subset_cuts(group.indptr, rows, group.cuts.shape[0] - 1)
-    share, read = _transpose(
-        group, rows, cuts, group.weight * group.y * local.a, settings.n_columns
-    )
+    share, read = _transpose(group, group.weight * group.y * local.a, settings.n_columns)
     return share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
 
 
@@ -137,31 +199,31 @@ def _gradient_task(group, local, w, settings):
     image, unscaled), ``sums`` are ``sum c max(0, 1 - m)``, ``sum c a``, ``r^T z``,
     ``||r||^2`` and the nonzeros read.
     """
-    local = _as_local(local)
     margins = group.y * group_products(group, on_own_columns(group, w))
     read = float(group.indptr[-1])
     c, a = group.weight, local.a
     g = c * (margins - 1.0)
     held = ((a <= 0.0) & (g > 0.0)) | ((a >= 1.0) & (g < 0.0))
     free = np.flatnonzero((c > 0) & (local.norm_sq > 0) & ~held)
-    cuts = kernels.subset_cuts(group.indptr, free, group.cuts.shape[0] - 1)
+    rows = _free_rows(group, free)
     cy = (c * group.y)[free]
     h = c[free] ** 2 * local.norm_sq[free] / settings.scale
     r = -g[free]
     z = r / ((1.0 + settings.damping) * h)
-    share, transposed = _transpose(group, free, cuts, cy * z, settings.n_columns)
+    share, transposed = _transpose(rows, cy * z)
     sums = np.array(
         [
             float(c @ np.maximum(0.0, 1.0 - margins)),
             float(c @ a),
             float(r @ z),
             float(r @ r),
-            read + transposed,
+            # the free rows read to copy them out, and to transpose
+            read + float(rows.indptr[-1]) + transposed,
             float(z @ (h * z)),
             0.0,
         ]
     )
-    new = _Local(a, local.norm_sq, free, cuts, cy, h, g[free], r, z, _EMPTY, np.zeros(free.size))
+    new = _Local(a, local.norm_sq, free, rows, cy, h, g[free], r, z, _EMPTY, np.zeros(free.size))
     return new, (share, sums)
 
 
@@ -171,17 +233,15 @@ def _cg_task(group, local, cg, settings):
     h)``; returns ``(local, (X_F^T (c y z), sums))``, the sums as :func:`_gradient_task`'s
     (``r^T z``, ``||r||^2``, the nonzeros read, ``z^T D z`` and ``z^T D p``; the damping's
     ``p^T D p`` follows from them on the home)."""
-    local = _as_local(local)
     p = local.z if local.p.size == 0 else local.z + cg.beta * local.p
-    hp = np.empty(local.free.size)
-    read = _products(group, local.free, local.cuts, on_own_columns(group, cg.u), hp)
-    hp = local.cy * hp + settings.damping * local.h * p
+    rows = local.rows
+    hp = local.cy * group_products(rows, on_own_columns(rows, cg.u))
+    read = float(rows.indptr[-1])
+    hp += settings.damping * local.h * p
     d = local.d + cg.step * p
     r = local.r - cg.step * hp
     z = r / ((1.0 + settings.damping) * local.h)
-    share, transposed = _transpose(
-        group, local.free, local.cuts, local.cy * z, settings.n_columns
-    )
+    share, transposed = _transpose(rows, local.cy * z)
     hz = local.h * z
     sums = np.array(
         [0.0, 0.0, float(r @ z), float(r @ r), float(read + transposed), float(z @ hz),
@@ -193,11 +253,10 @@ def _cg_task(group, local, cg, settings):
 def _trial_task(group, local, step_length, settings):
     """The projected step ``a_F <- clip(a_F + t d, 0, 1)`` of a group's free rows: returns
     ``(local at the new a, (X_F^T (c y delta), [sum c delta, g^T delta, 0, 0, read]))``."""
-    local = _as_local(local)
     free = local.free
     moved = np.clip(local.a[free] + step_length * local.d, 0.0, 1.0)
     delta = moved - local.a[free]
-    share, read = _transpose(group, free, local.cuts, local.cy * delta, settings.n_columns)
+    share, read = _transpose(local.rows, local.cy * delta)
     a = local.a.copy()
     a[free] = moved
     c = group.weight[free]
@@ -205,24 +264,36 @@ def _trial_task(group, local, step_length, settings):
     return _Local(a, local.norm_sq), (share, sums)
 
 
-def _products(group, rows, cuts, v, out):
-    """``out[k] = x_{rows[k]} . v`` in the group's threads; returns the nonzeros read."""
-    read = np.zeros(cuts.shape[0] - 1, dtype=np.int64)
+def _free_rows(group, free):
+    """The rows ``free`` of ``group`` as a :class:`RowGroup` of their own, numbered on the
+    columns they touch (its ``columns``, into the run's), with thread cuts by nonzeros.
 
-    def work(t):
-        read[t] = kernels.subset_products(
-            group.indptr, group.indices, group.vals, group.binary, rows, v,
-            cuts[t], cuts[t + 1], out,
-        )  # fmt: skip
+    Built once a Newton step (a copy of the free rows' nonzeros), it makes each CG round's
+    products cost the free rows' nonzeros and columns: indexed by the group, the gather of
+    the direction's image and the transpose's output would cost all of the group's columns
+    every round, which on many groups of wide data is most of a round.
+    """
+    starts = group.indptr[free]
+    lengths = group.indptr[free + 1] - starts
+    indptr = np.zeros(free.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    positions = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+    own = group.indices.shape[0] and int(group.indices.max()) + 1
+    columns, indices = local_columns(group.indices[positions], own)
+    if group.columns is not None:
+        columns = group.columns[columns]
+    vals = group.vals if group.binary else np.ascontiguousarray(group.vals[positions])
+    return RowGroup(
+        indptr, indices, vals, group.binary, group.y[free], group.weight[free],
+        thread_cuts(indptr, group.cuts.shape[0] - 1), columns.astype(np.int32),
+    )  # fmt: skip
 
-    in_threads(cuts.shape[0] - 1, work)
-    return int(read.sum())
 
-
-def _transpose(group, rows, cuts, coef, n_columns):
-    """``sum_k coef[k] x_{rows[k]}`` as a :class:`Share` on the columns it touches (the free
-    rows' columns: a few percent of the group's on nearly separable data), and the nonzeros
-    read."""
+def _transpose(group, coef, n_columns=None):
+    """``sum_i coef[i] x_i`` over the group's rows as a :class:`Share` on the columns it
+    touches, and the nonzeros read (``n_columns``: the run's, for a group whose indices
+    number them)."""
+    cuts = group.cuts
     n_threads = cuts.shape[0] - 1
     if group.columns is not None:
         n_columns = group.columns.shape[0]
@@ -230,9 +301,9 @@ def _transpose(group, rows, cuts, coef, n_columns):
     read = np.zeros(n_threads, dtype=np.int64)
 
     def work(t):
-        read[t] = kernels.subset_transpose(
-            group.indptr, group.indices, group.vals, group.binary, rows, coef,
-            cuts[t], cuts[t + 1], out[t],
+        read[t] = kernels.rows_transpose(
+            group.indptr, group.indices, group.vals, group.binary, coef, cuts[t], cuts[t + 1],
+            out[t],
         )  # fmt: skip
 
     in_threads(n_threads, work)
@@ -341,12 +412,3 @@ def _point_scalars(point):
 
 def _point_w(point):
     return point.w
-
-
-def _group_z(group, local):
-    """The group's dual point in the driver's convention, ``z_i = -c_i y_i a_i``."""
-    return -group.weight * group.y * _as_local(local).a
-
-
-def _group_a(local):
-    return _as_local(local).a
