@@ -111,6 +111,7 @@ from daskpd.kernels.dataset import local_columns  # noqa: F401  (the groups' col
 from daskpd.kernels.dso import logistic_dual_newton
 from daskpd.kernels.features import splitmix64
 from daskpd.kernels.intrinsics import prefetch_record
+from daskpd.kernels.scalar import HINGE, LOGISTIC, SMOOTH_HINGE, SQUARED, SQUARED_HINGE
 
 #: How many nonzeros ahead the passes prefetch the ``pack`` record of a column. A pass reads
 #: one record of a random column per nonzero (4.66M columns, 75 MB of records on the
@@ -121,12 +122,6 @@ from daskpd.kernels.intrinsics import prefetch_record
 #: follow), which is where the pass goes next in the array but not in its random order:
 #: those prefetches are wasted, a few per row.
 PREFETCH_AHEAD = 32
-
-HINGE = scalar.HINGE
-SMOOTH_HINGE = scalar.SMOOTH_HINGE
-SQUARED_HINGE = scalar.SQUARED_HINGE
-LOGISTIC = scalar.LOGISTIC
-SQUARED = scalar.SQUARED
 
 #: Losses whose coordinate step :func:`dual_step` knows.
 COCOA_LOSSES = (HINGE, SMOOTH_HINGE, SQUARED_HINGE, LOGISTIC, SQUARED)

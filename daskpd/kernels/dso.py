@@ -54,12 +54,7 @@ from daskpd.kernels import scalar
 from daskpd.kernels._config import njit
 from daskpd.kernels.features import splitmix64
 from daskpd.kernels.intrinsics import div_sqrt_pair, prefetch_record
-
-HINGE = scalar.HINGE
-SMOOTH_HINGE = scalar.SMOOTH_HINGE
-LOGISTIC = scalar.LOGISTIC
-SQUARED = scalar.SQUARED
-ABSOLUTE = scalar.ABSOLUTE
+from daskpd.kernels.scalar import ABSOLUTE, HINGE, LOGISTIC, SMOOTH_HINGE, SQUARED
 
 #: Losses whose conjugate slope DSO's dual step knows (see :func:`conjugate_slope`).
 DSO_LOSSES = (HINGE, SMOOTH_HINGE, LOGISTIC, SQUARED, ABSOLUTE)
@@ -386,12 +381,8 @@ def _make_tile_kernel(loss_code, reg_code, binary, adagrad, svrg, reg_step):
         reg = np.int64(reg_code)
         use_segments = segment_ptr.shape[0] > 0
         for item in range(order.shape[0]):
-            if use_segments:
-                start = segment_ptr[order[item]]
-                end = segment_ptr[order[item] + 1]
-            else:
-                start = order[item]
-                end = start + 1
+            start, end = visit_span(segment_ptr, order, item)
+            if not use_segments:
                 ahead = item + PREFETCH_DISTANCE
                 if ahead < order.shape[0]:
                     prefetch_record(columns, cols[order[ahead]])
@@ -733,6 +724,28 @@ def running_mean(average, x, count, out):
 
 
 @njit
+def visit_span(segment_ptr, order, item):
+    """The nonzeros ``start:stop`` of a tile's ``item``-th visit in ``order``.
+
+    A tile stored with segments (``segment_ptr`` not empty) is visited a segment at a time;
+    otherwise ``order`` names single nonzeros.
+
+    Parameters
+    ----------
+    segment_ptr : ndarray of shape (n_segments + 1,) or (0,), int64
+    order : ndarray of shape (n_visits,), int64
+    item : int
+
+    Returns
+    -------
+    start, stop : int
+    """
+    if segment_ptr.shape[0] > 0:
+        return segment_ptr[order[item]], segment_ptr[order[item] + 1]
+    return order[item], order[item] + 1
+
+
+@njit
 def tile_read_only(rows, cols, vals, binary, segment_ptr, order, w, z):
     """Bare loop with the same memory traffic as :func:`dso_tile` and no arithmetic.
 
@@ -751,14 +764,8 @@ def tile_read_only(rows, cols, vals, binary, segment_ptr, order, w, z):
     total : float
     """
     total = 0.0
-    use_segments = segment_ptr.shape[0] > 0
     for item in range(order.shape[0]):
-        if use_segments:
-            start = segment_ptr[order[item]]
-            stop = segment_ptr[order[item] + 1]
-        else:
-            start = order[item]
-            stop = start + 1
+        start, stop = visit_span(segment_ptr, order, item)
         for e in range(start, stop):
             x = 1.0 if binary else np.float64(vals[e])
             total += w[cols[e]] * x + z[rows[e]]

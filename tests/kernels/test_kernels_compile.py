@@ -336,6 +336,7 @@ def _direct_workload():
     segment_ptr = np.array([0, 2, 3], dtype=np.int64)
     order = np.array([1, 0], dtype=np.int64)
     dso.tile_read_only(rows, indices, data, False, segment_ptr, order, w, np.ones(2))
+    dso.visit_span(segment_ptr, order, 0)
     dspdc.psd_projection(np.eye(2))
     # GSFW helpers (logistic dual domain of y = 1: [-1, 0])
     gsfw.row_dot(indptr, indices, data, True, 0, w)
