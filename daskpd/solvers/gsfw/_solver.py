@@ -72,6 +72,19 @@ class _State:
     start_iteration: int = 0  # iterations credited to a warm start (not counted as work)
 
 
+def _make_state(problem, spec, data, carry, blocks, **fields):
+    """A run's state, started or restored: with the Python LMO of the regularizer when the
+    kernels have none for it (``spec.lmo_code`` is ``LMO_DENSE``).
+
+    ``fields`` are the remaining :class:`_State` fields (seed, client, options,
+    block_iterations, epoch, start_iteration).
+    """
+    lmo_fn = None
+    if spec.lmo_code == kernels.LMO_DENSE:
+        lmo_fn = _DenseLMO(problem.regularizer, float(problem.alpha))
+    return _State(spec=spec, data=data, carry=carry, blocks=tuple(blocks), lmo_fn=lmo_fn, **fields)
+
+
 @register_solver
 class GSFW(Solver):
     """Generalized stochastic Frank-Wolfe with stochastic substitute gradient (Algorithm 1).
@@ -271,24 +284,10 @@ class GSFW(Solver):
         if w0 is not None:
             carry["w_acc"] = kernels.weight_sum(spec.m, 0, start_iteration - 1) * w0
             carry["w_bar"] = w0.copy()
-        lmo_fn = (
-            _DenseLMO(problem.regularizer, float(problem.alpha))
-            if spec.lmo_code == kernels.LMO_DENSE
-            else None
-        )
-        return _State(
-            spec=spec,
-            data=data,
-            client=client,
-            seed=seed,
-            carry=carry,
-            blocks=tuple(blocks),
-            block_iterations=block_iterations,
-            epoch=0,
-            lmo_fn=lmo_fn,
-            options=options,
-            start_iteration=start_iteration,
-        )
+        return _make_state(
+            problem, spec, data, carry, blocks, seed=seed, client=client, options=options,
+            block_iterations=block_iterations, epoch=0, start_iteration=start_iteration,
+        )  # fmt: skip
 
     def run_epoch(self, state, epoch):
         """One chained pass over the shuffled row blocks, as one Dask compute."""
@@ -418,21 +417,8 @@ class GSFW(Solver):
             "it": int(arrays["it"]),
             "grads": int(arrays["grads"]),
         }
-        lmo_fn = (
-            _DenseLMO(problem.regularizer, float(problem.alpha))
-            if spec.lmo_code == kernels.LMO_DENSE
-            else None
-        )
-        return _State(
-            spec=spec,
-            data=data,
-            client=client,
-            seed=seed,
-            carry=carry,
-            blocks=tuple(blocks),
+        return _make_state(
+            problem, spec, data, carry, blocks, seed=seed, client=client, options=options,
             block_iterations=self._block_iterations(data, spec, options),
-            epoch=int(arrays["epoch"]),
-            lmo_fn=lmo_fn,
-            options=options,
-            start_iteration=int(arrays.get("start_iteration", 0)),
-        )
+            epoch=int(arrays["epoch"]), start_iteration=int(arrays.get("start_iteration", 0)),
+        )  # fmt: skip
