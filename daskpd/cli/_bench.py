@@ -4,145 +4,132 @@ from __future__ import annotations
 
 import sys
 
-from daskpd.cli._options import UsageError, _positive_float, _positive_int, subcommand
+from daskpd.cli._options import (
+    UsageError,
+    _positive_float,
+    _positive_int,
+    add_options,
+    option,
+    subcommand,
+)
 
 # --------------------------------------------------------------------------------------------
 # bench: daskpd against its peers (issue 8)
 
 
-@subcommand("bench", "time daskpd's solvers and the peers to a certified optimum; write tables")
-def _add_bench(parser):
-    parser.add_argument(
+#: The options of ``daskpd bench`` (:func:`~daskpd.cli._options.add_options`).
+BENCH_OPTIONS = (
+    option(
         "--dataset",
+        "generated splice-site-like windows (default), generated text-like documents, the real "
+        "DNA windows of data/ (donor sites against the rest; --scales ignored), or the SPDC "
+        "paper's ridge data (needs --loss squared; test R^2 instead of AUPRC)",
         choices=("splice", "text", "dna", "ridge"),
         default="splice",
-        help="generated splice-site-like windows (default), generated text-like documents, "
-        "the real DNA windows of data/ (donor sites against the rest; --scales ignored), or "
-        "the SPDC paper's ridge data (needs --loss squared; test R^2 instead of AUPRC)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--hash-bits",
+        "splice: hash the features into 2**BITS columns (default 0: the explicit 4.66M)",
         type=int,
         default=0,
-        help="splice: hash the features into 2**BITS columns (default 0: the explicit 4.66M)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--scales",
+        "comma-separated target nonzero counts of the training sets (default: 1e7)",
         default="1e7",
-        help="comma-separated target nonzero counts of the training sets (default: 1e7)",
-    )
-    parser.add_argument("--workdir", default="bench-work", help="datasets and raw results")
-    parser.add_argument("--repeats", type=_positive_int("--repeats"), default=3)
-    parser.add_argument(
+    ),
+    option("--workdir", "datasets and raw results", default="bench-work"),
+    option("--repeats", parse=_positive_int, default=3),
+    option(
         "--alpha",
-        type=_positive_float("--alpha"),
+        "the fixed alpha of the second table (default: %(default)s)",
+        _positive_float,
         default=1e-5,
-        help="the fixed alpha of the second table (default: %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--alpha-grid",
+        "alphas of the validation that picks the first table's alpha ('none': only --alpha; "
+        "default: %(default)s)",
         default="1e-6,1e-5,1e-4,1e-3,1e-2",
-        help="alphas of the validation that picks the first table's alpha ('none': only "
-        "--alpha; default: %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--loss",
+        "hinge (default) or logistic on the classification sets, squared on ridge",
         choices=("hinge", "logistic", "squared"),
         default="hinge",
-        help="hinge (default) or logistic on the classification sets, squared on ridge",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--solvers",
-        default=None,
-        help="comma-separated daskpd solvers, the judged one first (default: the default "
-        "solver, dso, and spdc on the smooth losses)",
-    )
-    parser.add_argument("--max-epochs", type=_positive_int("--max-epochs"), default=500)
-    parser.add_argument(
+        "comma-separated daskpd solvers, the judged one first (default: the default solver, "
+        "dso, and spdc on the smooth losses)",
+    ),
+    option("--max-epochs", parse=_positive_int, default=500),
+    option(
         "--budget",
-        type=_positive_float("--budget"),
+        "wall seconds of one daskpd run, and the fit time that ends a peer's ladder",
+        _positive_float,
         default=120.0,
-        help="wall seconds of one daskpd run, and the fit time that ends a peer's ladder",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--rule-tol",
-        type=_positive_float("--rule-tol"),
+        "daskpd's stopping rule: the first model with gap <= RULE_TOL x primal",
+        _positive_float,
         default=1e-3,
-        help="daskpd's stopping rule: the first model with gap <= RULE_TOL x primal",
-    )
-    parser.add_argument("--positive-rate", type=_positive_float("--positive-rate"), default=0.01)
-    parser.add_argument(
+    ),
+    option("--positive-rate", parse=_positive_float, default=0.01),
+    option(
         "--peers",
-        default="liblinear,liblinear-mc,snapml,sgd,saga,vw,dask-ml",
-        help="comma-separated subset of the peers (default: %(default)s; a peer without the "
+        "comma-separated subset of the peers (default: %(default)s; a peer without the "
         "table's loss gets a row saying so)",
-    )
-    parser.add_argument(
-        "--peer-memory",
-        type=_positive_float("--peer-memory"),
-        default=8.0,
-        help="GiB one in-memory peer may use",
-    )
-    parser.add_argument(
-        "--markdown",
-        default=None,
-        help="BENCHMARKS.md to update (its --section); default: print the tables",
-    )
-    parser.add_argument(
+        default="liblinear,liblinear-mc,snapml,sgd,saga,vw,dask-ml",
+    ),
+    option("--peer-memory", "GiB one in-memory peer may use", _positive_float, default=8.0),
+    option("--markdown", "BENCHMARKS.md to update (its --section); default: print the tables"),
+    option(
         "--section",
-        default=None,
-        help="name of the BENCHMARKS.md section to replace (between <!-- section: NAME --> "
-        "and <!-- end: NAME -->; default: peers-LOSS)",
-    )
-    parser.add_argument(
-        "--title",
-        default=None,
-        help="heading of that section (default: 'Against peers: DATASET, LOSS')",
-    )
-    parser.add_argument(
-        "--figures",
-        default=None,
-        help="directory of the PNG plots (default: next to --markdown, or --workdir)",
-    )
-    parser.add_argument(
+        "name of the BENCHMARKS.md section to replace (between <!-- section: NAME --> and "
+        "<!-- end: NAME -->; default: peers-LOSS)",
+    ),
+    option("--title", "heading of that section (default: 'Against peers: DATASET, LOSS')"),
+    option("--figures", "directory of the PNG plots (default: next to --markdown, or --workdir)"),
+    option(
         "--dask-ml-iters",
+        "dask-ml's ladder of L-BFGS iteration counts, one fit each (default: %(default)s)",
         default="5,20,50",
-        help="dask-ml's ladder of L-BFGS iteration counts, one fit each (default: %(default)s)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--workers",
-        type=_positive_int("--workers"),
+        "LocalCluster worker processes (and the multi-core peers' threads)",
+        _positive_int,
         default=2,
-        help="LocalCluster worker processes (and the multi-core peers' threads)",
-    )
-    parser.add_argument("--memory-limit", default="4GiB", help="memory limit per worker")
-    parser.add_argument(
+    ),
+    option("--memory-limit", "memory limit per worker", default="4GiB"),
+    option(
         "--from-results",
-        default=None,
+        "measure nothing: score and render the results.json of an earlier run again",
         metavar="JSON",
-        help="measure nothing: score and render the results.json of an earlier run again",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--dask-ml-memory-limit",
-        default=None,
-        help="memory limit of each of dask-ml's workers (default: --memory-limit)",
-    )
-    parser.add_argument(
+        "memory limit of each of dask-ml's workers (default: --memory-limit)",
+    ),
+    option(
         "--no-from-files",
+        "skip the from-files clock (fresh `daskpd train` and peer processes from disk)",
         action="store_true",
-        help="skip the from-files clock (fresh `daskpd train` and peer processes from disk)",
-    )
-    parser.add_argument(
+    ),
+    option(
         "--readme",
-        default=None,
-        help="README.md whose generated results (between <!-- results: NAME --> and "
+        "README.md whose generated results (between <!-- results: NAME --> and "
         "<!-- end results: NAME -->, NAME the --section) this run rewrites",
-    )
-    parser.add_argument(
-        "--note",
-        default=None,
-        help="a sentence printed with the machine (e.g. that it was shared by other jobs)",
-    )
+    ),
+    option("--note", "a sentence printed with the machine (e.g. that it was shared by other jobs)"),
+)
+
+
+@subcommand("bench", "time daskpd's solvers and the peers to a certified optimum; write tables")
+def _add_bench(parser):
+    add_options(parser, BENCH_OPTIONS)
     parser.set_defaults(run=_run_bench)
 
 

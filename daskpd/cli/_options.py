@@ -23,64 +23,45 @@ class UsageError(Exception):
 # cluster options shared by every subcommand that runs Dask work
 
 
+def option(flag, help_text=None, parse=None, **keywords):
+    """One entry of an option table (see :func:`add_options`).
+
+    Parameters
+    ----------
+    flag : str
+        The option's flag, or a positional argument's name.
+    help_text : str, optional
+    parse : callable, optional
+        A rule such as :func:`_positive_int`, called with ``flag``: the value's type, whose
+        errors name the flag.
+    **keywords
+        argparse's other keywords (``default``, ``choices``, ``metavar``, ``action``).
+
+    Returns
+    -------
+    tuple of (str, dict)
+    """
+    if parse is not None:
+        keywords["type"] = parse(flag)
+    return flag, {"help": help_text, **keywords}
+
+
+def add_options(parser, options, title=None, description=None):
+    """Add a table of :func:`option` entries to ``parser``, in its group ``title`` if given.
+
+    Returns
+    -------
+    argparse.ArgumentParser or argument group
+        Where the options went.
+    """
+    target = parser if title is None else parser.add_argument_group(title, description)
+    for flag, keywords in options:
+        target.add_argument(flag, **keywords)
+    return target
+
+
 def _add_cluster_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("cluster")
-    group.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help="address of an existing Dask scheduler (default: start a LocalCluster)",
-    )
-    group.add_argument(
-        "--workers",
-        type=_positive_int("--workers"),
-        default=None,
-        help="worker processes of the LocalCluster (default: one per core)",
-    )
-    group.add_argument(
-        "--memory-limit",
-        default=None,
-        help="memory limit per LocalCluster worker, e.g. 2GiB (default: Dask's share)",
-    )
-    group.add_argument(
-        "--threads-per-worker",
-        type=_positive_int("--threads-per-worker"),
-        default=None,
-        help="threads of each LocalCluster worker process (default: 1)",
-    )
-    group.add_argument(
-        "--dashboard-address",
-        metavar="HOST:PORT",
-        default=None,
-        help="where the LocalCluster's dashboard listens (default: 127.0.0.1:0, this machine "
-        "only, any free port; ':8787' is every interface)",
-    )
-    group.add_argument(
-        "--connect-timeout",
-        type=_positive_float("--connect-timeout"),
-        default=10.0,
-        metavar="SECONDS",
-        help="how long to wait for the --scheduler to answer (default: 10)",
-    )
-    # the names of `dask scheduler` / `dask worker`'s own TLS flags
-    group.add_argument(
-        "--tls-ca-file",
-        metavar="PEM",
-        default=None,
-        help="CA certificate for a tls:// --scheduler (default: Dask's distributed.comm.tls "
-        "configuration)",
-    )
-    group.add_argument(
-        "--tls-cert",
-        metavar="PEM",
-        default=None,
-        help="client certificate (signed by a CA the cluster trusts) for a tls:// --scheduler",
-    )
-    group.add_argument(
-        "--tls-key",
-        metavar="PEM",
-        default=None,
-        help="key of --tls-cert (default: the key inside --tls-cert)",
-    )
+    add_options(parser, CLUSTER_OPTIONS, "cluster")
 
 
 def _cluster_asked(args):
@@ -148,6 +129,56 @@ def _positive_float(name):
 
 def _nonnegative_float(name):
     return _bounded(name, float, 0)
+
+
+#: The options of the cluster a command runs its Dask work on (:func:`add_options`); the TLS
+#: flags have the names of `dask scheduler` / `dask worker`'s own.
+CLUSTER_OPTIONS = (
+    option(
+        "--scheduler",
+        "address of an existing Dask scheduler (default: start a LocalCluster)",
+        metavar="ADDRESS",
+    ),
+    option(
+        "--workers",
+        "worker processes of the LocalCluster (default: one per core)",
+        _positive_int,
+    ),
+    option(
+        "--memory-limit",
+        "memory limit per LocalCluster worker, e.g. 2GiB (default: Dask's share)",
+    ),
+    option(
+        "--threads-per-worker",
+        "threads of each LocalCluster worker process (default: 1)",
+        _positive_int,
+    ),
+    option(
+        "--dashboard-address",
+        "where the LocalCluster's dashboard listens (default: 127.0.0.1:0, this machine "
+        "only, any free port; ':8787' is every interface)",
+        metavar="HOST:PORT",
+    ),
+    option(
+        "--connect-timeout",
+        "how long to wait for the --scheduler to answer (default: 10)",
+        _positive_float,
+        default=10.0,
+        metavar="SECONDS",
+    ),
+    option(
+        "--tls-ca-file",
+        "CA certificate for a tls:// --scheduler (default: Dask's distributed.comm.tls "
+        "configuration)",
+        metavar="PEM",
+    ),
+    option(
+        "--tls-cert",
+        "client certificate (signed by a CA the cluster trusts) for a tls:// --scheduler",
+        metavar="PEM",
+    ),
+    option("--tls-key", "key of --tls-cert (default: the key inside --tls-cert)", metavar="PEM"),
+)
 
 
 def _flags_given(args, flags) -> list[str]:
