@@ -44,6 +44,7 @@ __all__ = [
     "local_sum",
     "ranges",
     "read_groups",
+    "root_inputs",
     "run_graph",
     "thread_sum",
     "tree",
@@ -171,9 +172,19 @@ def dense(share, n_columns):
 def tree(graph, name, parts, owners, combine=add):
     """Sum ``parts`` (in group order) pairwise, level by level; each sum runs where its first
     group lives, so that groups on one worker are summed there before anything moves."""
+    nodes = root_inputs(graph, name, parts, owners, combine)
+    if len(nodes) == 1:
+        return nodes[0]
+    return graph.task(f"{name}-root", combine, *nodes, worker=owners[0])
+
+
+def root_inputs(graph, name, parts, owners, combine=add):
+    """The tree of :func:`tree` without its root: the (at most two) references the root
+    would sum, for a task on the first group's owner that sums them itself (a task less a
+    round)."""
     level = 0
     nodes = list(zip(parts, owners, strict=True))
-    while len(nodes) > 1:
+    while len(nodes) > 2:
         level += 1
         merged = []
         for k in range(0, len(nodes), 2):
@@ -185,7 +196,7 @@ def tree(graph, name, parts, owners, combine=add):
                 (graph.task(f"{name}-{level}-{k // 2}", combine, left, right, worker=where), where)
             )
         nodes = merged
-    return nodes[0][0]
+    return [node for node, _ in nodes]
 
 
 def run_graph(client, n_groups, graph, outputs):

@@ -16,6 +16,7 @@ from daskpd.solvers.common.resident import (
     group_layout,
     ranges,
     read_groups,
+    root_inputs,
     run_graph,
     tree,
     value,
@@ -330,11 +331,13 @@ def _gradient_round(graph, state, w, locals_):
         )  # fmt: skip
         for b, groups, owner in state.tasks()
     ]
-    total = _sum_totals(graph, "grad-sum", parts, state.task_owners)
+    total = graph.task(
+        "grad-sum", _add_totals, *_sum_totals(graph, "grad-sum", parts, state), worker=state.home
+    )
     point = graph.task("point", _point_task, w, total, settings, worker=state.home)
     cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
-    numbers = graph.task("cg-numbers", _cg_numbers, cg, None, worker=state.home)
+    numbers = graph.task("cg-numbers", _cg_numbers, cg, worker=state.home)
     return [point, cg, scalars, numbers, *parts]
 
 
@@ -366,9 +369,9 @@ def _newton_step(state):
             )
             for b, groups, owner in state.tasks()
         ]
-        total = _sum_totals(graph, "cg-sum", parts, state.task_owners)
-        new_cg = graph.task("cg", _cg_next, cg, total, settings, worker=state.home)
-        numbers = graph.task("numbers", _cg_numbers, new_cg, total, worker=state.home)
+        totals = _sum_totals(graph, "cg-sum", parts, state)
+        new_cg = graph.task("cg", _cg_next, cg, settings, *totals, worker=state.home)
+        numbers = graph.task("numbers", _cg_numbers, new_cg, worker=state.home)
         outputs = _run(state, graph, [new_cg, numbers, *parts])
         cg, numbers, locals_ = outputs[0], value(outputs[1], state.owners), list(outputs[2:])
         rounds += 1
@@ -425,24 +428,27 @@ def _trial_round(graph, state, locals_, step_length):
         )  # fmt: skip
         for b, groups, owner in state.tasks()
     ]
-    total = _sum_totals(graph, "trial-sum", parts, state.task_owners)
-    trial = graph.task("trial", _trial_home, state.point, total, settings, worker=state.home)
+    totals = _sum_totals(graph, "trial-sum", parts, state)
+    trial = graph.task("trial", _trial_home, state.point, settings, *totals, worker=state.home)
     return trial, parts
 
 
-def _sum_totals(graph, name, parts, owners):
-    """Add the sum of the bundle tasks' totals up the tree: a task's output goes into the
-    tree as it is where its partner at the first level lives on the same worker (the sum
-    reads its total there), and through a task that takes its total out where it would
-    travel (its locals stay with their groups)."""
+def _sum_totals(graph, name, parts, state):
+    """The tree of the bundle tasks' totals up to its root's inputs (a task on the home sums
+    them). A task's output goes into the tree as it is where the sum that reads it runs on
+    its worker, and through a task that takes its total out where it would travel (its
+    locals stay with their groups)."""
+    owners = state.task_owners
+    n = len(parts)
     leaves = []
     for k, part in enumerate(parts):
-        partner = k ^ 1
-        if partner < len(parts) and owners[partner] == owners[k]:
-            leaves.append(part)
-        else:
-            leaves.append(graph.task(f"{name}-total-{k}", _second, part, worker=owners[k]))
-    return tree(graph, name, leaves, owners, _add_totals)
+        # read where it is: by the root's task on the home (one task), or at the tree's
+        # first level by the sum on its own owner (the first of a pair)
+        stays = n == 1 or (n > 2 and k % 2 == 0 and k + 1 < n) or (n == 2 and k == 0)
+        leaves.append(
+            part if stays else graph.task(f"{name}-total-{k}", _second, part, worker=owners[k])
+        )
+    return root_inputs(graph, name, leaves, owners, _add_totals)
 
 
 def _run(state, graph, outputs):

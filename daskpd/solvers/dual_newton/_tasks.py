@@ -77,6 +77,8 @@ class _Cg(NamedTuple):
     done: bool
     #: ``p^T D p`` of the direction (the damping's share of its curvature)
     p_dp: float = 0.0
+    #: the nonzeros the round that made it read (a CG round's; 0 for the first)
+    read: float = 0.0
 
 
 class _Point(NamedTuple):
@@ -345,10 +347,10 @@ def _cg_first(total, settings):
     return _next_direction(share, sums, None, settings)
 
 
-def _cg_next(cg, total, settings):
-    """The CG's next step from a CG round's sums."""
-    share, sums = _as_total(total)
-    return _next_direction(share, sums, cg, settings)
+def _cg_next(cg, settings, *totals):
+    """The CG's next step from a CG round's sums (the tree's last totals, summed here)."""
+    share, sums = _add_totals(*totals)
+    return _next_direction(share, sums, cg, settings)._replace(read=float(sums[4]))
 
 
 def _next_direction(share, sums, cg, settings):
@@ -375,13 +377,13 @@ def _next_direction(share, sums, cg, settings):
     return _Cg(u, step, beta, rz, rr0, iterations, bool(done), p_dp)
 
 
-def _cg_numbers(cg, total):
-    """What the driver reads of a CG round: whether CG is done, and the nonzeros read."""
-    read = 0.0 if total is None else float(_as_total(total)[1][4])
-    return {"done": cg.done, "iterations": cg.iterations, "read": read}
+def _cg_numbers(cg):
+    """What the driver reads of a CG round: whether CG is done, and the nonzeros its round
+    read."""
+    return {"done": cg.done, "iterations": cg.iterations, "read": cg.read}
 
 
-def _trial_home(point, total, settings):
+def _trial_home(point, settings, *totals):
     """The trial point ``w + X^T (c y delta) / (alpha n)`` and whether it passes Armijo's
     test on ``F``: ``F(a + delta) - F(a) <= ARMIJO g^T delta``.
 
@@ -389,7 +391,7 @@ def _trial_home(point, total, settings):
     ``w . X^T (c y delta) - sum c delta = g^T delta``): two sums that do not cancel, where
     the difference of ``F``'s values would, near the optimum, be below their rounding.
     """
-    share, sums = _as_total(total)
+    share, sums = _add_totals(*totals)
     step = dense(share, settings.n_columns)[0]
     w = point.w + step / settings.scale
     g_delta = float(sums[1])
