@@ -401,11 +401,11 @@ def _refine(grid, results, scores, costs, tol, steps, run, validate):
     a score is what the step's tolerance moved the scores by, and every other point whose
     score is within twice that of the best joins them (re-solved in the same step). The
     steps end when the best of these contenders leads the next by more than twice that
-    change (the next step, at a gap 100 times smaller still, moves the scores less), or
-    after ``steps`` steps. ``results``, ``scores`` and ``costs`` (the points' seconds and
-    epochs) are updated in place (a re-solve's cost added to its point's); a re-solve
-    replaces its point's result only when it reached its own gap within the budget
-    (``max_epochs``, ``time_limit``).
+    change (the next step, at a gap 100 times smaller still, moves the scores less), when
+    no score moved, or after ``steps`` steps. ``results``, ``scores`` and ``costs`` (the
+    points' seconds and epochs) are updated in place (a re-solve's cost added to its
+    point's); a re-solve replaces its point's result only when it reached its own gap
+    within the budget (``max_epochs``, ``time_limit``).
 
     Returns
     -------
@@ -447,7 +447,8 @@ def _refine(grid, results, scores, costs, tol, steps, run, validate):
             best = max(scores[k] for k in contenders)
             contenders |= {k for k in finite if scores[k] >= best - 2.0 * moved}
         top = sorted((scores[k] for k in contenders), reverse=True)
-        if top[0] - top[1] > 2.0 * moved:
+        # no score moved: a tighter gap would not move them either (equal rankings)
+        if moved == 0.0 or top[0] - top[1] > 2.0 * moved:
             break
     return tuple(sorted(int(k) for k in contenders))
 
