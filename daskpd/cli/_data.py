@@ -6,7 +6,7 @@ import argparse
 import contextlib
 
 from daskpd import _sidefiles
-from daskpd.cli._inputs import SEQUENCE_FLAGS, SVMLIGHT_FLAGS, add_sequence_options
+from daskpd.cli._inputs import DTYPE_OPTION, SEQUENCE_FLAGS, SVMLIGHT_FLAGS, sequence_options
 from daskpd.cli._options import (
     UsageError,
     _add_cluster_options,
@@ -19,6 +19,8 @@ from daskpd.cli._options import (
     _positive_int,
     _print_dashboard,
     _print_json,
+    add_options,
+    option,
     subcommand,
 )
 
@@ -31,12 +33,13 @@ from daskpd.cli._options import (
 
 @subcommand("partition", "derive the tiled layout of a P x P grid of a dataset (streamed)")
 def _add_partition(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", metavar="DATA", help="dataset directory")
-    parser.add_argument(
-        "--grid", required=True, type=_positive_int("--grid"), metavar="P", help="grid size P"
-    )
-    parser.add_argument(
-        "--overwrite", action="store_true", help="rebuild the grid if it already exists"
+    add_options(
+        parser,
+        (
+            option("data", "dataset directory", metavar="DATA"),
+            option("--grid", "grid size P", _positive_int, required=True, metavar="P"),
+            option("--overwrite", "rebuild the grid if it already exists", action="store_true"),
+        ),
     )
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_partition)
@@ -69,9 +72,12 @@ def _run_partition(args) -> int:
 
 @subcommand("info", "print a JSON summary of a dataset")
 def _add_info(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", metavar="DATA", help="dataset directory")
-    parser.add_argument(
-        "--verify", action="store_true", help="also re-read every array and check checksums"
+    add_options(
+        parser,
+        (
+            option("data", "dataset directory", metavar="DATA"),
+            option("--verify", "also re-read every array and check checksums", action="store_true"),
+        ),
     )
     parser.set_defaults(run=_run_info)
 
@@ -117,68 +123,54 @@ def _ingest_client(args):
 
 @subcommand("ingest", "convert svmlight/libsvm text or DNA sequences into a dataset")
 def _add_ingest(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="SOURCE... DEST", help="inputs, then output")
-    parser.add_argument(
-        "--format",
-        choices=("auto", "svmlight", "sequences"),
-        default="auto",
-        help="input kind (auto: sequences for .csv/.tsv/.fa/.fasta[.gz|.bz2|.xz], else svmlight)",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
-    parser.add_argument(
-        "--dtype",
-        choices=("float32", "float64"),
-        default=None,
-        help="stored values (default float64 for svmlight, float32 for sequences)",
-    )
-    parser.add_argument(
-        "--task",
-        choices=("auto", "binary", "multiclass", "regression"),
-        default="auto",
-        help="binary needs labels -1/+1, multiclass integer class labels (auto: binary when "
-        "every label is -1/+1, multiclass for 3 to 1000 distinct integer labels, else "
-        "regression)",
-    )
-    parser.add_argument(
-        "--chunk-bytes",
-        type=_positive_int("--chunk-bytes"),
-        default=None,
-        help="bytes of text parsed at a time by one task",
-    )
-    parser.add_argument(
-        "--range-bytes",
-        type=_positive_int("--range-bytes"),
-        default=None,
-        help="bytes of a plain file per task",
-    )
-    parser.add_argument(
-        "--rows-per-block",
-        type=_positive_int("--rows-per-block"),
-        default=None,
-        help="rows per row block of the dataset",
-    )
-    svm = parser.add_argument_group("svmlight")
-    svm.add_argument(
-        "--zero-based",
-        choices=("auto", "yes", "no"),
-        default="auto",
-        help="column ids start at 0 (yes) or 1 (no); auto as scikit-learn",
-    )
-    svm.add_argument(
-        "--binary",
-        choices=("auto", "yes", "no"),
-        default=None,
-        help="store no values (svmlight auto: when all values are 1; "
-        "sequences: yes = 0/1 WD indicators)",
-    )
-    svm.add_argument("--ignore-qid", action="store_true", help="drop qid:N tokens")
-    svm.add_argument("--n-features", type=_positive_int("--n-features"), default=None)
-    seq = parser.add_argument_group("sequences")
-    add_sequence_options(seq)
-    seq.add_argument("--sequence-format", choices=("auto", "csv", "fasta"), default=None)
-    seq.add_argument("--delimiter", default=None, help="CSV field separator (default ,)")
+    add_options(parser, _INGEST_OPTIONS)
+    add_options(parser, _INGEST_SVMLIGHT_OPTIONS, "svmlight")
+    add_options(parser, sequence_options() + _INGEST_SEQUENCE_OPTIONS, "sequences")
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_ingest)
+
+
+_INGEST_OPTIONS = (
+    option("paths", "inputs, then output", nargs="+", metavar="SOURCE... DEST"),
+    option(
+        "--format",
+        "input kind (auto: sequences for .csv/.tsv/.fa/.fasta[.gz|.bz2|.xz], else svmlight)",
+        choices=("auto", "svmlight", "sequences"),
+        default="auto",
+    ),
+    option("--overwrite", "replace an existing DEST", action="store_true"),
+    DTYPE_OPTION,
+    option(
+        "--task",
+        "binary needs labels -1/+1, multiclass integer class labels (auto: binary when every "
+        "label is -1/+1, multiclass for 3 to 1000 distinct integer labels, else regression)",
+        choices=("auto", "binary", "multiclass", "regression"),
+        default="auto",
+    ),
+    option("--chunk-bytes", "bytes of text parsed at a time by one task", _positive_int),
+    option("--range-bytes", "bytes of a plain file per task", _positive_int),
+    option("--rows-per-block", "rows per row block of the dataset", _positive_int),
+)
+_INGEST_SVMLIGHT_OPTIONS = (
+    option(
+        "--zero-based",
+        "column ids start at 0 (yes) or 1 (no); auto as scikit-learn",
+        choices=("auto", "yes", "no"),
+        default="auto",
+    ),
+    option(
+        "--binary",
+        "store no values (svmlight auto: when all values are 1; sequences: yes = 0/1 WD "
+        "indicators)",
+        choices=("auto", "yes", "no"),
+    ),
+    option("--ignore-qid", "drop qid:N tokens", action="store_true"),
+    option("--n-features", parse=_positive_int),
+)
+_INGEST_SEQUENCE_OPTIONS = (
+    option("--sequence-format", choices=("auto", "csv", "fasta")),
+    option("--delimiter", "CSV field separator (default ,)"),
+)
 
 
 def _looks_like_sequences(path: str) -> bool:
@@ -289,81 +281,50 @@ _GENERATE_OPTIONS = {
 
 @subcommand("generate", "write a synthetic dataset (splice, text, classification, ...)")
 def _add_generate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "kind",
-        choices=("splice", "text", "classification", "regression", "factorized", "spdc-ridge"),
-        metavar="KIND",
-        help="splice | text | classification | regression | factorized | spdc-ridge",
-    )
-    parser.add_argument("dest", metavar="DEST", help="output dataset directory")
-    parser.add_argument(
-        "--n-samples",
-        type=_positive_int("--n-samples"),
-        default=None,
-        help="rows (default 10000; spdc-ridge 500)",
-    )
-    parser.add_argument(
-        "--n-features",
-        type=_positive_int("--n-features"),
-        default=None,
-        help="columns (default 1000; spdc-ridge 500; text 2**20)",
-    )
-    parser.add_argument(
-        "--density",
-        type=_positive_float("--density"),
-        default=None,
-        help="expected fraction of nonzeros per row; 1 = dense",
-    )
-    parser.add_argument(
-        "--n-informative",
-        type=_positive_int("--n-informative"),
-        default=None,
-        help="nonzeros of the planted model (default: all)",
-    )
-    parser.add_argument("--noise", type=float, default=None, help="noise standard deviation")
-    parser.add_argument("--flip-y", type=float, default=None, help="fraction of flipped labels")
-    parser.add_argument(
-        "--binary-features", action="store_true", default=None, help="0/1 sparse features"
-    )
-    parser.add_argument("--rank", type=_positive_int("--rank"), default=None)
-    parser.add_argument("--factorized-task", choices=("regression", "classification"), default=None)
-    parser.add_argument(
-        "--positive-rate",
-        type=_positive_float("--positive-rate"),
-        default=None,
-        help="splice, text: fraction of positives (default 0.01; text 0.05)",
-    )
-    parser.add_argument(
-        "--mean-tokens",
-        type=_positive_float("--mean-tokens"),
-        default=None,
-        help="text: mean tokens per document (default 150)",
-    )
-    parser.add_argument("--site", choices=("acceptor", "donor"), default=None)
-    parser.add_argument(
-        "--length",
-        type=_positive_int("--length"),
-        default=None,
-        help="splice: window length (default 60)",
-    )
-    parser.add_argument("--degree", type=_positive_int("--degree"), default=None)
-    parser.add_argument("--hash-bits", type=_positive_int("--hash-bits"), default=None)
-    parser.add_argument(
-        "--binary", action="store_true", default=None, help="splice: 0/1 WD indicators"
-    )
-    parser.add_argument(
-        "--order",
-        type=int,
-        choices=(0, 1),
-        default=None,
-        help="splice: Markov order of the window model (default 1)",
-    )
-    parser.add_argument("--dtype", choices=("float32", "float64"), default=None)
-    parser.add_argument("--chunk-rows", type=_positive_int("--chunk-rows"), default=None)
-    parser.add_argument("--seed", type=int, default=0, help="random_state (default 0)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing DEST")
+    add_options(parser, _GENERATE_TABLE)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_generate)
+
+
+_GENERATE_TABLE = (
+    option(
+        "kind",
+        "splice | text | classification | regression | factorized | spdc-ridge",
+        choices=("splice", "text", "classification", "regression", "factorized", "spdc-ridge"),
+        metavar="KIND",
+    ),
+    option("dest", "output dataset directory", metavar="DEST"),
+    option("--n-samples", "rows (default 10000; spdc-ridge 500)", _positive_int),
+    option("--n-features", "columns (default 1000; spdc-ridge 500; text 2**20)", _positive_int),
+    option("--density", "expected fraction of nonzeros per row; 1 = dense", _positive_float),
+    option("--n-informative", "nonzeros of the planted model (default: all)", _positive_int),
+    option("--noise", "noise standard deviation", type=float),
+    option("--flip-y", "fraction of flipped labels", type=float),
+    option("--binary-features", "0/1 sparse features", action="store_true", default=None),
+    option("--rank", parse=_positive_int),
+    option("--factorized-task", choices=("regression", "classification")),
+    option(
+        "--positive-rate",
+        "splice, text: fraction of positives (default 0.01; text 0.05)",
+        _positive_float,
+    ),
+    option("--mean-tokens", "text: mean tokens per document (default 150)", _positive_float),
+    option("--site", choices=("acceptor", "donor")),
+    option("--length", "splice: window length (default 60)", _positive_int),
+    option("--degree", parse=_positive_int),
+    option("--hash-bits", parse=_positive_int),
+    option("--binary", "splice: 0/1 WD indicators", action="store_true", default=None),
+    option(
+        "--order",
+        "splice: Markov order of the window model (default 1)",
+        type=int,
+        choices=(0, 1),
+    ),
+    option("--dtype", choices=("float32", "float64")),
+    option("--chunk-rows", parse=_positive_int),
+    option("--seed", "random_state (default 0)", type=int, default=0),
+    option("--overwrite", "replace an existing DEST", action="store_true"),
+)
 
 
 def _run_generate(args) -> int:

@@ -21,6 +21,8 @@ from daskpd.cli._options import (
     _nonnegative_int,
     _positive_int,
     _run_client,
+    add_options,
+    option,
     subcommand,
 )
 from daskpd.cli._training import (
@@ -38,28 +40,32 @@ from daskpd.cli._training import (
     "run DSO beside it on the same data, report",
 )
 def _add_demo(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dir",
-        metavar="D",
-        help="keep the data and model in D (default: a temporary directory, removed at the end)",
+    data_options = (
+        option(
+            "--dir",
+            "keep the data and model in D (default: a temporary directory, removed at the end)",
+            metavar="D",
+        ),
+        option(
+            "--n-samples",
+            "training rows (default 20000; a quarter more for testing)",
+            _positive_int,
+            default=20000,
+        ),
     )
-    parser.add_argument(
-        "--n-samples",
-        type=_positive_int("--n-samples"),
-        default=20000,
-        help="training rows (default 20000; a quarter more for testing)",
-    )
+    add_options(parser, data_options)
     _add_training_options(
         parser,
         defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
     )
-    parser.add_argument(
+    dso_epochs = option(
         "--dso-epochs",
-        type=_nonnegative_int("--dso-epochs"),
+        "epoch budget of the DSO run shown beside the default one (default 10; 0: none)",
+        _nonnegative_int,
         default=10,
         metavar="K",
-        help="epoch budget of the DSO run shown beside the default one (default 10; 0: none)",
     )
+    add_options(parser, (dso_epochs,))
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_demo)
 

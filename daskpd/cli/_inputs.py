@@ -24,44 +24,50 @@ from daskpd.cli._options import (
     _check_format_flags,
     _flags_given,
     _positive_int,
+    add_options,
+    option,
+)
+
+#: Where a file's ingested values are stored (``ingest`` and the file inputs).
+DTYPE_OPTION = option(
+    "--dtype",
+    "stored values (default float64 for svmlight, float32 for sequences)",
+    choices=("float32", "float64"),
 )
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
     """The options of a file given as data (ingest options, where its store goes)."""
-    group = parser.add_argument_group(
+    input_options = (
+        option(
+            "--format",
+            "what a file given as data holds (default svmlight)",
+            choices=("svmlight", "sequences"),
+            default="svmlight",
+        ),
+        option(
+            "--store",
+            "put the stores made from files in DIR (default: the cache, $DASKPD_CACHE or "
+            "~/.cache/daskpd); required with --scheduler, on storage the workers can read",
+            metavar="DIR",
+        ),
+        option(
+            "--zero-based",
+            "svmlight column ids start at 0 (yes) or 1 (no); auto as scikit-learn, per file: "
+            "say yes or no when a test file may lack the training file's column 0",
+            choices=("auto", "yes", "no"),
+            default="auto",
+        ),
+        DTYPE_OPTION,
+    )
+    add_options(
+        parser,
+        input_options + sequence_options(prefix="sequences: "),
         "file input",
         "DATA (and --test) may be an svmlight/libsvm file, or a DNA sequences file with "
         "--format sequences: ingested into a store once, reused while the file and these "
         "options are unchanged",
     )
-    group.add_argument(
-        "--format",
-        choices=("svmlight", "sequences"),
-        default="svmlight",
-        help="what a file given as data holds (default svmlight)",
-    )
-    group.add_argument(
-        "--store",
-        metavar="DIR",
-        default=None,
-        help="put the stores made from files in DIR (default: the cache, $DASKPD_CACHE or "
-        "~/.cache/daskpd); required with --scheduler, on storage the workers can read",
-    )
-    group.add_argument(
-        "--zero-based",
-        choices=("auto", "yes", "no"),
-        default="auto",
-        help="svmlight column ids start at 0 (yes) or 1 (no); auto as scikit-learn, per file: "
-        "say yes or no when a test file may lack the training file's column 0",
-    )
-    group.add_argument(
-        "--dtype",
-        choices=("float32", "float64"),
-        default=None,
-        help="stored values (default float64 for svmlight, float32 for sequences)",
-    )
-    add_sequence_options(group, prefix="sequences: ")
 
 
 # The flags of each input format, with their defaults: what is given when not the default.
@@ -76,44 +82,33 @@ SEQUENCE_FLAGS = {
 }
 
 
-def add_sequence_options(group, *, prefix="") -> None:
+def sequence_options(*, prefix=""):
     """The options of DNA sequences' features and labels (:data:`SEQUENCE_FLAGS`), shared by
     ``ingest`` and the file inputs of the training commands.
 
     Parameters
     ----------
-    group : argparse.ArgumentParser or argument group
     prefix : str, default=""
         Put before each help text (where the options stand among svmlight ones).
+
+    Returns
+    -------
+    tuple
+        :func:`~daskpd.cli._options.option` entries.
     """
-    group.add_argument(
-        "--degree",
-        type=_positive_int("--degree"),
-        default=None,
-        help=f"{prefix}weighted-degree order K (default 8)",
+    return (
+        option("--degree", f"{prefix}weighted-degree order K (default 8)", _positive_int),
+        option("--hash-bits", f"{prefix}hash WD features into 2^b columns", _positive_int),
+        option("--sequence-column", f"{prefix}CSV sequence column (default sequence)"),
+        option("--label-column", f"{prefix}CSV label column (default label)"),
+        option(
+            "--positive",
+            f"{prefix}label value(s) mapped to +1, others to -1 (repeatable)",
+            action="append",
+            metavar="LABEL",
+        ),
+        option("--allow-n", f"{prefix}accept N letters", action="store_true"),
     )
-    group.add_argument(
-        "--hash-bits",
-        type=_positive_int("--hash-bits"),
-        default=None,
-        help=f"{prefix}hash WD features into 2^b columns",
-    )
-    group.add_argument(
-        "--sequence-column",
-        default=None,
-        help=f"{prefix}CSV sequence column (default sequence)",
-    )
-    group.add_argument(
-        "--label-column", default=None, help=f"{prefix}CSV label column (default label)"
-    )
-    group.add_argument(
-        "--positive",
-        action="append",
-        default=None,
-        metavar="LABEL",
-        help=f"{prefix}label value(s) mapped to +1, others to -1 (repeatable)",
-    )
-    group.add_argument("--allow-n", action="store_true", help=f"{prefix}accept N letters")
 
 
 def is_file_input(path) -> bool:

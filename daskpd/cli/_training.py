@@ -19,6 +19,8 @@ from daskpd.cli._options import (
     _positive_int,
     _print_json,
     _run_client,
+    add_options,
+    option,
     subcommand,
 )
 from daskpd.cli._path import alpha_or_auto, check_path_arguments, run_train_path
@@ -114,81 +116,75 @@ def _open_data(path, what):
 
 
 def _add_training_options(parser, *, defaults, alpha_auto=False) -> None:
-    group = parser.add_argument_group("model and solver")
-    group.add_argument(
-        "--solver",
-        default=defaults["solver"],
-        help=f"registered solver, or 'auto': the fastest to a certified model for the loss "
-        f"and penalty (default {defaults['solver']}; `daskpd solvers` lists what each supports)",
+    alpha_help = (
+        f"regularization strength: > 0, or >= 0 for --reg zero (default {defaults['alpha']:g})"
     )
-    group.add_argument(
-        "--loss", default=defaults["loss"], help=f"loss name (default {defaults['loss']})"
-    )
-    group.add_argument("--reg", default="l2", help="regularizer name (default l2)")
-    group.add_argument(
-        "--alpha",
-        type=alpha_or_auto if alpha_auto else _number("--alpha"),
-        default=defaults["alpha"],
-        help=f"regularization strength: > 0, or >= 0 for --reg zero (default "
-        f"{defaults['alpha']:g})"
-        + (
+    if alpha_auto:
+        alpha_help += (
             "; 'auto': the best on --validation of a certified, warm-started path of 12 "
             "alphas (daskpd.regularization_path)"
-            if alpha_auto
-            else ""
+        )
+    model_and_solver = (
+        option(
+            "--solver",
+            f"registered solver, or 'auto': the fastest to a certified model for the loss and "
+            f"penalty (default {defaults['solver']}; `daskpd solvers` lists what each supports)",
+            default=defaults["solver"],
+        ),
+        option("--loss", f"loss name (default {defaults['loss']})", default=defaults["loss"]),
+        option("--reg", "regularizer name (default l2)", default="l2"),
+        option(
+            "--alpha",
+            alpha_help,
+            type=alpha_or_auto if alpha_auto else _number("--alpha"),
+            default=defaults["alpha"],
+        ),
+        option(
+            "--epochs",
+            f"epoch budget (default {defaults['epochs']})",
+            _positive_int,
+            default=defaults["epochs"],
+        ),
+        option(
+            "--tol",
+            f"stop at this duality gap (default {defaults['tol']:g})",
+            _nonnegative_float,
+            default=defaults["tol"],
+        ),
+        option(
+            "--time-limit", "stop after this much training time", _positive_float, metavar="SECONDS"
+        ),
+        option(
+            "--eval-every",
+            "evaluate the gap (and test metrics) every K epochs, or 'auto': as often as keeps "
+            "evaluation within 10%% of the wall time (default auto; the last epoch always)",
+            type=_eval_every,
+            default="auto",
+            metavar="K",
+        ),
+        option(
+            "--grid",
+            "row groups K (cocoa, tron; with the default solver, K > 1 and the logistic or "
+            "squared loss: tron, whose rounds do not grow with K) or DSO's grid size (the "
+            "dataset needs `daskpd partition --grid K`)",
+            _positive_int,
+            metavar="K",
+        ),
+        option(
+            "--option",
+            "solver option, repeatable (e.g. --option step=sqrt)",
+            action="append",
+            metavar="NAME=VALUE",
+        ),
+        option("--seed", "random_state (default 0)", _nonnegative_int, default=0),
+        option("--no-progress", "no progress bar", action="store_true"),
+        option(
+            "--in-process",
+            "run in this process on Dask's threaded scheduler (no cluster)",
+            action="store_true",
         ),
     )
-    group.add_argument(
-        "--epochs",
-        type=_positive_int("--epochs"),
-        default=defaults["epochs"],
-        help=f"epoch budget (default {defaults['epochs']})",
-    )
-    group.add_argument(
-        "--tol",
-        type=_nonnegative_float("--tol"),
-        default=defaults["tol"],
-        help=f"stop at this duality gap (default {defaults['tol']:g})",
-    )
-    group.add_argument(
-        "--time-limit",
-        type=_positive_float("--time-limit"),
-        default=None,
-        metavar="SECONDS",
-        help="stop after this much training time",
-    )
-    group.add_argument(
-        "--eval-every",
-        type=_eval_every,
-        default="auto",
-        metavar="K",
-        help="evaluate the gap (and test metrics) every K epochs, or 'auto': as often as "
-        "keeps evaluation within 10%% of the wall time (default auto; the last epoch always)",
-    )
-    group.add_argument(
-        "--grid",
-        type=_positive_int("--grid"),
-        default=None,
-        metavar="K",
-        help="row groups K (cocoa, tron; with the default solver, K > 1 and the logistic or "
-        "squared loss: tron, whose rounds do not grow with K) or DSO's grid size "
-        "(the dataset needs `daskpd partition --grid K`)",
-    )
-    group.add_argument(
-        "--option",
-        action="append",
-        metavar="NAME=VALUE",
-        help="solver option, repeatable (e.g. --option step=sqrt)",
-    )
-    group.add_argument(
-        "--seed", type=_nonnegative_int("--seed"), default=0, help="random_state (default 0)"
-    )
-    group.add_argument("--no-progress", action="store_true", help="no progress bar")
-    group.add_argument(
-        "--in-process",
-        action="store_true",
-        help="run in this process on Dask's threaded scheduler (no cluster)",
-    )
+    add_options(parser, model_and_solver, "model and solver")
 
 
 def _eval_every(text):
@@ -236,46 +232,37 @@ def _summary(result) -> dict:
 
 @subcommand("train", "train a model on a dataset (progress bar, checkpoints, resume)")
 def _add_train(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "data",
-        metavar="DATA",
-        help="training data: a dataset directory, or an svmlight or sequences file (see below)",
-    )
+    data = "training data: a dataset directory, or an svmlight or sequences file (see below)"
+    add_options(parser, (option("data", data, metavar="DATA"),))
     _add_training_options(
         parser,
         defaults={"solver": "auto", "loss": "hinge", "alpha": 1e-4, "epochs": 50, "tol": 1e-4},
         alpha_auto=True,
     )
-    parser.add_argument(
-        "--class-weight",
-        metavar="W",
-        default=None,
-        help="'balanced' or NEG:POS row weights, e.g. 1:10",
-    )
-    parser.add_argument(
-        "--test", metavar="DATA", help="test dataset or file (AUPRC etc. in the history)"
-    )
-    parser.add_argument(
-        "--validation", metavar="DATA", help="with --alpha auto: the rows that choose alpha"
-    )
-    parser.add_argument("--out", metavar="MODEL", help="write the model (zarr) here")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
-    parser.add_argument("--checkpoint-dir", metavar="D", help="write checkpoints into D")
-    parser.add_argument(
-        "--checkpoint-every",
-        type=_positive_int("--checkpoint-every"),
-        default=1,
-        metavar="K",
-        help="checkpoint every K epochs (default 1)",
-    )
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from the latest checkpoint in --checkpoint-dir",
-    )
+    add_options(parser, _TRAIN_OPTIONS)
     add_input_options(parser)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_train)
+
+
+_TRAIN_OPTIONS = (
+    option("--class-weight", "'balanced' or NEG:POS row weights, e.g. 1:10", metavar="W"),
+    option("--test", "test dataset or file (AUPRC etc. in the history)", metavar="DATA"),
+    option("--validation", "with --alpha auto: the rows that choose alpha", metavar="DATA"),
+    option("--out", "write the model (zarr) here", metavar="MODEL"),
+    option("--overwrite", "replace an existing MODEL", action="store_true"),
+    option("--checkpoint-dir", "write checkpoints into D", metavar="D"),
+    option(
+        "--checkpoint-every",
+        "checkpoint every K epochs (default 1)",
+        _positive_int,
+        default=1,
+        metavar="K",
+    ),
+    option(
+        "--resume", "continue from the latest checkpoint in --checkpoint-dir", action="store_true"
+    ),
+)
 
 
 def _run_train(args) -> int:
@@ -342,10 +329,16 @@ def _model_scores(args):
     return model, data, scores
 
 
+#: The arguments of the commands that score a dataset with a model (evaluate, predict).
+_SCORED = (
+    option("model", "model written by `daskpd train --out`", metavar="MODEL"),
+    option("data", "dataset directory, or a file to ingest", metavar="DATA"),
+)
+
+
 @subcommand("evaluate", "score a dataset with a model; metrics as JSON on stdout")
 def _add_evaluate(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
-    parser.add_argument("data", metavar="DATA", help="dataset directory, or a file to ingest")
+    add_options(parser, _SCORED)
     add_input_options(parser)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_evaluate)
@@ -376,15 +369,18 @@ def _run_evaluate(args) -> int:
     "score per class and the predicted labels)",
 )
 def _add_predict(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="model written by `daskpd train --out`")
-    parser.add_argument("data", metavar="DATA", help="dataset directory, or a file to ingest")
-    parser.add_argument(
-        "out",
-        metavar="OUT",
-        help="output zarr group (array 'scores'; a multiclass model: 'scores' of shape "
-        "(n_samples, n_classes) and 'labels')",
+    out = (
+        "output zarr group (array 'scores'; a multiclass model: 'scores' of shape "
+        "(n_samples, n_classes) and 'labels')"
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    add_options(
+        parser,
+        _SCORED
+        + (
+            option("out", out, metavar="OUT"),
+            option("--overwrite", "replace an existing OUT", action="store_true"),
+        ),
+    )
     add_input_options(parser)
     _add_cluster_options(parser)
     parser.set_defaults(run=_run_predict)
