@@ -510,8 +510,8 @@ def start_margins(rows, z, values, slack, bounds, lo, hi):
     z : ndarray of shape (m,)
     values : ndarray of shape (n_columns, 1), float32
         The round's start ``w`` on the group's columns, rounded to float32: half the bytes
-        of float64 (18.6 MB at 4.66M columns, inside this machine's 32 MB last-level
-        cache), one record each for :func:`prefetch_record`.
+        of float64 (more of it stays in the last-level cache), one record each for
+        :func:`prefetch_record`.
     slack : float
         An upper bound of ``||w - values||`` (the rounding), so that each bound stays a
         lower bound of the margin at ``w`` (Cauchy-Schwarz).

@@ -86,8 +86,8 @@ class CocoaOptions:
         worker's core would idle); in-process 1
         (:func:`daskpd.solvers.cocoa._solver.default_threads`). 1: the serial passes, the
         same bits run to run. Threads write to the same cache lines where rows share
-        features, so a round gains less than the thread count (2 threads: 1.3-1.4x a
-        round at 1e8 nonzeros). A column's record holds ``w_j`` and one slot per thread,
+        features, so a round gains less than the thread count (BENCHMARKS.md). A column's
+        record holds ``w_j`` and one slot per thread,
         rounded up to a power of two: 16 bytes for one thread, 32 for two or three, 64 for
         up to seven.
     rows : {"auto", "memory", "stream"}, default="auto"
@@ -201,7 +201,7 @@ STREAM_SHARE = 0.4
 STREAM_MEMORY_SHARE = 0.6
 
 #: What a worker process holds before any data: Python, NumPy, Dask and the loaded kernels
-#: (380-420 MiB measured for an idle worker of the 5e9 runs).
+#: (an idle worker's, as measured in BENCHMARKS.md).
 WORKER_BASE_BYTES = 400 << 20
 
 #: The active rows kept for a streamed round's shrunk passes: at most this many chunks'

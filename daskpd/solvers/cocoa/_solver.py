@@ -60,8 +60,8 @@ from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
 _LOG = logging.getLogger(__name__)
 
 
-#: The longest :meth:`Cocoa.settle` waits for a run's last shrunk passes (they take a round's
-#: fraction: 0.5-2 s at 1e8 nonzeros here).
+#: The longest :meth:`Cocoa.settle` waits for a run's last shrunk passes (they take a fraction
+#: of a round).
 SETTLE_SECONDS = 120.0
 
 
@@ -138,12 +138,11 @@ class Cocoa(Solver):
 
         Parameters
         ----------
-        problem : daskpd.problem.Problem
-        data : Dataset or MemoryDataset
+        problem, data, client
+            As :meth:`Solver.init <daskpd.solvers.driver.protocol.Solver.init>` takes them.
         seed : numpy.random.SeedSequence
             Root seed; round ``t``, group ``k`` draws its order from
             ``block_seeds(epoch_seed(seed, t), grid)[k]``.
-        client : distributed.Client or None
         options : CocoaOptions
         warm_start : Iterate, optional
             With ``z`` (length ``n_samples``): that dual point, projected on the dual box,
@@ -203,11 +202,6 @@ class Cocoa(Solver):
             spent: the futures the returned state does not hold are released once the
             round is submitted (an iterate taken before holds references of its own).
         epoch : int
-            1, 2, ...
-
-        Returns
-        -------
-        state
         """
         settings, grid = state.settings, state.settings.grid
         seeds = block_seeds(epoch_seed(state.seed, epoch), grid)
@@ -261,18 +255,9 @@ class Cocoa(Solver):
         )
 
     def iterate(self, state):
-        """Return the start point of the last round, with its exact primal and dual.
-
-        Parameters
-        ----------
-        state
-
-        Returns
-        -------
-        Iterate
-            ``w`` (gathered), ``z`` by group (futures on a client) with ``z_bounds``, and
-            ``primal``/``dual``. At epoch 0: the start point, without a certificate.
-        """
+        """Return the start point of the last round, with its exact primal and dual: ``w``
+        (gathered), ``z`` by group (futures on a client) with ``z_bounds``, and
+        ``primal``/``dual``. At epoch 0: the start point, without a certificate."""
         client = state.client
         if state.epoch == 0:
             w = state.w[0] if client is None else client.gather(state.w[0])
@@ -360,16 +345,7 @@ class Cocoa(Solver):
         return _certificate(state.settings, state.stats)
 
     def state_arrays(self, state):
-        """Return every array needed to resume exactly (gathers ``w`` and ``z`` once).
-
-        Parameters
-        ----------
-        state
-
-        Returns
-        -------
-        dict of str to ndarray
-        """
+        """Return every array needed to resume exactly (gathers ``w`` and ``z`` once)."""
         arrays = {
             "epoch": np.asarray(state.epoch, dtype=np.int64),
             "grid": np.asarray(state.settings.grid, dtype=np.int64),
@@ -477,10 +453,40 @@ class Cocoa(Solver):
                 stream_nnz(options, data, limits.get(owner, 0), stop - start, settings.threads)
                 for owner, (start, stop) in zip(owners, ranges, strict=True)
             )
-            return self._streamed_state(
-                problem, data, seed, client, dataclasses.replace(settings, stream_nnz=chunk),
-                owners, homes, token, class_pair, ranges,
-            )  # fmt: skip
+            settings = dataclasses.replace(settings, stream_nnz=chunk)
+            groups, columns = self._streamed_groups(
+                data, client, settings, owners, homes, token, class_pair, ranges
+            )
+            # a streamed group's z block is about a tenth of its rows' bytes: apart
+            whole = False
+        else:
+            groups, columns, whole = self._read_groups(
+                data, client, settings, owners, homes, token, class_pair, ranges
+            )
+        return _State(
+            problem=problem,
+            source=data,
+            settings=settings,
+            seed=seed,
+            client=client,
+            token=token,
+            row_bounds=bounds,
+            owners=owners,
+            homes=homes,
+            groups=tuple(groups),
+            columns=columns,
+            z=(),
+            z_pick=None,
+            z_blocks=(),
+            w=(),
+            epoch=0,
+            whole=whole,
+        )
+
+    def _read_groups(self, data, client, settings, owners, homes, token, class_pair, ranges):
+        """The row groups kept in memory by their owners (``rows="memory"``), their columns
+        where each home reads them, and whether a z block may travel with its group's step."""
+        grid = len(ranges)
         if client is not None and is_on_disk(data):
             # read by the owner straight from the store; the future stays for the run
             graph = TaskGraph("cocoa", token)
@@ -527,33 +533,14 @@ class Cocoa(Solver):
         # a z block may travel with its group's step when at most a quarter of its size
         # (or up to 1 MiB)
         whole = all(
-            int(m) <= max(size // 4, 1 << 17)
-            for m, size in zip(np.diff(bounds), sizes, strict=True)
+            stop - start <= max(size // 4, 1 << 17)
+            for (start, stop), size in zip(ranges, sizes, strict=True)
         )
-        return _State(
-            problem=problem,
-            source=data,
-            settings=settings,
-            seed=seed,
-            client=client,
-            token=token,
-            row_bounds=bounds,
-            owners=owners,
-            homes=homes,
-            groups=tuple(groups),
-            columns=columns,
-            z=(),
-            z_pick=None,
-            z_blocks=(),
-            w=(),
-            epoch=0,
-            whole=whole,
-        )
+        return groups, columns, whole
 
-    def _streamed_state(
-        self, problem, data, seed, client, settings, owners, homes, token, class_pair, ranges
-    ):
-        """The state without a point for groups read by every round (``rows="stream"``)."""
+    def _streamed_groups(self, data, client, settings, owners, homes, token, class_pair, ranges):
+        """The row groups read by every round (``rows="stream"``) and their columns where
+        each home reads them."""
         calls = [
             (_open_streamed, data, start, stop, class_pair, settings if client else None)
             for start, stop in ranges
@@ -571,15 +558,7 @@ class Cocoa(Solver):
                 ],
             )
             columns, _ = _spread_columns(client, groups, owners, homes, token)
-        bounds = np.array([ranges[0][0], *(stop for _, stop in ranges)], dtype=np.int64)
-        return _State(
-            problem=problem, source=data, settings=settings, seed=seed, client=client,
-            token=token, row_bounds=bounds, owners=owners, homes=homes,
-            groups=tuple(groups), columns=columns, z=(), z_pick=None, z_blocks=(), w=(),
-            epoch=0,
-            # a streamed group's z block is about a tenth of its rows' bytes: apart
-            whole=False,
-        )  # fmt: skip
+        return groups, columns
 
     def _placed_at_zero(self, state, sizes, d):
         """``state`` at ``(w, z) = (0, 0)``: on a client, ``w``'s zeros made where they live

@@ -171,8 +171,8 @@ class _OutputPool:
     A task that may not update a ``w`` block in place packs it into new records (see
     :class:`_ColumnBlock`), and the averages are new arrays every epoch. On a Dask worker
     every large allocation is new memory (the nanny sets ``MALLOC_TRIM_THRESHOLD_``), and
-    its page faults cost 1-2 ms a MB here (numpy asks for huge pages, whose compaction
-    stalls): as much as the kernel's own work on a block of sparse columns. A buffer handed
+    its page faults (numpy asks for huge pages, whose compaction stalls) cost as much as
+    the kernel's own work on a block of sparse columns. A buffer handed
     out is exposed through a :class:`_Lease`; numpy keeps the lease alive while any view of
     the array lives, and when it is collected the buffer comes back here, at most
     ``per_size`` of a length and ``max_bytes`` in all.

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from daskpd._graphs import TaskGraph
-from daskpd.solvers.common.groups import group_owner
-from daskpd.solvers.dso._options import _Settings
+from daskpd.solvers.common.groups import GroupRunState, group_owner
 from daskpd.solvers.dso._tasks import (
     _plain_task,
     _products_task,
@@ -101,17 +100,11 @@ class _ClientGraph:
 
 
 @dataclass(frozen=True)
-class _State:
-    """Everything of a run between epochs (arrays or futures, by block)."""
+class _State(GroupRunState):
+    """Everything of a run between epochs (arrays or futures, by block; ``settings``: a
+    :class:`_Settings`)."""
 
-    problem: Any
-    source: Any
-    settings: _Settings
-    seed: Any
-    client: Any
     workers: tuple
-    token: str
-    row_bounds: np.ndarray
     block_cols: tuple  # column ids of each column block (the grid's column order)
     row_consts: tuple
     col_consts: tuple
@@ -261,9 +254,8 @@ def _shares(state, a, b):
 
 #: Largest ``(z state, w block, ...)`` tuple of a task (w as a shared-memory handle) that
 #: goes whole to the next task of its ``w`` block on another worker of the machine. Its
-#: ``z`` arrays go along unused, a millisecond a MiB between two processes here; a task
-#: splitting the ``w`` block off first costs a scheduler round trip, 3-8 ms measured on
-#: 2 busy cores (BENCHMARKS.md).
+#: ``z`` arrays go along unused, which costs less below this size than a task splitting the
+#: ``w`` block off first, a scheduler round trip (BENCHMARKS.md).
 WHOLE_TUPLE_BYTES = 2 << 20
 
 
