@@ -340,8 +340,17 @@ def seconds_to_line(rates, rounds: TronRounds, nnz, columns, layout, network) ->
     )
 
 
+class _Measured:
+    """What :class:`RoundTime` and :class:`TronRun` share: the :class:`Layout` of the
+    measured configuration, from their ``groups``, ``workers`` and ``threads``."""
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(self.groups, self.workers, self.threads)
+
+
 @dataclass(frozen=True)
-class RoundTime:
+class RoundTime(_Measured):
     """A measured round: the median seconds of the rounds of one ``kind`` of a
     configuration."""
 
@@ -354,13 +363,9 @@ class RoundTime:
     threads: int
     seconds: float
 
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.groups, self.workers, self.threads)
-
 
 @dataclass(frozen=True)
-class TronRun:
+class TronRun(_Measured):
     """A measured run to the certified line: its counts, its start and its wall seconds."""
 
     label: str
@@ -372,10 +377,6 @@ class TronRun:
     rounds: TronRounds
     init_seconds: float
     wall_to: float
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(self.groups, self.workers, self.threads)
 
 
 def fit_tron(times, runs, *, home_ns, scatter_ns, group_ns, merge_ns, bandwidth) -> TronRates:
