@@ -58,12 +58,24 @@ class Solver:
     def init(self, problem, data, *, seed, client, options, warm_start=None):
         """Return the state of epoch 0.
 
-        ``seed`` is the root ``np.random.SeedSequence`` of the run: keep it in the state and
-        draw the randomness of epoch ``e`` from ``epoch_seed(seed, e)`` (per block from
-        ``block_seeds(epoch_seed(seed, e), n)``), so that a run is a function of (seed,
-        epoch) only and resumes bit for bit. ``warm_start`` is None or an :class:`Iterate`
-        (``z`` an ndarray or None). ``client`` is a ``distributed.Client`` or None
-        (in-process: plain ``dask.compute``).
+        Parameters
+        ----------
+        problem : daskpd.problem.Problem
+        data : Dataset or MemoryDataset
+        seed : numpy.random.SeedSequence
+            The root seed of the run: keep it in the state and draw the randomness of epoch
+            ``e`` from ``epoch_seed(seed, e)`` (per block from
+            ``block_seeds(epoch_seed(seed, e), n)``), so that a run is a function of (seed,
+            epoch) only and resumes bit for bit.
+        client : distributed.Client or None
+            None: in-process (plain ``dask.compute``).
+        options : the method's ``Options``
+        warm_start : Iterate, optional
+            ``z`` an ndarray or None.
+
+        Returns
+        -------
+        state
         """
         raise NotImplementedError
 
@@ -75,18 +87,47 @@ class Solver:
         The one exception is a block that a single task reads, updated in place only after
         everything in the task that can fail (DSO's ``w`` blocks); the state given to such a
         ``run_epoch`` is spent, and the driver uses only the state it returns.
+
+        Parameters
+        ----------
+        state
+            From :meth:`init`, :meth:`run_epoch` or :meth:`restore`.
+        epoch : int
+            1, 2, ...
+
+        Returns
+        -------
+        state
         """
         raise NotImplementedError
 
     def iterate(self, state):
         """The current answer: ``w`` (and ``w_avg``) as ndarrays; ``z`` an ndarray, a list of
         per-range arrays or futures with ``z_bounds``, or None (the evaluation then builds
-        the dual point from ``w``)."""
+        the dual point from ``w``).
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        Iterate
+        """
         raise NotImplementedError
 
     def state_arrays(self, state) -> dict:
         """Everything needed to resume exactly (``w``, ``z``, accumulators, counters as 0-d
-        arrays), written to the checkpoint as zarr arrays."""
+        arrays), written to the checkpoint as zarr arrays.
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        dict of str to ndarray
+        """
         raise NotImplementedError
 
     def restore(self, problem, data, arrays, *, seed, client, options):

@@ -166,12 +166,11 @@ class DSO(Solver):
 
         Parameters
         ----------
-        problem : daskpd.problem.Problem
-        data : Dataset or MemoryDataset
+        problem, data, client
+            As :meth:`Solver.init <daskpd.solvers.driver.protocol.Solver.init>` takes them.
         seed : numpy.random.SeedSequence
             Root seed; epoch ``e``, tile ``(q, r)`` draws its order from
             ``block_seeds(epoch_seed(seed, e), grid**2)[q * grid + r]``.
-        client : distributed.Client or None
         options : DSOOptions
         warm_start : Iterate, optional
             Starting ``w`` (and ``z`` when it is an ndarray of length ``n_samples``).
@@ -354,11 +353,6 @@ class DSO(Solver):
             are updated in place (no copy of every block per epoch), so this method,
             :meth:`iterate` and :meth:`state_arrays` refuse it afterwards.
         epoch : int
-            1, 2, ...
-
-        Returns
-        -------
-        state
         """
         _fresh(state).spent["by_epoch"] = epoch
         graph = _graph(state.client, f"{state.token}-{epoch}")
@@ -385,15 +379,8 @@ class DSO(Solver):
     def iterate(self, state):
         """Return the current iterate; ``z`` stays by row group (futures on a cluster).
 
-        Parameters
-        ----------
-        state
-
-        Returns
-        -------
-        Iterate
-            ``w``/``z`` are the last iterate (or the averaged one with
-            ``report="average"``); ``w_avg``/``z_avg`` the other (``None`` at epoch 0).
+        ``w``/``z`` are the last iterate (or the averaged one with ``report="average"``);
+        ``w_avg``/``z_avg`` the other (``None`` at epoch 0).
         """
         client, p = _fresh(state).client, state.settings.grid
         owner = [group_owner(state.settings, state.workers, q) for q in range(p)]
@@ -425,16 +412,7 @@ class DSO(Solver):
         return Iterate(w=w, z=z, z_bounds=state.row_bounds, w_avg=w_avg, z_avg=z_avg)
 
     def state_arrays(self, state):
-        """Return every array needed to resume exactly (gathers the blocks once).
-
-        Parameters
-        ----------
-        state
-
-        Returns
-        -------
-        dict of str to ndarray
-        """
+        """Return every array needed to resume exactly (gathers the blocks once)."""
         zstates, wstates, z_avg, w_avg = _local_blocks(_fresh(state))
 
         def columns(parts):
