@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from daskpd._graphs import TaskGraph
-from daskpd.solvers.cocoa._options import _Settings
 from daskpd.solvers.cocoa._tasks import (
     PASSED_STATS,
     _column_shift,
@@ -22,6 +21,7 @@ from daskpd.solvers.cocoa._tasks import (
     _shrunk_task,
     _sum_task,
 )
+from daskpd.solvers.common.groups import GroupRunState
 
 # --------------------------------------------------------------------------------------------
 # one round on a distributed client: one graph of tasks pinned to the groups' owners
@@ -64,16 +64,10 @@ class _ClientRound:
 
 
 @dataclass(frozen=True)
-class _State:
-    """A run between rounds: arrays in-process, futures on a client."""
+class _State(GroupRunState):
+    """A run between rounds: arrays in-process, futures on a client (``settings``: a
+    :class:`_Settings`)."""
 
-    problem: Any
-    source: Any
-    settings: _Settings
-    seed: Any
-    client: Any
-    token: str
-    row_bounds: np.ndarray
     #: worker of each group (None in-process)
     owners: tuple
     #: workers holding a copy of w, one per distinct owner (``(None,)`` in-process)

@@ -8,9 +8,13 @@ A row group ``q`` of a ``grid``-group layout lives on one worker for the whole r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 __all__ = [
+    "GroupRunState",
     "class_weight_pair",
     "group_owner",
     "has_grid",
@@ -24,6 +28,39 @@ __all__ = [
     "worker_list",
     "worker_memory",
 ]
+
+
+@dataclass(frozen=True)
+class GroupRunState:
+    """What a run over row groups (DSO, cocoa) keeps between epochs, whatever its graph.
+
+    A method's state subclasses it with its blocks (arrays in-process, futures on a
+    client).
+
+    Attributes
+    ----------
+    problem : daskpd.problem.Problem
+    source : Dataset-like
+        The data the groups read.
+    settings
+        The method's settings of the run.
+    seed : numpy.random.SeedSequence
+        The root seed.
+    client : distributed.Client or None
+        None: in-process.
+    token : str
+        Names the run's task keys.
+    row_bounds : ndarray of shape (grid + 1,), int64
+        The row groups' bounds.
+    """
+
+    problem: Any
+    source: Any
+    settings: Any
+    seed: Any
+    client: Any
+    token: str
+    row_bounds: np.ndarray
 
 
 def row_weights(data, y, start, stop, class_pair):
