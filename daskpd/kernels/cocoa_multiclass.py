@@ -67,12 +67,9 @@ def one_vs_rest_pass(
 
     Parameters
     ----------
-    indptr : ndarray of shape (m + 1,), int64
-    indices : ndarray of shape (nnz,), int32
-        Column ids into the rows of ``v``.
-    vals : ndarray of shape (nnz,), float32 or float64
-        Ignored (may be empty) when ``binary``.
-    binary : bool
+    indptr, indices, vals, binary
+        The group's ``m`` rows in CSR, typed as in :class:`daskpd.kernels.cocoa.GroupRows`;
+        ``indices`` are column ids into the rows of ``v``.
     label : ndarray of shape (m,), int64
         Each row's class index, in ``[0, K)``.
     weight : ndarray of shape (m,)

@@ -47,6 +47,7 @@ Learning 2011), so it needs its own kernel; none is written yet.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -74,23 +75,6 @@ class _Rows(NamedTuple):
     label: np.ndarray
     weight: np.ndarray
     norm_sq: np.ndarray
-
-
-class _Settings(NamedTuple):
-    """What every round needs: the loss as a kernel takes it and the step scaling."""
-
-    loss_code: int
-    loss_params: np.ndarray
-    inv_alpha_n: float
-    alpha: float
-    n_samples: int
-    #: shrunk passes a round after the full passes, per class (0: no shrinking)
-    max_shrunk_passes: int = 0
-    shrink_ratio: float = 0.01
-    #: ``CocoaOptions.cold_margin - 1`` (:func:`daskpd.kernels.cocoa.shrink_candidates`)
-    cold_gradient: float = 1.0
-    #: the run's ``tol``: a round whose full pass certifies its start within it stops there
-    stop_gap: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -378,7 +362,7 @@ def one_vs_rest(
     -------
     OneVsRestResult
     """
-    from daskpd.solvers.cocoa._options import CocoaOptions
+    from daskpd.solvers.cocoa._options import CocoaOptions, _settings
     from daskpd.solvers.driver.types import EpochInfo
 
     options = CocoaOptions() if options is None else options
@@ -386,17 +370,12 @@ def one_vs_rest(
     classes = np.asarray(data.classes, dtype=np.float64)
     n, d, n_classes = int(data.n_samples), int(data.n_features), int(classes.shape[0])
     seed = np.random.SeedSequence(0) if seed is None else seed
-    loss_code = int(problem.loss.code)
-    boxed = loss_code in binary_kernels.BOX_LOSSES
-    shrinking = boxed if options.shrinking is None else bool(options.shrinking)
-    settings = _Settings(
-        loss_code, np.asarray(problem.loss.params, dtype=np.float64),
-        1.0 / (float(problem.alpha) * n), float(problem.alpha), n,
-        max_shrunk_passes=int(options.max_shrunk_passes) if shrinking else 0,
-        shrink_ratio=float(options.shrink_ratio),
-        cold_gradient=float(options.cold_margin) - 1.0,
-        stop_gap=max(float(tol), 0.0),
-    )  # fmt: skip
+    # the binary run's settings of one group (what a class's passes read: the loss, the
+    # step scaling and the shrinking), with the run's tol: a round whose full pass certifies
+    # its start within it stops there
+    settings = dataclasses.replace(
+        _settings(problem, data, options, grid=1), stop_gap=max(float(tol), 0.0)
+    )
     if warm_start is not None:
         raise ValueError(
             "warm_start is not supported on multiclass data yet (the duals of a warm start "
