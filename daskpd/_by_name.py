@@ -1,6 +1,20 @@
-"""The one lookup of a math object by name, shared by losses and regularizers."""
+"""What losses and regularizers share: the lookup of one by name, and the default of the
+parameters they reach kernels with."""
 
 from __future__ import annotations
+
+import numpy as np
+
+
+class KernelObject:
+    """A math object as kernels receive it: an integer ``code`` and a float64 ``params``
+    array (the base of :class:`~daskpd.losses.Loss` and
+    :class:`~daskpd.regularizers.Regularizer`)."""
+
+    @property
+    def params(self) -> np.ndarray:
+        """Parameters as the float64 array kernels receive (length >= 1)."""
+        return np.zeros(1)
 
 
 def resolve_by_name(name_or_obj, base, table, what, instances):

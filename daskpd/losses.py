@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from daskpd._by_name import resolve_by_name
+from daskpd._by_name import KernelObject, resolve_by_name
 from daskpd.kernels import scalar as _scalar
 
 __all__ = [
@@ -50,7 +50,7 @@ def _shaped(out, shape):
 
 
 @dataclass(frozen=True)
-class Loss:
+class Loss(KernelObject):
     """Base class of the losses: vectorized wrappers over :mod:`daskpd.kernels.scalar`.
 
     Subclasses set ``code`` (an integer code of :mod:`daskpd.kernels.scalar`), ``name`` and
@@ -61,11 +61,6 @@ class Loss:
     name: ClassVar[str]
     #: True when the loss expects labels in {-1, +1}.
     classification: ClassVar[bool] = False
-
-    @property
-    def params(self) -> np.ndarray:
-        """Parameters as the float64 array kernels receive (length >= 1)."""
-        return np.zeros(1)
 
     @property
     def smoothness(self) -> float:

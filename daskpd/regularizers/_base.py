@@ -7,6 +7,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from daskpd._by_name import KernelObject
+
 #: Relative tolerance for membership in a constraint set (primal indicators).
 SET_TOL = 1e-9
 #: Relative tolerance for membership in a dual-norm ball (indicator conjugates).
@@ -49,7 +51,7 @@ def project_l1_ball(v, radius):
 
 
 @dataclass(frozen=True)
-class Regularizer:
+class Regularizer(KernelObject):
     """Base class. Subclasses set ``name`` and implement the methods they support.
 
     Attributes
@@ -66,11 +68,6 @@ class Regularizer:
     code: ClassVar[int] = -1
     separable: ClassVar[bool] = False
     is_indicator: ClassVar[bool] = False
-
-    @property
-    def params(self) -> np.ndarray:
-        """Parameters as the float64 array kernels receive (length >= 1)."""
-        return np.zeros(1)
 
     @property
     def strong_convexity(self) -> float:
