@@ -32,10 +32,17 @@ An epoch is one Newton step:
   computes ``H p = c y (X_F u)`` on its free rows and updates its CG vectors, which never
   leave it. On nearly separable data the free rows are a few percent of all, so a CG round
   reads a few percent of the nonzeros (the diagonal ``c_i^2 ||x_i||^2 / (alpha n)``
-  preconditions it);
+  preconditions it). The gradient round copies each group's free rows out into a block of
+  their own, numbered on the columns they touch, so that a CG round also costs only those
+  columns (a group's own columns are most of the run's on the splice-like sets);
 - the projected line search: ``a <- clip(a + t d, 0, 1)`` on the free rows and the sum of the
   groups' ``X^T (c y delta)``, Armijo's test on the home; the trial at ``t = 1`` and the
   gradient round at it run in one graph (two reductions).
+
+A round runs one task a worker, over the groups it holds
+(:func:`daskpd.solvers.common.resident.bundles`), their shares summed there into one; the
+tree's last sum is the home's task that uses it. More groups than workers then change the
+order of the sums, not the number of tasks the scheduler runs.
 
 The code lives in private modules by job: ``_options`` (:class:`DualNewtonOptions` and the
 run's constants), ``_tasks`` (the pure tasks on the owners and on the home) and ``_solver``
