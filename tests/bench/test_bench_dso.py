@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.cluster
+# eight LocalClusters started in a subprocess: CI's second call (-m long, issue 49)
+pytestmark = [pytest.mark.cluster, pytest.mark.long]
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "bench_dso.py")
 

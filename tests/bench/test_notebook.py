@@ -22,6 +22,7 @@ def test_notebook_is_committed_without_outputs():
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a Jupyter kernel and its LocalCluster: CI's second call (-m long)
 def test_notebook_executes(monkeypatch):
     from nbclient import NotebookClient
 

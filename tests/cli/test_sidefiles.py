@@ -110,6 +110,7 @@ def svm_file(tmp_path_factory):
     return _svmlight(tmp_path_factory.mktemp("svm") / "big.svm", 12)
 
 
+@pytest.mark.long  # a killed run: CI's second call (-m long, issue 49)
 def test_killed_ingestion_leftovers_go_at_the_next_ingestion(tmp_path, svm_file):
     """``daskpd ingest`` killed (SIGKILL) half-way leaves its parts; the next ingestion to the
     same destination removes them, and leaves a live ingestion's parts alone."""
@@ -253,6 +254,7 @@ def _run_dirs(root):
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a killed run: CI's second call (-m long, issue 49)
 def test_killed_training_shared_memory_goes_at_the_next_run(tmp_path, grid_data):
     """``daskpd train --solver dso`` killed with its workers (SIGKILL to the process group)
     leaves its shared-memory directory; the next ``daskpd`` run removes it, not a live one's.
@@ -286,6 +288,7 @@ def test_killed_training_shared_memory_goes_at_the_next_run(tmp_path, grid_data)
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a terminated run: CI's second call (-m long, issue 49)
 def test_terminated_training_removes_its_shared_memory(tmp_path, grid_data):
     """SIGTERM to ``daskpd train --solver dso``: exit 143, its shared memory removed."""
     root = tmp_path / "shm"

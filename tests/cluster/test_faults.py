@@ -36,6 +36,7 @@ def disk_data(tmp_path_factory):
     return partition_dataset(path, 2)
 
 
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
     client = local_cluster
     wait_for_two_workers(client)
@@ -51,6 +52,7 @@ def test_batch_survives_worker_killed_mid_epoch(local_cluster, disk_data):
     assert killer.killed_pid not in set(client.run(os.getpid).values())
 
 
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     client = local_cluster
     kwargs = {"loss": "hinge", "alpha": 1e-3, "solver": "dso", "grid": 2, "tol": 0.0,
@@ -62,6 +64,7 @@ def test_dso_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path
     wait_for_two_workers(client)
 
 
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 def test_spdc_survives_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     # The carry goes between the two workers through shared memory; a worker lost while it
     # holds it (or the dual blocks) replays from the checkpoint: the same bits as a run
@@ -82,6 +85,7 @@ def _train_args(data, *extra):
     ]  # fmt: skip
 
 
+@pytest.mark.long  # a killed training process: CI's second call (-m long, issue 49)
 def test_killed_training_process_resumes_to_the_same_model(local_cluster, disk_data, tmp_path):
     address = local_cluster.scheduler.address
     wait_for_two_workers(local_cluster)
@@ -217,6 +221,7 @@ def own_cluster():
         yield client
 
 
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 @pytest.mark.parametrize("with_checkpoints", [True, False])
 def test_unrecoverable_data_loss_is_replayed(own_cluster, disk_data, tmp_path, with_checkpoints):
     client = own_cluster

@@ -95,6 +95,7 @@ def _train(store, workers, *extra):
     )  # fmt: skip
 
 
+@pytest.mark.long  # a training subprocess watched: CI's second call (-m long, issue 49)
 def test_a_training_run_listens_on_the_loopback_only(store):
     code, out, err, seen = _watch(_train(store, 2))
     assert code == 0, err
@@ -108,6 +109,7 @@ def test_a_training_run_listens_on_the_loopback_only(store):
     assert not outside, f"listening outside the loopback: {outside}"
 
 
+@pytest.mark.long  # a training subprocess watched: CI's second call (-m long, issue 49)
 def test_the_dashboard_listens_where_asked_and_the_link_says_where(store):
     # 127.0.0.2 is on the loopback (127.0.0.0/8) without being the default address
     code, out, err, seen = _watch(_train(store, 1, "--dashboard-address", "127.0.0.2:0"))

@@ -22,6 +22,8 @@ REASON = unavailable_reason()
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.netns,
+    # processes in network namespaces: CI's second call (-m long, issue 49)
+    pytest.mark.long,
     pytest.mark.skipif(REASON is not None, reason=f"no namespace cluster here: {REASON}"),
 ]
 

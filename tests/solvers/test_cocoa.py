@@ -1218,6 +1218,7 @@ def test_a_round_reports_before_its_shrunk_passes_finish(local_cluster, disk_dat
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 def test_survives_a_worker_killed_mid_round(local_cluster, disk_data, tmp_path):
     from _faults import assert_same_run, straight_and_killed, wait_for_two_workers
 

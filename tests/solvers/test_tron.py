@@ -321,6 +321,7 @@ def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     from _faults import assert_same_run, straight_and_killed, wait_for_two_workers
 
