@@ -393,14 +393,14 @@ def test_init_reads_each_workers_tiles_during_the_start(local_cluster, tmp_path,
 
 def test_solve_on_cluster_gap_falls(local_cluster, disk_data):
     result = solve(
-        disk_data, "hinge", "l2", 1e-2, "dso", max_epochs=30, tol=0.0, eval_every=10,
+        disk_data, "hinge", "l2", 1e-2, "dso", max_epochs=15, tol=0.0, eval_every=5,
         client=local_cluster, grid=2, svrg_every=1, init="zero",
     )  # fmt: skip
     gaps = [row["gap"] for row in result.history]
     assert len(gaps) == 3
     assert gaps[-1] < gaps[0] / 5
     assert gaps[-1] < 5e-3
-    # Every tile task of the 30 epochs unpickled the dataset; the workers share one handle
+    # Every tile task of the 15 epochs unpickled the dataset; the workers share one handle
     # (a handle per task, kept while the worker remembers the task, grew each worker by a
     # column order per tile read).
     handles = local_cluster.run(_live_handles, disk_data.path)
