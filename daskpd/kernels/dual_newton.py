@@ -1,5 +1,5 @@
 """Kernels of the projected Newton method on the hinge loss's dual
-(:mod:`daskpd.solvers.dual_newton`): the rows' squared norms and a block's transpose product.
+(:mod:`daskpd.solvers.dual_newton`): a block's transpose product.
 
 The dual's Hessian is ``diag(c y) X X^T diag(c y) / (alpha n)``; a Newton step solves it on
 the free rows only (those not held at a bound of the box ``0 <= a_i <= 1``), which on
@@ -17,21 +17,7 @@ import numpy as np
 
 from daskpd.kernels._config import njit
 
-__all__ = ["row_norms_sq", "rows_transpose"]
-
-
-@njit
-def row_norms_sq(indptr, vals, binary, out):
-    """``out[i] = ||x_i||^2`` for every row of the group."""
-    for i in range(indptr.shape[0] - 1):
-        if binary:
-            out[i] = np.float64(indptr[i + 1] - indptr[i])
-        else:
-            t = 0.0
-            for e in range(indptr[i], indptr[i + 1]):
-                v = np.float64(vals[e])
-                t += v * v
-            out[i] = t
+__all__ = ["rows_transpose"]
 
 
 @njit

@@ -46,9 +46,6 @@ def test_kernels_and_the_free_rows_block_equal_numpy(binary):
     read = kernels.rows_transpose(indptr, indices, vals, binary, coef, 0, 200, total)
     np.testing.assert_allclose(total, X.T @ coef, rtol=1e-12, atol=1e-14)
     assert read == X[coef != 0].nnz
-    norms = np.empty(200)
-    kernels.row_norms_sq(indptr, vals, binary, norms)
-    np.testing.assert_allclose(norms, np.asarray(X.multiply(X).sum(axis=1)).ravel())
     # a group on its own columns (as with several groups), its free rows copied out
     data = MemoryDataset(X[50:150], y[50:150])
     used = np.flatnonzero(np.asarray(data.col_nnz) > 0)

@@ -10,16 +10,19 @@ d-vectors. Only numbers reach the driver.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.data.format import NO_VALUES
+from daskpd.kernels import scalar
 from daskpd.kernels.dataset import local_columns
 from daskpd.kernels.tron import merge_columns, row_products, thread_cuts
 from daskpd.solvers.common.groups import (
+    check_grid_rows,
     class_weight_pair,
     idle_cores,
     in_threads,
@@ -28,10 +31,13 @@ from daskpd.solvers.common.groups import (
     row_weights,
     worker_list,
 )
+from daskpd.solvers.driver.types import Solver
 
 __all__ = [
+    "ExactMethod",
     "Layout",
     "OwnerLost",
+    "ResidentState",
     "RowGroup",
     "Share",
     "add",
@@ -370,3 +376,103 @@ def group_layout(data, client, grid, threads):
         positions[used] = np.arange(used.shape[0], dtype=np.int32)
     bounds = row_group_bounds(data, grid)
     return Layout(owners, threads, used, positions, bounds, uuid.uuid4().hex[:12])
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidentState:
+    """What an exact-product method's state holds from its start: the problem, the run's
+    settings and options, the client (None in-process), the groups' owners, row bounds and
+    references (futures on a client), the run's token and used columns. A method's state
+    adds its iterate and counters."""
+
+    problem: Any
+    settings: Any
+    options: Any
+    client: Any
+    owners: tuple
+    bounds: np.ndarray
+    groups: list
+    token: str
+    #: the data's columns with a nonzero, increasing: the run's d-vectors are on these
+    used: np.ndarray
+
+    @property
+    def home(self):
+        """The worker of the run's d-vectors (group 0's owner)."""
+        return self.owners[0]
+
+
+class ExactMethod(Solver):
+    """What the exact-product methods (``tron``, ``dual_newton``) share of the solver
+    protocol: every epoch (a Newton step) ends with a gradient round that certifies its
+    point, whose sums ``state.scalars`` hold, and the run counts its rounds and passes.
+
+    A subclass names the loss kernels it runs (``kernel_losses``); the regularizer is l2.
+    """
+
+    has_certificate = True
+    #: the loss kernels' codes the method runs (``daskpd.kernels.scalar``)
+    kernel_losses: tuple = ()
+    #: the method's state: a frozen dataclass with the fields :meth:`_setup` fills
+    State: type | None = None
+
+    def _setup(self, problem, data, client, options):
+        """The state without a point: the run's layout and settings, and its groups, read
+        once each by its owner."""
+        layout = group_layout(data, client, options.grid, options.threads)
+        groups = read_groups(
+            data, problem, client, layout.owners, layout.bounds, layout.threads,
+            layout.positions, layout.token, self.name.replace("_", "-"),
+        )  # fmt: skip
+        return self.State(
+            problem=problem,
+            settings=self.settings(problem, data, options, layout),
+            options=options,
+            client=client,
+            owners=layout.owners,
+            bounds=layout.bounds,
+            groups=groups,
+            token=layout.token,
+            used=layout.used,
+            **self.state_fields(data, layout),
+        )
+
+    def settings(self, problem, data, options, layout):
+        """The run's constants the tasks read (the method's settings tuple)."""
+        raise NotImplementedError
+
+    def state_fields(self, data, layout) -> dict:
+        """The method's own state fields known at the start (none by default)."""
+        return {}
+
+    def check(self, problem, data, options):
+        """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
+        self.capabilities.check_kernels(self.name, problem, self.kernel_losses, (scalar.L2,))
+        check_grid_rows(options.grid, data)
+
+    def certificate(self, state):
+        """``(primal, dual)`` of :meth:`iterate`'s point, from its gradient round's sums."""
+        return state.scalars["primal"], state.scalars["dual"]
+
+    def start_certificate(self, state):
+        """The certificate of the start point (its gradient round ran in :meth:`init`)."""
+        return self.certificate(state)
+
+    def counters(self, state) -> dict:
+        """Rounds and passes over the rows so far: what the many-machine benchmark reports."""
+        return {"rounds": state.rounds, "passes": state.passes}
+
+    def state_arrays(self, state) -> dict:
+        """``w``, the per-row vector :meth:`saved_rows` names (gathered) and the counters."""
+        name, pieces = self.saved_rows(state)
+        return {
+            "w": self.iterate(state).w,
+            name: np.concatenate([value(piece, state.owners) for piece in pieces]),
+            "rounds": np.asarray(state.rounds),
+            "passes": np.asarray(state.passes),
+        }
+
+    def saved_rows(self, state):
+        """``(name, pieces)``: the per-row vector a checkpoint keeps beside ``w`` (the
+        pieces in row order, values or futures), from which :meth:`restore` continues."""
+        raise NotImplementedError

@@ -10,19 +10,18 @@ import numpy as np
 
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import scalar
-from daskpd.solvers.common.groups import check_grid_rows
 from daskpd.solvers.common.resident import (
+    ExactMethod,
+    ResidentState,
     bundles,
-    group_layout,
     ranges,
-    read_groups,
     root_inputs,
     run_graph,
     tree,
     value,
 )
 from daskpd.solvers.driver.registry import register_solver
-from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
+from daskpd.solvers.driver.types import Capabilities, Iterate
 from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
 from daskpd.solvers.dual_newton._tasks import (
     _add_totals,
@@ -52,7 +51,7 @@ _MAX_HALVINGS = 30
 
 
 @dataclasses.dataclass(frozen=True)
-class _State:
+class _State(ResidentState):
     """A run's state between Newton steps: the groups and their dual values (futures on a
     client), the point ``w(a)`` and the first CG direction on ``w``'s home.
 
@@ -60,18 +59,8 @@ class _State:
     groups of one owner); ``locals`` holds each bundle's groups' dual values and CG vectors.
     """
 
-    problem: Any
-    settings: _Settings
-    options: DualNewtonOptions
-    client: Any
-    owners: tuple
-    bounds: np.ndarray
-    groups: list
-    token: str
-    #: the data's columns with a nonzero, increasing: the run's d-vectors are on these
-    used: np.ndarray
-    n_features: int
-    nnz: int
+    n_features: int = 0
+    nnz: int = 1
     #: the groups of each round's tasks, as tuples of group indices
     bundles: tuple = ()
     locals: tuple = ()
@@ -85,10 +74,6 @@ class _State:
     passes: float = 0.0
     #: whether the last Newton step found no decrease (at the optimum, to rounding)
     stalled: bool = False
-
-    @property
-    def home(self):
-        return self.owners[0]
 
     def tasks(self):
         """``(b, groups, owner)`` of each bundle: its index, its groups' references and
@@ -113,7 +98,7 @@ class _State:
 
 
 @register_solver
-class DualNewton(Solver):
+class DualNewton(ExactMethod):
     """Projected Newton-CG on the hinge loss's dual (``solver="dual_newton"``), data-parallel.
 
     Solves ``min (1/n) sum_i c_i max(0, 1 - y_i x_i . w) + (alpha/2) ||w||^2`` through its
@@ -122,8 +107,6 @@ class DualNewton(Solver):
     """
 
     name = "dual_newton"
-    #: every Newton step certifies its point from its gradient round
-    has_certificate = True
     capabilities = Capabilities(
         losses=frozenset({"hinge"}),
         loss_rule="the hinge loss (its dual is a quadratic over a box)",
@@ -131,34 +114,17 @@ class DualNewton(Solver):
         regularizer_rule="the l2 regularizer (its dual is then a quadratic)",
     )
     Options = DualNewtonOptions
+    kernel_losses = (scalar.HINGE,)
+    State = _State
 
     # -- protocol ---------------------------------------------------------------------------
 
-    def check(self, problem, data, options):
-        """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
-        self.capabilities.check_kernels(self.name, problem, (scalar.HINGE,), (scalar.L2,))
-        check_grid_rows(options.grid, data)
-
     def init(self, problem, data, *, seed, client, options, warm_start=None):
-        """Read every group on its owner and run the gradient round at the start point.
-
-        Parameters
-        ----------
-        problem : daskpd.problem.Problem
-        data : Dataset or MemoryDataset
-        seed : numpy.random.SeedSequence
-            Unused: the method draws nothing at random.
-        client : distributed.Client or None
-        options : DualNewtonOptions
-        warm_start : Iterate, optional
-            Its dual point ``z`` (``z_i = -c_i y_i a_i``, one value a row) is the start;
-            without one, the dual point read off its ``w`` (``a_i = 1`` on the rows whose
-            margin is below 1, else 0): a pass more.
-
-        Returns
-        -------
-        state
-        """
+        """Read every group on its owner and run the gradient round at the start point
+        (:meth:`Solver.init <daskpd.solvers.driver.protocol.Solver.init>`): a warm start's
+        dual point ``z`` (``z_i = -c_i y_i a_i``, one value a row), else the dual point read
+        off its ``w`` (``a_i = 1`` on the rows whose margin is below 1, else 0: a pass more),
+        else ``a = 0``. The seed is unused: the method draws nothing at random."""
         z = w = None
         if warm_start is not None:
             z = getattr(warm_start, "z", None)
@@ -181,39 +147,25 @@ class DualNewton(Solver):
             w = np.ascontiguousarray(w[state.used])
         return self._start(state, z=z, w=w)
 
-    def _setup(self, problem, data, client, options):
-        """The state without a point: the settings and the groups, read on their owners."""
-        layout = group_layout(data, client, options.grid, options.threads)
-        owners, threads, used, bounds, token = (
-            layout.owners, layout.threads, layout.used, layout.bounds, layout.token
-        )
-        settings = _Settings(
+    def settings(self, problem, data, options, layout):
+        """The run's constants (:class:`_Settings`)."""
+        return _Settings(
             n_samples=int(data.n_samples),
-            n_columns=int(used.shape[0]),
+            n_columns=int(layout.used.shape[0]),
             alpha=float(problem.alpha),
-            threads=int(threads),
+            threads=int(layout.threads),
             eta=float(options.eta),
             max_cg=int(options.max_cg),
             damping=float(options.damping),
         )
-        groups = read_groups(
-            data, problem, client, owners, bounds, threads, layout.positions, token,
-            "dual-newton",
-        )  # fmt: skip
-        return _State(
-            problem=problem,
-            settings=settings,
-            options=options,
-            client=client,
-            owners=owners,
-            bounds=bounds,
-            groups=groups,
-            token=token,
-            used=used,
-            n_features=int(data.n_features),
-            nnz=max(1, int(np.asarray(data.col_nnz).sum())),
-            bundles=bundles(owners),
-        )
+
+    def state_fields(self, data, layout) -> dict:
+        """The data's shape the counters and ``w`` need, and the bundles of groups."""
+        return {
+            "n_features": int(data.n_features),
+            "nnz": max(1, int(np.asarray(data.col_nnz).sum())),
+            "bundles": bundles(layout.owners),
+        }
 
     def _start(self, state, z=None, a=None, w=None):
         """The state at the dual point ``z`` (or ``a``, or the one read off the margins at
@@ -277,28 +229,14 @@ class DualNewton(Solver):
             dual=state.scalars["dual"],
         )
 
-    def certificate(self, state):
-        """``(primal, dual)`` of :meth:`iterate`'s point, from its gradient round's sums."""
-        return state.scalars["primal"], state.scalars["dual"]
-
-    def start_certificate(self, state):
-        """The certificate of the start point (its gradient round ran in :meth:`init`)."""
-        return self.certificate(state)
-
-    def state_arrays(self, state) -> dict:
-        """The dual point ``a`` (``w`` is ``w(a)``) and the counters."""
+    def saved_rows(self, state):
+        """The dual point ``a`` (``w`` is ``w(a)``), per bundle of groups."""
         graph = TaskGraph("dual-newton-a", f"{state.token}-{state.rounds}")
         pieces = [
             graph.task(f"a-{b}", _bundle_a, local, worker=owner)
             for b, (local, owner) in enumerate(zip(state.locals, state.task_owners, strict=True))
         ]
-        pieces = [value(piece, state.owners) for piece in _run(state, graph, pieces)]
-        return {
-            "w": self.iterate(state).w,
-            "a": np.concatenate(pieces),
-            "rounds": np.asarray(state.rounds),
-            "passes": np.asarray(state.passes),
-        }
+        return "a", _run(state, graph, pieces)
 
     def restore(self, problem, data, arrays, *, seed, client, options):
         """The state saved by :meth:`state_arrays` (``w`` is computed again from ``a``)."""
@@ -309,9 +247,6 @@ class DualNewton(Solver):
             state, rounds=int(arrays["rounds"]), passes=float(arrays["passes"])
         )
 
-    def counters(self, state) -> dict:
-        """Rounds and passes over the rows so far: what the many-machine benchmark reports."""
-        return {"rounds": state.rounds, "passes": state.passes}
 
 
 # ------------------------------------------------------------------------------------------------

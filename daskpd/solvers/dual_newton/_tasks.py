@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels import dual_newton as kernels
+from daskpd.kernels.cocoa import row_norms
 from daskpd.kernels.dataset import local_columns
 from daskpd.kernels.tron import thread_cuts
 from daskpd.solvers.common.groups import in_threads
@@ -175,7 +176,7 @@ def _start_task(group, z, w, scale):
     stays) at 1, its optimum: it does not move ``w``."""
     m = group.y.shape[0]
     norm_sq = np.empty(m)
-    kernels.row_norms_sq(group.indptr, group.vals, group.binary, norm_sq)
+    row_norms(group.indptr, group.vals, group.binary, norm_sq)
     c = group.weight
     a = np.zeros(m)
     moving = c > 0

@@ -9,19 +9,17 @@ from typing import Any
 import numpy as np
 
 from daskpd._graphs import TaskGraph
-from daskpd.kernels import scalar
 from daskpd.kernels import tron as kernels
-from daskpd.solvers.common.groups import check_grid_rows
 from daskpd.solvers.common.resident import (
-    group_layout,
+    ExactMethod,
+    ResidentState,
     ranges,
-    read_groups,
     run_graph,
     tree,
     value,
 )
 from daskpd.solvers.driver.registry import register_solver
-from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
+from daskpd.solvers.driver.types import Capabilities, Iterate
 from daskpd.solvers.tron._options import TronOptions, _settings
 from daskpd.solvers.tron._tasks import (
     _cg_direction,
@@ -49,20 +47,10 @@ _MAX_HALVINGS = 20
 
 
 @dataclasses.dataclass(frozen=True)
-class _State:
+class _State(ResidentState):
     """A run's state between epochs: the groups (futures on a client), the accepted point
     on ``w``'s home, and per group the rows' margins, curvatures and dual values."""
 
-    problem: Any
-    settings: Any
-    options: TronOptions
-    client: Any
-    owners: tuple
-    bounds: np.ndarray
-    groups: list
-    token: str
-    #: the data's columns with a nonzero, increasing: the run's vectors are on these
-    used: np.ndarray | None = None
     point: Any = None
     scalars: dict | None = None
     margins: tuple = ()
@@ -75,13 +63,9 @@ class _State:
     #: whether the last epoch's line search found no decrease (at the optimum, to rounding)
     stalled: bool = False
 
-    @property
-    def home(self):
-        return self.owners[0]
-
 
 @register_solver
-class Tron(Solver):
+class Tron(ExactMethod):
     """Newton with conjugate gradients and a line search (``solver="tron"``), data-parallel.
 
     Supports the logistic, squared hinge, smoothed hinge and squared losses with the L2
@@ -90,8 +74,6 @@ class Tron(Solver):
     """
 
     name = "tron"
-    #: every Newton step certifies its point from its gradient round
-    has_certificate = True
     capabilities = Capabilities(
         losses=frozenset({"squared_hinge", "smooth_hinge", "logistic", "squared"}),
         loss_rule="a loss with a (generalized) second derivative",
@@ -99,32 +81,16 @@ class Tron(Solver):
         regularizer_rule="the l2 regularizer (Newton steps need a smooth objective)",
     )
     Options = TronOptions
+    kernel_losses = kernels.TRON_LOSSES
+    State = _State
 
     # -- protocol ---------------------------------------------------------------------------
 
-    def check(self, problem, data, options):
-        """Raise ``ValueError`` for anything the method cannot do, before any Dask work."""
-        self.capabilities.check_kernels(self.name, problem, kernels.TRON_LOSSES, (scalar.L2,))
-        check_grid_rows(options.grid, data)
-
     def init(self, problem, data, *, seed, client, options, warm_start=None):
-        """Read every group on its owner and compute the gradient at the start point.
-
-        Parameters
-        ----------
-        problem : daskpd.problem.Problem
-        data : Dataset or MemoryDataset
-        seed : numpy.random.SeedSequence
-            Unused: the method draws nothing at random.
-        client : distributed.Client or None
-        options : TronOptions
-        warm_start : Iterate, optional
-            Its ``w`` is the start point (the dual point is read off the margins).
-
-        Returns
-        -------
-        state
-        """
+        """Read every group on its owner and compute the gradient at the start point
+        (:meth:`Solver.init <daskpd.solvers.driver.protocol.Solver.init>`): a warm start's
+        ``w`` (its dual point read off the margins), else 0. The seed is unused: the method
+        draws nothing at random."""
         state = self._setup(problem, data, client, options)
         d = int(data.n_features)
         if warm_start is not None and getattr(warm_start, "w", None) is not None:
@@ -135,28 +101,9 @@ class Tron(Solver):
             w = np.zeros(d)
         return self._start(state, np.ascontiguousarray(w[state.used]))
 
-    def _setup(self, problem, data, client, options):
-        """The state without a point: the settings and the groups, read on their owners."""
-        layout = group_layout(data, client, options.grid, options.threads)
-        owners, threads, used, bounds, token = (
-            layout.owners, layout.threads, layout.used, layout.bounds, layout.token
-        )
-        settings = _settings(problem, data, options, threads, used.shape[0])
-        groups = read_groups(
-            data, problem, client, owners, bounds, threads, layout.positions, token, "tron"
-        )
-        state = _State(
-            problem=problem,
-            settings=settings,
-            options=options,
-            client=client,
-            owners=owners,
-            bounds=bounds,
-            groups=groups,
-            token=token,
-            used=used,
-        )
-        return state
+    def settings(self, problem, data, options, layout):
+        """The run's constants (:func:`daskpd.solvers.tron._options._settings`)."""
+        return _settings(problem, data, options, layout.threads, layout.used.shape[0])
 
     def run_epoch(self, state, epoch):
         """One Newton step: CG rounds to a direction, a line search along it (one pass for
@@ -192,26 +139,10 @@ class Tron(Solver):
             dual=scalars["dual"],
         )
 
-    def certificate(self, state):
-        """``(primal, dual)`` of :meth:`iterate`'s point, from its gradient round's sums."""
-        return state.scalars["primal"], state.scalars["dual"]
-
-    def start_certificate(self, state):
-        """The certificate of the start point (its gradient round ran in :meth:`init`)."""
-        return self.certificate(state)
-
-    def state_arrays(self, state) -> dict:
-        """``w``, the margins ``X w`` (the run moves them with each step, so computing them
-        again from ``w`` would round differently) and the counters."""
-        margins = list(state.margins)
-        if state.client is not None:
-            margins = state.client.gather(margins)
-        return {
-            "w": self.iterate(state).w,
-            "margins": np.concatenate(margins),
-            "rounds": np.asarray(state.rounds),
-            "passes": np.asarray(state.passes),
-        }
+    def saved_rows(self, state):
+        """The margins ``X w``: the run moves them with each step, so computing them again
+        from ``w`` would round differently."""
+        return "margins", list(state.margins)
 
     def restore(self, problem, data, arrays, *, seed, client, options):
         """The state saved by :meth:`state_arrays`: the run continues on the same bits."""
@@ -223,9 +154,6 @@ class Tron(Solver):
         # its gradient round is the one the saved state ended with (counted there)
         return self._start(state, w, margins=np.asarray(arrays["margins"], dtype=np.float64))
 
-    def counters(self, state) -> dict:
-        """Rounds and passes over the rows so far: what the many-machine benchmark reports."""
-        return {"rounds": state.rounds, "passes": state.passes}
 
     # -- the rounds ---------------------------------------------------------------------------
 
