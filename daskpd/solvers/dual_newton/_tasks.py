@@ -329,8 +329,9 @@ def _start_w(total, settings):
 
 
 def _point_task(w, total, settings):
-    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums."""
-    _, sums = _as_total(total)
+    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums (``total``: its
+    :func:`_dense_total`)."""
+    _, sums = total
     n, alpha = settings.n_samples, settings.alpha
     w_w = float(w @ w)
     scalars = {
@@ -342,23 +343,38 @@ def _point_task(w, total, settings):
     return _Point(w, scalars)
 
 
+def _dense_total(totals, n_columns):
+    """The sum of the tree's last totals: its vector on all of the run's columns (the
+    shares added into it, where merging their column lists would cost as much again) and
+    its sums."""
+    parts = [_as_total(total) for total in totals]
+    vector = np.zeros(n_columns)
+    for share, _ in parts:
+        if share.columns is None:
+            vector += share.values[0]
+        else:
+            vector[share.columns] += share.values[0]
+    return vector, add(*(sums for _, sums in parts))
+
+
 def _cg_first(total, settings):
-    """The CG's first step from the gradient round: ``p = z``."""
-    share, sums = _as_total(total)
-    return _next_direction(share, sums, None, settings)
+    """The CG's first step from the gradient round's :func:`_dense_total`: ``p = z``."""
+    image, sums = total
+    return _next_direction(image, sums, None, settings)
 
 
 def _cg_next(cg, settings, *totals):
     """The CG's next step from a CG round's sums (the tree's last totals, summed here)."""
-    share, sums = _add_totals(*totals)
-    return _next_direction(share, sums, cg, settings)._replace(read=float(sums[4]))
+    image, sums = _dense_total(totals, settings.n_columns)
+    return _next_direction(image, sums, cg, settings)._replace(read=float(sums[4]))
 
 
-def _next_direction(share, sums, cg, settings):
-    """The image ``u`` of the next direction ``p = z + beta p``, its curvature
-    ``p^T (H + mu D) p = alpha n ||u||^2 + mu p^T D p`` and the step ``r^T z`` over it."""
+def _next_direction(image, sums, cg, settings):
+    """The image ``u`` of the next direction ``p = z + beta p`` (from the round's summed
+    ``X_F^T (c y z)``), its curvature ``p^T (H + mu D) p = alpha n ||u||^2 + mu p^T D p``
+    and the step ``r^T z`` over it."""
     rz, rr, z_dz, z_dp = (float(sums[k]) for k in (2, 3, 5, 6))
-    image = dense(share, settings.n_columns)[0] / settings.scale
+    image = image / settings.scale
     if cg is None:
         beta, u, rr0, iterations, p_dp = 0.0, image, rr, 0, z_dz
     else:
@@ -392,8 +408,7 @@ def _trial_home(point, settings, *totals):
     ``w . X^T (c y delta) - sum c delta = g^T delta``): two sums that do not cancel, where
     the difference of ``F``'s values would, near the optimum, be below their rounding.
     """
-    share, sums = _add_totals(*totals)
-    step = dense(share, settings.n_columns)[0]
+    step, sums = _dense_total(totals, settings.n_columns)
     w = point.w + step / settings.scale
     g_delta = float(sums[1])
     change = g_delta + 0.5 * float(step @ step) / settings.scale
