@@ -274,28 +274,22 @@ def bundles(owners):
     return tuple(tuple(run) for run in runs)
 
 
-def local_sum(parts, n_columns):
+def local_sum(parts):
     """The sum of the shares of the groups one task holds (:class:`Share`, arrays, or tuples
-    of them), in the order given.
+    of them), pairwise in the order given: the order :func:`tree` sums groups in.
 
-    Shares are added into a vector on all of the run's columns and read back on the ones
-    touched: a worker's groups share most of their columns, and merging their sorted column
-    lists pairwise would cost the lists' lengths at every level.
+    Merging the shares' sorted column lists costs their lengths (the columns the groups'
+    rows touch), not the run's columns: on a Dask worker a vector on all of those would be
+    fresh memory every round (the nanny trims the allocator), whose page faults cost more
+    than the merges.
     """
-    first = parts[0]
-    if len(parts) == 1:
-        return first
-    if isinstance(first, tuple) and not isinstance(first, Share):
-        return tuple(local_sum([part[k] for part in parts], n_columns) for k in range(len(first)))
-    if not isinstance(first, Share):
-        return add(*parts)
-    if any(part.columns is None for part in parts):
-        return add(*parts)
-    total = np.zeros((first.values.shape[0], n_columns))
-    for part in parts:
-        total[:, part.columns] += part.values
-    touched = np.flatnonzero(np.any(total != 0.0, axis=0)).astype(np.int32)
-    return Share(touched, total[:, touched])
+    parts = list(parts)
+    while len(parts) > 1:
+        parts = [
+            add(parts[k], parts[k + 1]) if k + 1 < len(parts) else parts[k]
+            for k in range(0, len(parts), 2)
+        ]
+    return parts[0]
 
 
 def ranges(bounds):

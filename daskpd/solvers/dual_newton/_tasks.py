@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import blas
 
 from daskpd.kernels import dual_newton as kernels
 from daskpd.kernels.cocoa import row_norms
@@ -112,14 +113,12 @@ def _add_totals(*parts):
 
 
 def _bundle_step(step, groups, previous, *args):
-    """``step(group, local, *args, settings)`` on each of a task's groups, in order: their
-    locals and the sum of their totals."""
-    settings = args[-1]
+    """``step(group, local, *args)`` on each of a task's groups, in order: their locals and
+    the sum of their totals."""
     outputs = [
         step(group, local, *args) for group, local in zip(groups, _locals_of(previous), strict=True)
     ]
-    totals = [output[1] for output in outputs]
-    return tuple(output[0] for output in outputs), local_sum(totals, settings.n_columns)
+    return tuple(output[0] for output in outputs), local_sum(output[1] for output in outputs)
 
 
 def _bundle_start(groups, pieces, w, scale):
@@ -140,11 +139,8 @@ def _bundle_restore(previous, pieces):
 def _bundle_image(groups, previous, settings):
     """The sum of the groups' images (:func:`_image_task`)."""
     return local_sum(
-        [
-            _image_task(group, local, settings)
-            for group, local in zip(groups, _locals_of(previous), strict=True)
-        ],
-        settings.n_columns,
+        _image_task(group, local, settings)
+        for group, local in zip(groups, _locals_of(previous), strict=True)
     )
 
 
@@ -360,7 +356,8 @@ def _dense_total(totals, n_columns):
 def _cg_first(total, settings):
     """The CG's first step from the gradient round's :func:`_dense_total`: ``p = z``."""
     image, sums = total
-    return _next_direction(image, sums, None, settings)
+    # a copy: the task's input is the gradient round's output, which the point reads too
+    return _next_direction(image.copy(), sums, None, settings)
 
 
 def _cg_next(cg, settings, *totals):
@@ -371,15 +368,16 @@ def _cg_next(cg, settings, *totals):
 
 def _next_direction(image, sums, cg, settings):
     """The image ``u`` of the next direction ``p = z + beta p`` (from the round's summed
-    ``X_F^T (c y z)``), its curvature ``p^T (H + mu D) p = alpha n ||u||^2 + mu p^T D p``
-    and the step ``r^T z`` over it."""
+    ``X_F^T (c y z)``, a fresh vector it scales in place), its curvature
+    ``p^T (H + mu D) p = alpha n ||u||^2 + mu p^T D p`` and the step ``r^T z`` over it."""
     rz, rr, z_dz, z_dp = (float(sums[k]) for k in (2, 3, 5, 6))
-    image = image / settings.scale
+    # in place on the fresh image: a d-vector less to allocate a round
+    image /= settings.scale
     if cg is None:
         beta, u, rr0, iterations, p_dp = 0.0, image, rr, 0, z_dz
     else:
         beta = rz / cg.rz
-        u = image + beta * cg.u
+        u = blas.daxpy(cg.u, image, a=beta)
         rr0, iterations = cg.rr0, cg.iterations + 1
         p_dp = z_dz + 2.0 * beta * z_dp + beta * beta * cg.p_dp
     curvature = settings.scale * float(u @ u) + settings.damping * p_dp
