@@ -35,7 +35,6 @@ from daskpd.solvers.dual_newton._tasks import (
     _cg_next,
     _cg_numbers,
     _cg_task,
-    _dense_total,
     _first,
     _gradient_task,
     _point_scalars,
@@ -268,7 +267,7 @@ def _gradient_round(graph, state, w, locals_):
         for b, groups, owner in state.tasks()
     ]
     totals = _sum_totals(graph, "grad-sum", parts, state)
-    total = graph.task("grad-sum", _dense_total, totals, settings.n_columns, worker=state.home)
+    total = graph.task("grad-sum", _add_totals, *totals, worker=state.home)
     point = graph.task("point", _point_task, w, total, settings, worker=state.home)
     cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)

@@ -62,13 +62,24 @@ class _Local(NamedTuple):
     z: np.ndarray = _EMPTY
     p: np.ndarray = _EMPTY
     d: np.ndarray = _EMPTY
+    #: where the free rows' columns are in the Newton step's free columns (the CG's ``u``
+    #: is on those), found at the first CG round
+    positions: np.ndarray | None = None
 
 
 class _Cg(NamedTuple):
     """The conjugate gradient's state on ``w``'s home: the image of the next direction and
-    the numbers its step needs."""
+    the numbers its step needs.
 
-    #: ``u = X^T (c y p) / (alpha n)`` of the direction ``p = z + beta p_previous``
+    The images live on the Newton step's free columns (those of the free rows, over all
+    groups: the columns of every share of the step's rounds), not on all of the run's:
+    what the home computes and sends a round is as long as those.
+    """
+
+    #: the free columns (increasing, into the run's used columns)
+    columns: np.ndarray
+    #: ``u = X^T (c y p) / (alpha n)`` of the direction ``p = z + beta p_previous``, on
+    #: ``columns``
     u: np.ndarray
     step: float
     beta: float
@@ -234,7 +245,10 @@ def _cg_task(group, local, cg, settings):
     ``p^T D p`` follows from them on the home)."""
     p = local.z if local.p.size == 0 else local.z + cg.beta * local.p
     rows = local.rows
-    hp = local.cy * group_products(rows, on_own_columns(rows, cg.u))
+    positions = local.positions
+    if positions is None:
+        positions = np.searchsorted(cg.columns, rows.columns)
+    hp = local.cy * group_products(rows, cg.u[positions])
     read = float(rows.indptr[-1])
     hp += settings.damping * local.h * p
     d = local.d + cg.step * p
@@ -246,7 +260,7 @@ def _cg_task(group, local, cg, settings):
         [0.0, 0.0, float(r @ z), float(r @ r), float(read + transposed), float(z @ hz),
          float(hz @ p)]
     )  # fmt: skip
-    return local._replace(r=r, z=z, p=p, d=d), (share, sums)
+    return local._replace(r=r, z=z, p=p, d=d, positions=positions), (share, sums)
 
 
 def _trial_task(group, local, step_length, settings):
@@ -289,14 +303,17 @@ def _free_rows(group, free):
 
 
 def _transpose(group, coef, n_columns=None):
-    """``sum_i coef[i] x_i`` over the group's rows as a :class:`Share` on the columns it
-    touches, and the nonzeros read (``n_columns``: the run's, for a group whose indices
-    number them)."""
+    """``sum_i coef[i] x_i`` over the group's rows as a :class:`Share`, and the nonzeros
+    read (``n_columns``: the run's, for a group whose indices number them).
+
+    On a block of free rows the share is on all of the block's columns (a value that
+    cancels to 0 included), so that every share of a Newton step is on the same free
+    columns; on a whole group, on the columns it touches.
+    """
     cuts = group.cuts
     n_threads = cuts.shape[0] - 1
-    if group.columns is not None:
-        n_columns = group.columns.shape[0]
-    out = np.zeros((n_threads, n_columns))
+    width = n_columns if group.columns is None else group.columns.shape[0]
+    out = np.zeros((n_threads, width))
     read = np.zeros(n_threads, dtype=np.int64)
 
     def work(t):
@@ -309,6 +326,8 @@ def _transpose(group, coef, n_columns=None):
     total = out[0]
     for t in range(1, n_threads):
         total += out[t]
+    if group.columns is not None and n_columns is None:
+        return Share(group.columns, total[None, :]), int(read.sum())
     touched = np.flatnonzero(total).astype(np.int32)
     columns = touched if group.columns is None else group.columns[touched]
     return Share(columns, total[touched][None, :]), int(read.sum())
@@ -325,9 +344,8 @@ def _start_w(total, settings):
 
 
 def _point_task(w, total, settings):
-    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums (``total``: its
-    :func:`_dense_total`)."""
-    _, sums = total
+    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums."""
+    _, sums = _as_total(total)
     n, alpha = settings.n_samples, settings.alpha
     w_w = float(w @ w)
     scalars = {
@@ -339,40 +357,24 @@ def _point_task(w, total, settings):
     return _Point(w, scalars)
 
 
-def _dense_total(totals, n_columns):
-    """The sum of the tree's last totals: its vector on all of the run's columns (the
-    shares added into it, where merging their column lists would cost as much again) and
-    its sums."""
-    parts = [_as_total(total) for total in totals]
-    vector = np.zeros(n_columns)
-    for share, _ in parts:
-        if share.columns is None:
-            vector += share.values[0]
-        else:
-            vector[share.columns] += share.values[0]
-    return vector, add(*(sums for _, sums in parts))
-
-
 def _cg_first(total, settings):
-    """The CG's first step from the gradient round's :func:`_dense_total`: ``p = z``."""
-    image, sums = total
-    # a copy: the task's input is the gradient round's output, which the point reads too
-    return _next_direction(image.copy(), sums, None, settings)
+    """The CG's first step from the gradient round: ``p = z``."""
+    share, sums = _as_total(total)
+    return _next_direction(share, sums, None, settings)
 
 
 def _cg_next(cg, settings, *totals):
     """The CG's next step from a CG round's sums (the tree's last totals, summed here)."""
-    image, sums = _dense_total(totals, settings.n_columns)
-    return _next_direction(image, sums, cg, settings)._replace(read=float(sums[4]))
+    share, sums = _add_totals(*totals)
+    return _next_direction(share, sums, cg, settings)._replace(read=float(sums[4]))
 
 
-def _next_direction(image, sums, cg, settings):
+def _next_direction(share, sums, cg, settings):
     """The image ``u`` of the next direction ``p = z + beta p`` (from the round's summed
-    ``X_F^T (c y z)``, a fresh vector it scales in place), its curvature
+    ``X_F^T (c y z)``, on the free columns), its curvature
     ``p^T (H + mu D) p = alpha n ||u||^2 + mu p^T D p`` and the step ``r^T z`` over it."""
     rz, rr, z_dz, z_dp = (float(sums[k]) for k in (2, 3, 5, 6))
-    # in place on the fresh image: a d-vector less to allocate a round
-    image /= settings.scale
+    image = share.values[0] / settings.scale
     if cg is None:
         beta, u, rr0, iterations, p_dp = 0.0, image, rr, 0, z_dz
     else:
@@ -389,7 +391,7 @@ def _next_direction(image, sums, cg, settings):
         or iterations >= settings.max_cg
     )
     step = rz / curvature if curvature > 0.0 else 0.0
-    return _Cg(u, step, beta, rz, rr0, iterations, bool(done), p_dp)
+    return _Cg(share.columns, u, step, beta, rz, rr0, iterations, bool(done), p_dp)
 
 
 def _cg_numbers(cg):
@@ -406,8 +408,10 @@ def _trial_home(point, settings, *totals):
     ``w . X^T (c y delta) - sum c delta = g^T delta``): two sums that do not cancel, where
     the difference of ``F``'s values would, near the optimum, be below their rounding.
     """
-    step, sums = _dense_total(totals, settings.n_columns)
-    w = point.w + step / settings.scale
+    share, sums = _add_totals(*totals)
+    step = share.values[0]
+    w = point.w.copy()
+    w[share.columns] += step / settings.scale
     g_delta = float(sums[1])
     change = g_delta + 0.5 * float(step @ step) / settings.scale
     accepted = change <= ARMIJO * g_delta
