@@ -126,7 +126,7 @@ def _liblinear(X, y, alpha, weight):
 
     model = LinearSVC(
         loss="hinge", dual=True, C=1.0 / (alpha * X.shape[0]), fit_intercept=False,
-        tol=1e-12, max_iter=1_000_000, random_state=0,
+        tol=1e-12, max_iter=10_000, random_state=0,
     )  # fmt: skip
     with warnings.catch_warnings():
         # liblinear may stop at its iteration cap within the tolerance asked here
@@ -254,6 +254,7 @@ def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a killed worker: CI's second call (-m long, issue 49)
 def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     from _faults import straight_and_killed, wait_for_two_workers
 
