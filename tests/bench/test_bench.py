@@ -214,6 +214,7 @@ def test_bench_cli_checks_its_markdown_section_before_measuring(tmp_path, capsys
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # four LocalClusters and a peer process a rung: CI's second call (-m long)
 def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     """P* from the tight peer, true medians over repeats, a target line that comes out not met."""
     from daskpd.bench import peers

@@ -439,6 +439,7 @@ def _cap_worker_memory(dask_worker, cap):
 
 
 @pytest.mark.cluster
+@pytest.mark.long  # a fresh capped LocalCluster: CI's second call (-m long)
 def test_ingestion_memory_is_bounded_on_capped_workers(tmp_path, big_svmlight):
     """Ingestion on a 2-worker LocalCluster whose nannies kill a worker growing more than the
     cap: no worker is killed, each worker's peak RSS growth stays under the cap, and the client
