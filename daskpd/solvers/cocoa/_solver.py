@@ -71,10 +71,8 @@ def default_threads(settings, client, owners) -> int:
 
     Each thread adds its steps to its own slot of the column records
     (:mod:`daskpd.kernels.cocoa`), so a threaded round loses no step and needs no second read
-    of the nonzeros: the threads gain on every loss (1e8 nonzeros, fresh 2-worker clusters,
-    to ``(1 + 1e-3) P*``: logistic 6.1 s against 7.0 s for one thread, hinge at alpha 1e-5
-    4.6-5.2 s against 6.5 s; BENCHMARKS.md). Before the slots, when the threads added to
-    one ``v`` without locks, a logistic run was faster in one thread.
+    of the nonzeros: the threads gain on every loss (BENCHMARKS.md), where threads adding to
+    one ``v`` without locks did not.
     """
     if client is None:
         return 1

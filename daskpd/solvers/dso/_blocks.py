@@ -23,8 +23,8 @@ class _ColumnBlock:
     """The state of a ``w`` block between tasks: ``(w, w_acc, w_snap, u_snap)``.
 
     The kernel works on packed records, one cache line per column
-    (:func:`daskpd.kernels.dso.pack_columns`). Packing a 2.3M-column block and unpacking it
-    again cost 11 ms a task, 8% of an epoch on one worker, so a block stays packed, and the
+    (:func:`daskpd.kernels.dso.pack_columns`). Packing a large block and unpacking it again
+    costs a noticeable share of an epoch (BENCHMARKS.md), so a block stays packed, and the
     next task, its last reader, updates those records in place.
 
     Records in a process's own memory travel as the four plain arrays when pickled (sent to
