@@ -78,15 +78,16 @@ PER_CHECK_PARAMS = {
     },
 }
 
-# Every entry names the open issue it is tracked in.
+# Every entry names where the limit is written down (docs/limits.md, "Convergence to high
+# precision"); an entry that starts to pass fails the run (xfail_strict).
 _NOT_TO_MACHINE_PRECISION = (
-    "issue 4: the hinge / absolute solvers (DSO, Pdprox) converge "
+    "docs/limits.md: the hinge / absolute solvers (DSO, Pdprox) converge "
     "sublinearly, so weighted and repeated fits agree to the duality gap, not to rtol 1e-7; "
     "the weights = repetitions property itself is tested exactly (objective identity) and at "
     "the certified accuracy in test_sample_weight_equals_repetition"
 )
 _ONE_VS_REST_TO_THE_GAP = (
-    "issue 51: with multiclass data (scikit-learn's check draws 3 classes since the L2 "
+    "docs/limits.md: with multiclass data (scikit-learn's check draws 3 classes since the L2 "
     "classifiers train them one-vs-rest) three fits each stop at a certified gap of 1e-15, "
     "which at alpha=1 bounds ||w - w*|| by sqrt(2e-15) ~ 4e-8, coarser than the check's "
     "atol of 1e-9; the one-vs-rest objectives themselves are tested against liblinear in "
