@@ -479,6 +479,7 @@ def test_ingestion_memory_is_bounded_on_capped_workers(tmp_path, big_svmlight):
     assert client_growth < MEMORY_CAP, f"client grew by {client_growth / 2**20:.1f} MiB"
 
 
+@pytest.mark.long  # a killed ingestion process: CI's second call (-m long)
 @pytest.mark.parametrize("stage", ["parse", "write"])
 def test_killed_ingestion_leaves_no_dataset(tmp_path, big_svmlight, stage):
     """``daskpd ingest`` killed (SIGKILL) while parsing or while writing the dataset leaves

@@ -187,6 +187,7 @@ _WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.long  # a killed training process: CI's second call (-m long)
 def test_killed_during_checkpoint_leaves_previous_valid(tmp_path):
     directory = tmp_path / "ck"
     process = subprocess.Popen(
