@@ -71,3 +71,14 @@ def assert_same_run(straight, survived):
     """The run that lost a worker returned the untouched run's ``w`` and gaps, bit for bit."""
     assert np.array_equal(survived.w, straight.w)
     assert [r["gap"] for r in survived.history] == [r["gap"] for r in straight.history]
+
+
+def assert_cluster_run_equals_in_process(on_cluster, in_process, problem, data):
+    """A run on a real cluster and the same run in-process: both certified, the same epochs,
+    the same ``w`` up to the sums' rounding, and the cluster run's primal what
+    ``problem.evaluate`` gives at its ``w``."""
+    assert on_cluster.converged and in_process.converged
+    assert on_cluster.n_epochs == in_process.n_epochs
+    np.testing.assert_allclose(on_cluster.w, in_process.w, rtol=1e-9, atol=1e-12)
+    evaluation = problem.evaluate(on_cluster.w, data)
+    assert abs(on_cluster.primal - evaluation.primal) <= 1e-10 * abs(evaluation.primal)

@@ -243,14 +243,13 @@ def disk_data(tmp_path_factory):
 
 @pytest.mark.cluster
 def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
+    from _faults import assert_cluster_run_equals_in_process
+
     kwargs = {"tol": 1e-9, "max_epochs": 60}
     on_cluster = _run(disk_data, 1e-3, 4, client=local_cluster, **kwargs)
     in_process = _run(disk_data, 1e-3, 4, **kwargs)
-    assert on_cluster.converged and in_process.converged
-    assert on_cluster.n_epochs == in_process.n_epochs
-    np.testing.assert_allclose(on_cluster.w, in_process.w, rtol=1e-9, atol=1e-12)
-    evaluation = Problem("hinge", "l2", 1e-3).evaluate(on_cluster.w, disk_data)
-    assert on_cluster.primal == pytest.approx(evaluation.primal, rel=1e-10)
+    problem = Problem("hinge", "l2", 1e-3)
+    assert_cluster_run_equals_in_process(on_cluster, in_process, problem, disk_data)
 
 
 @pytest.mark.cluster
