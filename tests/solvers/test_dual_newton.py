@@ -69,6 +69,80 @@ def test_kernels_and_the_free_rows_block_equal_numpy(binary):
     assert read == block[coef[:37] != 0].nnz
 
 
+def _box_pass_reference(X, y, c, scale, a, u):
+    """One pass of exact coordinate minimization of ``(scale / 2) ||X^T (c y a) / scale||^2
+    - sum c a`` over the box, row by row in order, with dense NumPy."""
+    X = X.toarray()
+    for i in range(X.shape[0]):
+        norm = X[i] @ X[i]
+        if c[i] <= 0 or norm == 0:
+            continue
+        gradient = c[i] * (y[i] * (X[i] @ u) - 1.0)
+        new = np.clip(a[i] - gradient * scale / (c[i] ** 2 * norm), 0.0, 1.0)
+        u += c[i] * y[i] * (new - a[i]) * X[i] / scale
+        a[i] = new
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["values", "binary"])
+def test_the_local_start_pass_equals_numpy(binary):
+    X, y = sparse_problem(n=120, d=30, seed=8, binary=binary, dtype=np.float64)
+    X = X.tocsr()
+    c = np.random.default_rng(8).uniform(0.5, 2.0, 120)
+    c[:5] = 0.0
+    norm_sq = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    a, u = np.zeros(120), np.zeros(30)
+    a_ref, u_ref = np.zeros(120), np.zeros(30)
+    vals = np.zeros(1) if binary else X.data
+    for _ in range(2):
+        read = kernels.box_pass(
+            X.indptr.astype(np.int64), X.indices.astype(np.int32), vals, binary, y, c, norm_sq,
+            0.37, a, u,
+        )  # fmt: skip
+        _box_pass_reference(X, y, c, 0.37, a_ref, u_ref)
+    np.testing.assert_allclose(a, a_ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(u, u_ref, rtol=1e-12, atol=1e-14)
+    # u is the image of the point it reached, and the pass read every row it could move
+    np.testing.assert_allclose(u, X.T @ (c * y * a) / 0.37, rtol=1e-10, atol=1e-13)
+    assert read == X[c > 0].nnz
+    assert np.all((a >= 0) & (a <= 1)) and np.any((a > 0) & (a < 1))
+
+
+@pytest.mark.parametrize("grid", [1, 3])
+def test_the_local_start_raises_the_dual_and_reaches_the_same_optimum(grid):
+    # CoCoA+'s safe sigma' = K: the groups' points added make a dual point above a = 0's (0),
+    # and its certificate is the problem's own at the point it reports
+    X, y = _wide(n=300, d=600, seed=11)
+    weight = np.random.default_rng(11).uniform(0.5, 2.0, 300)
+    data = MemoryDataset(X, y, sample_weight=weight)
+    problem, method = Problem("hinge", "l2", 1e-3), DualNewton()
+    started = {}
+    for passes in (0, 1):
+        state = method.init(
+            problem, data, seed=np.random.SeedSequence(0), client=None,
+            options=DualNewtonOptions(grid=grid, start_passes=passes),
+        )  # fmt: skip
+        started[passes] = state
+    primal, dual = method.certificate(started[1])
+    assert method.certificate(started[0])[1] == 0.0
+    assert dual > 0.0
+    iterate = method.iterate(started[1])
+    evaluation = problem.evaluate(iterate.w, data, z=iterate.z, z_bounds=iterate.z_bounds)
+    assert primal == pytest.approx(evaluation.primal, rel=1e-10)
+    assert dual == pytest.approx(evaluation.dual, rel=1e-9)
+    # a start's pass is counted (then the gradient round's read of every row), and its round
+    # (the image of its point)
+    assert method.counters(started[1])["rounds"] == 2
+    assert method.counters(started[0])["rounds"] == 1
+    assert method.counters(started[1])["passes"] >= 2.0
+    results = {
+        passes: _run(data, 1e-3, grid, tol=1e-8, start_passes=passes)
+        for passes in (0, 1)
+    }
+    assert all(result.converged for result in results.values())
+    # each primal is within its certified gap of P*
+    assert abs(results[1].primal - results[0].primal) <= max(r.gap for r in results.values())
+
+
 # --------------------------------------------------------------------------------------------
 # the method
 
@@ -80,6 +154,7 @@ def _wide(n=150, d=300, seed=0, **kwargs):
 
 
 def test_iterates_and_rounds_do_not_depend_on_the_number_of_groups():
+    # from the same start (a = 0: the local start's passes depend on the groups)
     X, y = _wide(seed=1)
     data = MemoryDataset(X, y)
     problem, method = Problem("hinge", "l2", 1e-3), DualNewton()
@@ -87,7 +162,7 @@ def test_iterates_and_rounds_do_not_depend_on_the_number_of_groups():
     for grid in (1, 2, 4):
         state = method.init(
             problem, data, seed=np.random.SeedSequence(0), client=None,
-            options=DualNewtonOptions(grid=grid),
+            options=DualNewtonOptions(grid=grid, start_passes=0),
         )  # fmt: skip
         certificates = []
         for epoch in range(1, 6):

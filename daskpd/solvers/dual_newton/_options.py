@@ -32,6 +32,12 @@ class DualNewtonOptions:
         Hessian's diagonal: with more rows than features ``H_FF`` is singular, and along its
         null space (directions that do not move ``w``, where the dual is linear) the damped
         step runs to the box's bound, which the projection then holds.
+    start_passes : int, default=1
+        From a cold start, passes of dual coordinate descent each group makes over its own
+        rows before the first Newton step (CoCoA+'s local problem with the safe
+        ``sigma' = K``; no communication); 0 starts the Newton steps at ``a = 0``, where every
+        row is free. The start then depends on ``K`` (the Newton steps from a given start
+        do not).
     """
 
     grid: int | None = None
@@ -39,6 +45,7 @@ class DualNewtonOptions:
     eta: float = 0.1
     max_cg: int = 50
     damping: float = 1e-6
+    start_passes: int = 1
 
     def __post_init__(self):
         check_group_options(self.grid, self.threads)
@@ -46,6 +53,10 @@ class DualNewtonOptions:
             raise ValueError(f"eta must be in (0, 1), got eta={self.eta!r}")
         if isinstance(self.max_cg, bool) or int(self.max_cg) < 1:
             raise ValueError(f"max_cg must be a positive int, got max_cg={self.max_cg!r}")
+        if isinstance(self.start_passes, bool) or int(self.start_passes) < 0:
+            raise ValueError(
+                f"start_passes must be a non-negative int, got start_passes={self.start_passes!r}"
+            )
         if not 0.0 < float(self.damping) < 1.0:
             raise ValueError(f"damping must be in (0, 1), got damping={self.damping!r}")
 
@@ -62,6 +73,9 @@ class _Settings:
     eta: float
     max_cg: int
     damping: float
+    start_passes: int = 0
+    #: the run's row groups (the local start's ``sigma'``)
+    n_groups: int = 1
 
     @property
     def scale(self) -> float:

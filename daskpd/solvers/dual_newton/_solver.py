@@ -17,7 +17,6 @@ from daskpd.solvers.common.resident import (
     ranges,
     root_inputs,
     run_graph,
-    tree,
     value,
 )
 from daskpd.solvers.driver.registry import register_solver
@@ -37,10 +36,12 @@ from daskpd.solvers.dual_newton._tasks import (
     _cg_task,
     _first,
     _gradient_task,
+    _local_start_task,
     _point_scalars,
     _point_task,
     _point_w,
     _second,
+    _start_read,
     _start_w,
     _trial_home,
     _trial_task,
@@ -157,6 +158,8 @@ class DualNewton(ExactMethod):
             eta=float(options.eta),
             max_cg=int(options.max_cg),
             damping=float(options.damping),
+            start_passes=int(options.start_passes),
+            n_groups=int(len(layout.owners)),
         )
 
     def state_fields(self, data, layout) -> dict:
@@ -184,20 +187,39 @@ class DualNewton(ExactMethod):
                 pieces = [a[start:stop] for start, stop in rows]
                 local = graph.task(f"restore-{b}", _bundle_restore, local, pieces, worker=owner)
             locals_.append(local)
-        rounds = 0
-        if z is None and a is None and w is None:
+        cold = z is None and a is None and w is None
+        extra = []
+        if cold and settings.start_passes == 0:
             w = graph.task("w", np.zeros, settings.n_columns, worker=state.home)
         else:
-            images = [
-                graph.task(f"image-{b}", _bundle_image, groups, locals_[b], settings, worker=owner)
-                for b, groups, owner in state.tasks()
-            ]
-            total = tree(graph, "image-sum", images, state.task_owners)
+            if cold:
+                # the groups' local passes (their images come with them)
+                images = [
+                    graph.task(
+                        f"local-{b}", _bundle_step, _local_start_task, groups, locals_[b],
+                        settings, settings.n_groups, settings.start_passes, worker=owner,
+                    )  # fmt: skip
+                    for b, groups, owner in state.tasks()
+                ]
+            else:
+                images = [
+                    graph.task(
+                        f"image-{b}", _bundle_image, groups, locals_[b], settings, worker=owner
+                    )
+                    for b, groups, owner in state.tasks()
+                ]
+            locals_ = images
+            totals = _sum_totals(graph, "image-sum", images, state)
+            total = graph.task("image-sum", _add_totals, *totals, worker=state.home)
             w = graph.task("w", _start_w, total, settings, worker=state.home)
-            rounds = 1
+            extra = [graph.task("start-read", _start_read, total, worker=state.home)]
         refs = _gradient_round(graph, state, w, locals_)
-        state = dataclasses.replace(state, rounds=state.rounds + rounds)
-        return _at_point(state, _run(state, graph, refs))
+        outputs = _run(state, graph, refs + extra)
+        read = value(outputs[-1], state.owners) if extra else 0.0
+        state = dataclasses.replace(
+            state, rounds=state.rounds + bool(extra), passes=state.passes + read / state.nnz
+        )
+        return _at_point(state, outputs[: len(refs)])
 
     def run_epoch(self, state, epoch):
         """One Newton step: CG rounds on the free rows, a projected line search (its first

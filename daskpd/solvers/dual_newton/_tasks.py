@@ -148,10 +148,10 @@ def _bundle_restore(previous, pieces):
 
 
 def _bundle_image(groups, previous, settings):
-    """The sum of the groups' images (:func:`_image_task`)."""
-    return local_sum(
-        _image_task(group, local, settings)
-        for group, local in zip(groups, _locals_of(previous), strict=True)
+    """The groups' locals and the sum of their images (:func:`_image_task`)."""
+    locals_ = _locals_of(previous)
+    return locals_, local_sum(
+        _image_task(group, local, settings) for group, local in zip(groups, locals_, strict=True)
     )
 
 
@@ -200,6 +200,40 @@ def _image_task(group, local, settings):
     """A group's ``X_k^T (c y a)`` (a warm start's ``w``) and the nonzeros read."""
     share, read = _transpose(group, group.weight * group.y * local.a, settings.n_columns)
     return share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
+
+
+def _local_start_task(group, local, settings, n_groups, passes):
+    """A group's start from ``a = 0`` by ``passes`` passes of dual coordinate descent on its
+    own rows (CoCoA+'s local problem with the safe ``sigma' = K``: the groups' points
+    together raise the dual, :func:`~daskpd.kernels.dual_newton.box_pass`).
+
+    Returns ``(local, (X_k^T (c y a), sums))``, ``sums[4]`` the nonzeros read. At ``a = 0``
+    every row is free and the first Newton steps would read all of them, many times; these
+    passes put most rows at the bound where they end.
+    """
+    c = group.weight
+    scale = settings.scale / n_groups
+    width = settings.n_columns if group.columns is None else group.columns.shape[0]
+    u = np.zeros(width)
+    a = local.a.copy()
+    read = 0
+    for _ in range(passes):
+        read += kernels.box_pass(
+            group.indptr, group.indices, group.vals, group.binary, group.y, c, local.norm_sq,
+            scale, a, u,
+        )  # fmt: skip
+    image = u * scale
+    if group.columns is None:
+        touched = np.flatnonzero(image).astype(np.int32)
+        share = Share(touched, image[touched][None, :])
+    else:
+        share = Share(group.columns, image[None, :])
+    return local._replace(a=a), (share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0]))
+
+
+def _start_read(total):
+    """The nonzeros a start's round read (its sums' fifth entry)."""
+    return float(_as_total(total)[1][4])
 
 
 def _gradient_task(group, local, w, settings):
