@@ -153,29 +153,51 @@ def _wide(n=150, d=300, seed=0, **kwargs):
     return sparse_problem(n=n, d=d, seed=seed, **kwargs)
 
 
-def test_iterates_and_rounds_do_not_depend_on_the_number_of_groups():
+def _steps(data, problem, epochs, **options):
+    """Certificates after each of ``epochs`` Newton steps, the counters and ``w``."""
+    method = DualNewton()
+    state = method.init(
+        problem, data, seed=np.random.SeedSequence(0), client=None,
+        options=DualNewtonOptions(**options),
+    )  # fmt: skip
+    certificates = []
+    for epoch in range(1, epochs + 1):
+        state = method.run_epoch(state, epoch)
+        certificates.append(method.certificate(state))
+    return np.array(certificates), method.counters(state), method.iterate(state).w
+
+
+@pytest.mark.parametrize("home_cg_nnz", [0, 10**9], ids=["cg-rounds", "cg-on-the-home"])
+def test_iterates_and_rounds_do_not_depend_on_the_number_of_groups(home_cg_nnz):
     # from the same start (a = 0: the local start's passes depend on the groups)
     X, y = _wide(seed=1)
     data = MemoryDataset(X, y)
-    problem, method = Problem("hinge", "l2", 1e-3), DualNewton()
-    runs = []
-    for grid in (1, 2, 4):
-        state = method.init(
-            problem, data, seed=np.random.SeedSequence(0), client=None,
-            options=DualNewtonOptions(grid=grid, start_passes=0),
-        )  # fmt: skip
-        certificates = []
-        for epoch in range(1, 6):
-            state = method.run_epoch(state, epoch)
-            certificates.append(method.certificate(state))
-        runs.append((np.array(certificates), method.counters(state), method.iterate(state).w))
+    problem = Problem("hinge", "l2", 1e-3)
+    runs = [
+        _steps(data, problem, 5, grid=grid, start_passes=0, home_cg_nnz=home_cg_nnz)
+        for grid in (1, 2, 4)
+    ]
     (first, counts, w), others = runs[0], runs[1:]
-    assert counts["rounds"] > 5 and counts["passes"] > 1
+    assert counts["rounds"] > (5 if home_cg_nnz == 0 else 3 * 5) and counts["passes"] > 1
     for certificates, other_counts, other_w in others:
         np.testing.assert_allclose(certificates, first, rtol=1e-9, atol=1e-13)
         assert other_counts["rounds"] == counts["rounds"]
         assert other_counts["passes"] == pytest.approx(counts["passes"], rel=1e-12)
         np.testing.assert_allclose(other_w, w, rtol=1e-8, atol=1e-12)
+
+
+def test_the_cg_on_the_home_takes_the_steps_of_the_cg_rounds():
+    # the same Newton steps to rounding, in three rounds a step (the free rows' transfer, the
+    # trial, the gradient) where the rounds take one a CG step more
+    X, y = _wide(seed=2)
+    data = MemoryDataset(X, y, sample_weight=np.random.default_rng(2).uniform(0.5, 2.0, 150))
+    problem = Problem("hinge", "l2", 1e-3, class_weight={-1: 1.0, 1: 2.0})
+    rounds, rounds_counts, rounds_w = _steps(data, problem, 5, grid=3, home_cg_nnz=0)
+    home, home_counts, home_w = _steps(data, problem, 5, grid=3, home_cg_nnz=10**9)
+    np.testing.assert_allclose(home, rounds, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(home_w, rounds_w, rtol=1e-8, atol=1e-12)
+    assert home_counts["passes"] == pytest.approx(rounds_counts["passes"], rel=1e-12)
+    assert home_counts["rounds"] == 2 + 3 * 5 < rounds_counts["rounds"]
 
 
 def test_certificate_is_the_evaluation_of_the_point_and_dual_it_reports():

@@ -38,6 +38,12 @@ class DualNewtonOptions:
         ``sigma' = K``; no communication); 0 starts the Newton steps at ``a = 0``, where every
         row is free. The start then depends on ``K`` (the Newton steps from a given start
         do not).
+    home_cg_nnz : int, default=4_000_000
+        A Newton step whose free rows hold at most this many nonzeros (over all groups)
+        sends them to ``w``'s home, which runs the step's conjugate gradient whole: one
+        round (the transfer) instead of one a CG step, the same steps. Late Newton steps
+        on nearly separable data have few free rows and many CG steps, each a reduction
+        whose latency is most of its time. 0: every CG step is a round.
     """
 
     grid: int | None = None
@@ -46,6 +52,7 @@ class DualNewtonOptions:
     max_cg: int = 50
     damping: float = 1e-6
     start_passes: int = 1
+    home_cg_nnz: int = 4_000_000
 
     def __post_init__(self):
         check_group_options(self.grid, self.threads)
@@ -56,6 +63,10 @@ class DualNewtonOptions:
         if isinstance(self.start_passes, bool) or int(self.start_passes) < 0:
             raise ValueError(
                 f"start_passes must be a non-negative int, got start_passes={self.start_passes!r}"
+            )
+        if isinstance(self.home_cg_nnz, bool) or int(self.home_cg_nnz) < 0:
+            raise ValueError(
+                f"home_cg_nnz must be a non-negative int, got home_cg_nnz={self.home_cg_nnz!r}"
             )
         if not 0.0 < float(self.damping) < 1.0:
             raise ValueError(f"damping must be in (0, 1), got damping={self.damping!r}")
@@ -76,6 +87,7 @@ class _Settings:
     start_passes: int = 0
     #: the run's row groups (the local start's ``sigma'``)
     n_groups: int = 1
+    home_cg_nnz: int = 0
 
     @property
     def scale(self) -> float:

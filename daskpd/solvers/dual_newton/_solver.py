@@ -25,10 +25,12 @@ from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
 from daskpd.solvers.dual_newton._tasks import (
     _add_totals,
     _bundle_a,
+    _bundle_free,
     _bundle_image,
     _bundle_restore,
     _bundle_start,
     _bundle_step,
+    _bundle_steps,
     _bundle_z,
     _cg_first,
     _cg_next,
@@ -36,6 +38,7 @@ from daskpd.solvers.dual_newton._tasks import (
     _cg_task,
     _first,
     _gradient_task,
+    _home_cg,
     _local_start_task,
     _point_scalars,
     _point_task,
@@ -160,6 +163,7 @@ class DualNewton(ExactMethod):
             damping=float(options.damping),
             start_passes=int(options.start_passes),
             n_groups=int(len(layout.owners)),
+            home_cg_nnz=int(options.home_cg_nnz),
         )
 
     def state_fields(self, data, layout) -> dict:
@@ -317,7 +321,8 @@ def _newton_step(state):
     settings = state.settings
     rounds, read = state.rounds, 0.0
     cg, locals_, done = state.cg, list(state.locals), state.cg_done
-    while not done:
+    home = not done and state.scalars["free_nnz"] <= settings.home_cg_nnz
+    while not done and not home:
         graph = TaskGraph("dual-newton-cg", f"{state.token}-{rounds}")
         parts = [
             graph.task(
@@ -338,11 +343,30 @@ def _newton_step(state):
     # graph (Newton steps nearly always take t = 1); a shorter t is a round of its own, then
     # a gradient round at the accepted point
     graph = TaskGraph("dual-newton-line", f"{state.token}-{rounds}")
+    solved = []
+    if home:
+        # the free rows to the home, its CG there, each group's piece of the step back: a
+        # round, in the line search's graph
+        blocks = [
+            graph.task(f"free-{b}", _bundle_free, locals_[b], worker=owner)
+            for b, _, owner in state.tasks()
+        ]
+        steps = graph.task("home-cg", _home_cg, cg, settings, *blocks, worker=state.home)
+        locals_ = [
+            graph.task(f"steps-{b}", _bundle_steps, locals_[b], steps, b, worker=owner)
+            for b, _, owner in state.tasks()
+        ]
+        solved = [graph.task("home-numbers", _second, steps, worker=state.home), *locals_]
+        rounds += 1
     trial, moved = _trial_round(graph, state, locals_, 1.0)
     w = graph.task("w", _first, trial, worker=state.home)
     verdict = graph.task("verdict", _second, trial, worker=state.home)
     refs = _gradient_round(graph, state, w, moved)
-    outputs = _run(state, graph, [verdict, *refs])
+    outputs = _run(state, graph, [verdict, *refs, *solved])
+    if home:
+        locals_ = list(outputs[len(refs) + 2 :])
+        read += value(outputs[len(refs) + 1], state.owners)["read"]
+        outputs = outputs[: len(refs) + 1]
     verdict = value(outputs[0], state.owners)
     read += verdict["read"]
     base = dataclasses.replace(state, rounds=rounds + 1, passes=state.passes + read / state.nnz)

@@ -265,6 +265,7 @@ def _gradient_task(group, local, w, settings):
             read + float(rows.indptr[-1]) + transposed,
             float(z @ (h * z)),
             0.0,
+            float(rows.indptr[-1]),
         ]
     )
     new = _Local(a, local.norm_sq, free, rows, cy, h, g[free], r, z, _EMPTY, np.zeros(free.size))
@@ -367,6 +368,65 @@ def _transpose(group, coef, n_columns=None):
     return Share(columns, total[touched][None, :]), int(read.sum())
 
 
+def _bundle_free(previous):
+    """The free rows of a task's groups and their CG start, for a CG on ``w``'s home:
+    ``(rows, cy, h, r, z)`` a group."""
+    return tuple(
+        (local.rows, local.cy, local.h, local.r, local.z) for local in _locals_of(previous)
+    )
+
+
+def _bundle_steps(previous, solved, b):
+    """The groups' locals with their pieces of the step a CG on the home solved (``solved``:
+    :func:`_home_cg`'s output, ``b`` this task's index in it)."""
+    pieces = solved[0][b]
+    return tuple(
+        local._replace(d=piece) for local, piece in zip(_locals_of(previous), pieces, strict=True)
+    )
+
+
+def _stack_rows(blocks, columns, threads):
+    """The groups' blocks of free rows as one :class:`RowGroup` on ``columns`` (the Newton
+    step's free columns: the union of theirs)."""
+    indptr = np.zeros(sum(block.y.shape[0] for block in blocks) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([np.diff(block.indptr) for block in blocks]), out=indptr[1:])
+    indices = np.concatenate(
+        [np.searchsorted(columns, block.columns)[block.indices] for block in blocks]
+    ).astype(np.int32)
+    binary = blocks[0].binary
+    vals = blocks[0].vals if binary else np.concatenate([block.vals for block in blocks])
+    return RowGroup(
+        indptr, indices, vals, binary, np.concatenate([block.y for block in blocks]),
+        np.concatenate([block.weight for block in blocks]), thread_cuts(indptr, threads),
+        columns,
+    )  # fmt: skip
+
+
+def _home_cg(cg, settings, *bundles_):
+    """The Newton step's conjugate gradient run whole on ``w``'s home, from its first
+    direction ``cg``, on the groups' free rows (``bundles_``: :func:`_bundle_free`'s
+    outputs): the same steps as the CG rounds (:func:`_cg_task` on the rows of all groups,
+    :func:`_cg_next`), one round for all of them (the free rows' transfer) where the rounds
+    would each be one. Returns ``(steps, numbers)``: each bundle's groups' pieces of the
+    step ``d``, and the steps taken and nonzeros read."""
+    blocks = [block for bundle in bundles_ for block in bundle]
+    rows = _stack_rows([block[0] for block in blocks], cg.columns, settings.threads)
+    local = _Local(
+        _EMPTY, _EMPTY, _NO_ROWS, rows, *(np.concatenate([b[k] for b in blocks]) for k in (1, 2)),
+        _EMPTY, *(np.concatenate([b[k] for b in blocks]) for k in (3, 4)), _EMPTY,
+        np.zeros(rows.y.shape[0]),
+    )  # fmt: skip
+    read = 0.0
+    while not cg.done:
+        local, total = _cg_task(None, local, cg, settings)
+        cg = _cg_next(cg, settings, total)
+        read += cg.read
+    cuts = np.cumsum([block[0].y.shape[0] for block in blocks])[:-1]
+    pieces = iter(np.split(local.d, cuts))
+    steps = tuple(tuple(next(pieces) for _ in bundle) for bundle in bundles_)
+    return steps, {"iterations": cg.iterations, "read": read, "done": True}
+
+
 # --------------------------------------------------------------------------------------------
 # on w's home
 
@@ -387,6 +447,7 @@ def _point_task(w, total, settings):
         "dual": float(sums[1]) / n - 0.5 * alpha * w_w,
         "w_w": w_w,
         "read": float(sums[4]),
+        "free_nnz": float(sums[7]),
     }
     return _Point(w, scalars)
 
