@@ -30,6 +30,9 @@ fitting), four for tron:
     The same for ``solver="tron"`` (issue 49; ``cost_model_tron.py`` beside this script,
     ``daskpd.bench.costmodel_tron`` the model): runs to the line with every round timed, the
     rounds by alpha, rounds across network namespaces, and the fit, check and plan.
+``dn-netns``, ``dn-netns-report``
+    ``solver="dual_newton"``'s rounds across network namespaces, by kind, against tron's
+    fitted terms (``cost_model_dual_newton.py`` beside this script).
 
 Reproduce (BENCHMARKS.md, "Cost model"; sets from ``daskpd bench``, the tiny one from
 ``daskpd generate splice tiny.zarr --n-samples 400 --binary --seed 3``, and the same with
@@ -465,9 +468,12 @@ def main(argv=None):
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cost_model_dual_newton
     import cost_model_tron
 
     tron_parts = cost_model_tron.add_parsers(parts)
+    # dual_newton's rounds across network namespaces, against tron's terms
+    tron_parts.update(cost_model_dual_newton.add_parsers(parts))
     args = parser.parse_args(argv)
     parts = {"runs": _runs, "groups": _groups, "dso": _dso, "bytes": _bytes, "report": _report}
     parts.update(tron_parts)

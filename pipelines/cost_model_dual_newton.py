@@ -1,0 +1,436 @@
+"""``solver="dual_newton"`` (the hinge dual's projected Newton method) across network
+namespaces: the parts of ``bench_cost_model.py`` that time its rounds and read their bytes,
+against the terms of tron's cost model (``daskpd.bench.costmodel_tron``, fitted by
+``tron-report``; the measuring pieces are tron's, ``cost_model_tron.py``).
+
+``dn-netns``
+    Dual_newton hinge on a :class:`daskpd._netns.NetnsCluster` (TLS, every link shaped to
+    ``--rate``), ``K`` of ``--grids``, run through :class:`DualNewton` directly to the
+    certified line (the first certificate with ``gap <= 1e-3 * dual``); every graph timed in
+    the driver (:class:`GraphClock`) and the bridge ports' byte counters read after it. One
+    JSON file, then the table of ``dn-netns-report``.
+``dn-netns-report``
+    The table: rounds by kind (:func:`classify`), their seconds, bytes and nonzeros, against
+    what tron's fitted terms predict from each round's own measured bytes and nonzeros
+    (:func:`model_round`).
+
+A round is one graph whose results the driver waits for. Kinds (the graph's prefix, and for
+``dual-newton-line`` which tasks it holds):
+
+``start``
+    ``dual-newton-start``: the groups' local passes and the image round (from a cold start;
+    a solver round) and the gradient round at the start point (a round).
+``cg``
+    ``dual-newton-cg``: a CG step. The home's image ``u`` of the direction (on the Newton
+    step's free columns) to every owner, each group's ``X_F^T (c y z)`` on its free rows up
+    the tree to the home (one reduction).
+``line``
+    ``dual-newton-line`` without the home's CG: the trial step at ``t = 1`` (the groups'
+    ``X_F^T (c y delta)`` up the tree), the trial point ``w`` to every owner, the gradient
+    round there (margins, free rows, the next CG's first share up the tree): two reductions,
+    two solver rounds.
+``home``
+    ``dual-newton-line`` carrying the home's CG (free rows holding at most ``home_cg_nnz``
+    nonzeros): the free rows to the home, its whole CG there, each group's piece of the step
+    back, then what ``line`` does: three solver rounds.
+``shorter``
+    ``dual-newton-line`` of a halved step length (after a refused ``t = 1``): a trial, no
+    gradient round (one solver round).
+``gradient``
+    ``dual-newton-gradient``: the gradient round at an accepted shorter step (one round).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+from cost_model_tron import (
+    _commit,
+    _cpu_seconds,
+    _others_cores,
+    _owners_threads,
+    _reached,
+    _write_json,
+)
+
+#: the ``tron-runs`` records whose fit (``tron-report``'s) gives the model's terms
+TRON_RUNS = [
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "cost_model", name)
+    for name in ("tron_runs.json", "tron_runs_more.json")
+]
+#: the kinds of round, in the order a run first meets them (module docstring)
+KINDS = ("start", "cg", "line", "home", "shorter", "gradient")
+#: the solver's rounds (``counters(state)["rounds"]``) a graph of each kind counts; a start
+#: counts one more when it ran an image round (any start but ``a = 0``'s)
+SOLVER_ROUNDS = {"start": 1, "cg": 1, "line": 2, "home": 3, "shorter": 1, "gradient": 1}
+#: reductions up the tree (hops between dependent tasks across workers) a graph runs: the
+#: start's image and gradient rounds; a CG round's; the trial's and the gradient round's; the
+#: home's free rows in (and the steps back), the trial's, the gradient round's
+TREES = {"start": 2, "cg": 1, "line": 2, "home": 3, "shorter": 1, "gradient": 1}
+#: the tron round whose fitted fixed cost (graph, driver, scheduler) a kind's graph is
+#: charged: one reduction as a CG round's, two as a step round's
+TRON_FIXED = {"start": "step", "cg": "hessian", "line": "step", "home": "step",
+              "shorter": "numbers", "gradient": "gradient"}  # fmt: skip
+
+
+def _numbers_with_columns(cg):
+    """The CG numbers the driver reads (``_tasks._cg_numbers``), with the free columns the
+    Newton step's images live on (the length of the vector a CG round sends)."""
+    from daskpd.solvers.dual_newton._tasks import _cg_numbers
+
+    return {**_cg_numbers(cg), "columns": int(cg.columns.shape[0])}
+
+
+class _ByValue:
+    """``fn`` as a task function that travels by value (a graph is pickled by reference,
+    and the workers do not import this script)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def __reduce__(self):
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        return cloudpickle.loads, (cloudpickle.dumps(self.fn),)
+
+
+def _graph_kind(graph):
+    """The kind of round ``graph`` is (module docstring); None for a graph that is not a
+    round (``iterate``'s ``z``, a checkpoint's ``a``)."""
+    prefix = graph.prefix
+    if prefix == "dual-newton-line":
+        if graph.key("home-cg") in graph._tasks:
+            return "home"
+        return "line" if graph.key("point") in graph._tasks else "shorter"
+    return {"dual-newton-start": "start", "dual-newton-cg": "cg",
+            "dual-newton-gradient": "gradient"}.get(prefix)  # fmt: skip
+
+
+class GraphClock:
+    """Stamps every graph :mod:`daskpd.solvers.dual_newton` runs in this process while the
+    clock is entered (``init`` and ``run_epoch``; not ``iterate``): when the driver had each
+    result it waited for (the solver's ``value``) and what it was. ``sample`` (a callable)
+    runs after each stamp, outside the rounds' time (tron's ``RoundClock``, for this
+    solver). The CG numbers the driver reads carry the free columns' count
+    (:func:`_numbers_with_columns`, sent by value: some bytes more a graph)."""
+
+    def __init__(self, sample=None):
+        self.sample = sample
+        self.graphs = []
+        self.stamps = []
+        self.base = None
+
+    def __enter__(self):
+        from daskpd.solvers.dual_newton import _solver
+
+        self._solver = _solver
+        self._saved = (_solver._run, _solver.value, _solver._cg_numbers)
+        run, value, _ = self._saved
+
+        def timed_run(state, graph, outputs):
+            kind = _graph_kind(graph)
+            tick = time.perf_counter()
+            if not self.stamps:
+                self.base = (tick, self.sample() if self.sample is not None else None)
+                tick = time.perf_counter()
+            self.graphs.append({"kind": kind, "prefix": graph.prefix,
+                                "image": graph.key("image-sum") in graph._tasks,
+                                "submitted": tick})  # fmt: skip
+            return run(state, graph, outputs)
+
+        def timed_value(ref, owners=()):
+            out = value(ref, owners)
+            done = time.perf_counter()
+            sampled = self.sample() if self.sample is not None else None
+            self.stamps.append((len(self.graphs) - 1, done, time.perf_counter(), sampled, out))
+            return out
+
+        _solver._run, _solver.value = timed_run, timed_value
+        _solver._cg_numbers = _ByValue(_numbers_with_columns)
+        return self
+
+    def __exit__(self, *exc):
+        self._solver._run, self._solver.value, self._solver._cg_numbers = self._saved
+
+    def rounds(self):
+        """One dict a round (graph with a kind), in order: ``kind``, ``solver_rounds``,
+        ``seconds`` (from the previous round's last result, or the start's submission,
+        to its own last result: the rounds add up to the run's wall time after its groups
+        were read), ``before`` and ``after`` (the samples), ``read`` (nonzeros the groups
+        read, the solver's counts), ``home_read`` (those the home's CG read), ``cg_steps``
+        (the home's), ``columns`` (the free columns of the last CG numbers read: a CG
+        round's own, a line round's next Newton step's) and ``free_nnz`` (the free rows'
+        nonzeros at the round's new point)."""
+        by_graph = {}
+        for index, done, resumed, sampled, out in self.stamps:
+            by_graph.setdefault(index, []).append((done, resumed, sampled, out))
+        rows = []
+        previous = self.base
+        for index, graph in enumerate(self.graphs):
+            stamps = by_graph.get(index)
+            if graph["kind"] is None or not stamps:
+                continue
+            start = graph["submitted"] if graph["kind"] == "start" else previous[0]
+            row = {"kind": graph["kind"],
+                   "solver_rounds": SOLVER_ROUNDS[graph["kind"]] + graph["image"],
+                   "seconds": stamps[-1][0] - start, "before": previous[1],
+                   "after": stamps[-1][2], "read": 0.0, "home_read": 0.0, "cg_steps": 0,
+                   "columns": None, "free_nnz": None}  # fmt: skip
+            for _, _, _, out in stamps:
+                _note(row, out)
+            rows.append(row)
+            previous = (stamps[-1][1], stamps[-1][2])
+        return rows
+
+
+def _note(row, out):
+    """Add what the driver read (``out``) to a round's ``row``."""
+    if isinstance(out, float):  # the start's image round: the nonzeros it read
+        row["read"] += out
+    elif isinstance(out, dict):
+        if "columns" in out:  # CG numbers
+            row["read"] += out["read"]
+            row["columns"] = out["columns"]
+        elif "iterations" in out:  # the home's CG
+            row["home_read"] += out["read"]
+            row["cg_steps"] = out["iterations"]
+        elif "read" in out:  # a trial's verdict, a point's scalars
+            row["read"] += out["read"]
+            if "free_nnz" in out:
+                row["free_nnz"] = out["free_nnz"]
+
+
+def classify(rows):
+    """Graphs and solver rounds of each kind among :meth:`GraphClock.rounds` rows."""
+    graphs = dict.fromkeys(KINDS, 0)
+    rounds = dict.fromkeys(KINDS, 0)
+    for row in rows:
+        graphs[row["kind"]] += 1
+        rounds[row["kind"]] += row["solver_rounds"]
+    return graphs, rounds
+
+
+def check_counters(rows, counters, nnz):
+    """The kinds' rounds add up to the solver's own counters, and (with no refused step,
+    whose spent gradient round the driver never reads) the nonzeros read to its passes."""
+    _, rounds = classify(rows)
+    if sum(rounds.values()) != counters["rounds"]:
+        raise AssertionError(f"kinds {rounds} do not add up to the counters {counters}")
+    if not any(row["kind"] == "shorter" for row in rows):
+        read = sum(row["read"] + row["home_read"] for row in rows)
+        if not math.isclose(read / nnz, counters["passes"], rel_tol=1e-9):
+            raise AssertionError(f"{read} nonzeros read are not the counters' {counters}")
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+
+def tron_terms(runs_files):
+    """Tron's fitted rates (``tron-report``'s fit of the ``tron-runs`` files)."""
+    from cost_model_tron_report import _fit_inputs, _load
+
+    from daskpd.bench import costmodel_tron as ct
+
+    times, runs, apart = _fit_inputs([_load(path) for path in runs_files])
+    return ct.fit_tron(times, runs, **apart)
+
+
+def model_round(rates, network, row, owners):
+    """What tron's terms predict for a measured round ``row`` from its own bytes and
+    nonzeros, by term (seconds): ``fixed`` (tron's fitted fixed cost of the round it
+    resembles, :data:`TRON_FIXED`), ``levels`` (its reductions' tree levels across the
+    ``owners`` workers, at the network's latency a level), ``bytes`` (all bytes the hosts
+    received, measured, at the link's bandwidth: one after another on the critical path)
+    and ``nonzeros`` (the groups' reads over the owners and the home's CG reads on one core,
+    at tron's CG round's nanoseconds a read nonzero, one thread)."""
+    from daskpd.bench import costmodel_tron as ct
+
+    per_read = rates.nnz_ns["hessian"] / ct.READS["hessian"] * 1e-9
+    levels = math.ceil(math.log2(owners)) if owners > 1 else 0
+    return {
+        "fixed": rates.fixed[TRON_FIXED[row["kind"]]],
+        "levels": TREES[row["kind"]] * levels * network.latency,
+        "bytes": sum(row["received"].values()) / network.bandwidth,
+        "nonzeros": (row["read"] / owners + row["home_read"]) * per_read,
+    }
+
+
+# -- dn-netns ----------------------------------------------------------------------------------
+
+
+def _netns_run(path, alpha, grid, args):
+    import cloudpickle
+
+    from daskpd._netns import NetnsCluster
+    from daskpd.data import open_dataset
+    from daskpd.problem import Problem
+    from daskpd.solvers.dual_newton import DualNewton, DualNewtonOptions
+
+    # the workers do not import this script: the CG numbers' task travels by value
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    data = open_dataset(path) if isinstance(path, str) else path
+    cluster = NetnsCluster(n_workers=args.workers, rate=args.rate)
+    with cluster, cluster.client(set_as_default=True) as client:
+        method, problem = DualNewton(), Problem("hinge", "l2", alpha)
+        threads = _owners_threads(client, grid)
+
+        def sample():
+            return {role: [b.sent, b.received] for role, b in cluster.link_bytes().items()}
+
+        with GraphClock(sample) as clock:
+            cpu, tick = _cpu_seconds(), time.perf_counter()
+            state = method.init(problem, data, seed=np.random.SeedSequence(0), client=client,
+                                options=DualNewtonOptions(grid=grid))  # fmt: skip
+            init = time.perf_counter() - tick
+            home = f"worker-{cluster.worker_addresses.index(state.home)}"
+            epoch = 0
+            while not _reached(*method.certificate(state)) and epoch < args.cap:
+                epoch += 1
+                state = method.run_epoch(state, epoch)
+                if state.stalled:
+                    break
+            wall = time.perf_counter() - tick
+            others = _others_cores(cpu, _cpu_seconds(), wall)
+            counters = method.counters(state)
+            reached = _reached(*method.certificate(state))
+        rows = clock.rounds()
+    nnz = max(1, int(np.asarray(data.col_nnz).sum()))
+    check_counters(rows, counters, nnz)
+    per_round = []
+    for row in rows:
+        before, after = row.pop("before"), row.pop("after")
+        row["received"] = {role: after[role][1] - before[role][1] for role in after}
+        row["seconds"] = round(row["seconds"], 5)
+        per_round.append(row)
+    graphs, rounds = classify(rows)
+    return {"set": os.path.basename(path) if isinstance(path, str) else type(data).__name__,
+            "nnz": nnz, "n_samples": int(data.n_samples),
+            "n_used": int(np.count_nonzero(np.asarray(data.col_nnz))), "alpha": alpha,
+            "grid": grid, "workers": args.workers, "rate": args.rate, "threads": threads,
+            "home": home, "graphs": graphs, "kinds": rounds, "init_seconds": init, "wall_to": wall,
+            "epochs": epoch, "counters": counters, "others_cores": others,
+            "reached": reached, "rounds": per_round}  # fmt: skip
+
+
+def dn_netns(args):
+    rows = []
+    for alpha in args.alphas:
+        for grid in args.grids:
+            tick = time.perf_counter()
+            row = _netns_run(args.data[0], alpha, grid, args)
+            rows.append(row)
+            print(f"alpha {alpha:g} K {grid}: {row['counters']} ({row['graphs']}) to the line "
+                  f"in {row['wall_to']:.2f} s (reached {row['reached']}), others "
+                  f"{row['others_cores']:.2f} cores; call {time.perf_counter() - tick:.1f} s",
+                  flush=True)  # fmt: skip
+            # after every run: an interrupted measurement keeps what it measured
+            _write_json(args.out, {"command": "bench_cost_model.py dn-netns",
+                                   "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
+                                   "rows": rows})  # fmt: skip
+    print(f"wrote {args.out}\n")
+    args.netns = [args.out]
+    dn_netns_report(args)
+
+
+def kind_table(rates, network, row):
+    """Per kind of ``row`` (a ``dn-netns`` run): the measured medians and means, and the
+    modelled mean seconds by term (means add up; the error is the kind's modelled total
+    against its measured total)."""
+    owners = min(row["grid"], row["workers"])
+    out = []
+    for kind in KINDS:
+        mine = [r for r in row["rounds"] if r["kind"] == kind]
+        if not mine:
+            continue
+        parts = [model_round(rates, network, r, owners) for r in mine]
+        terms = {t: statistics.fmean(p[t] for p in parts) for t in parts[0]}
+        measured = statistics.fmean(r["seconds"] for r in mine)
+        model = sum(terms.values())
+        columns = [r["columns"] for r in mine if r["columns"] is not None]
+        out.append({
+            "kind": kind, "graphs": len(mine), "rounds": sum(r["solver_rounds"] for r in mine),
+            "median_s": statistics.median(r["seconds"] for r in mine), "mean_s": measured,
+            "model_s": model, "terms": terms, "error": model / measured - 1,
+            "network_share": (terms["levels"] + terms["bytes"]) / measured,
+            "median_mb": statistics.median(sum(r["received"].values()) for r in mine) / 1e6,
+            "median_mb_home": statistics.median(r["received"][row["home"]] for r in mine) / 1e6,
+            "median_read": statistics.median(r["read"] + r["home_read"] for r in mine),
+            "median_columns": statistics.median(columns) if columns else None,
+        })  # fmt: skip
+    return out
+
+
+def dn_netns_report(args):
+    import json
+
+    from cost_model_tron_report import NETNS_1GBIT
+
+    from daskpd.bench import costmodel_tron as ct
+
+    rates = tron_terms(args.tron_runs or TRON_RUNS)
+    network = ct.Network(*NETNS_1GBIT)
+    per_read = rates.nnz_ns["hessian"] / ct.READS["hessian"]
+    print(f"Tron's terms: fixed {rates.fixed['hessian'] * 1e3:.1f} ms (one reduction), "
+          f"{rates.fixed['step'] * 1e3:.1f} ms (two); {per_read:.2f} ns a nonzero read; the "
+          f"namespaces' 1gbit link {network.latency * 1e3:.1f} ms a level, "
+          f"{network.bandwidth / 1e6:.1f} MB/s\n")  # fmt: skip
+    print("| K | kind | graphs | solver rounds | median s | mean s | model mean s = fixed + "
+          "levels + bytes + nonzeros | error | median MB received | of them into w's home "
+          "| median nonzeros read | median free columns "
+          "| levels + bytes of the measured s |")  # fmt: skip
+    print("| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: "
+          "| ---: |")  # fmt: skip
+    for path in args.netns:
+        with open(path) as f:
+            runs = json.load(f)["rows"]
+        for row in runs:
+            table = kind_table(rates, network, row)
+            for k in table:
+                t = k["terms"]
+                cells = " + ".join(f"{t[x]:.3f}" for x in ("fixed", "levels", "bytes", "nonzeros"))
+                columns = "-" if k["median_columns"] is None else f"{k['median_columns']:,.0f}"
+                print(f"| {row['grid']} | {k['kind']} | {k['graphs']} | {k['rounds']} "
+                      f"| {k['median_s']:.3f} | {k['mean_s']:.3f} | {k['model_s']:.3f} = {cells} "
+                      f"| {100 * k['error']:+.0f}% | {k['median_mb']:.1f} "
+                      f"| {k['median_mb_home']:.1f} "
+                      f"| {k['median_read']:,.0f} | {columns} "
+                      f"| {100 * k['network_share']:.0f}% |")  # fmt: skip
+            measured = sum(r["seconds"] for r in row["rounds"])
+            start = sum(r["seconds"] for r in row["rounds"] if r["kind"] == "start")
+            reading = row["init_seconds"] - start
+            model = sum(k["model_s"] * k["graphs"] for k in table)
+            moved = sum(sum(r["received"].values()) for r in row["rounds"])
+            print(f"| {row['grid']} | whole run, alpha {row['alpha']:g} | "
+                  f"{sum(k['graphs'] for k in table)} | {row['counters']['rounds']} | | "
+                  f"{measured:.2f} (the rounds; the call {row['wall_to']:.2f} with "
+                  f"{reading:.2f} reading the groups) | {model:.2f} "
+                  f"| {100 * (model / measured - 1):+.0f}% | {moved / 1e6:.0f} (sum) "
+                  f"| | {row['counters']['passes']:.1f} passes | | |")  # fmt: skip
+
+
+def add_parsers(parts):
+    """The dual_newton subcommands of ``bench_cost_model.py``."""
+    netns = parts.add_parser("dn-netns", help="dual_newton on a namespace cluster")
+    netns.add_argument("--data", action="append", required=True)
+    netns.add_argument("--alphas", default=[1e-5], type=float, nargs="+")
+    netns.add_argument("--grids", type=int, nargs="+", default=[2, 4])
+    netns.add_argument("--workers", type=int, default=2)
+    netns.add_argument("--rate", default="1gbit")
+    netns.add_argument("--cap", type=int, default=60, help="at most this many Newton steps")
+    netns.add_argument("--out", required=True)
+    report = parts.add_parser("dn-netns-report", help="dual_newton's namespace rounds, modelled")
+    report.add_argument("--netns", action="append", required=True, help="dn-netns files")
+    for part in (netns, report):
+        part.add_argument("--tron-runs", action="append",
+                          help="tron-runs files whose fit gives the terms (default: the "
+                          "committed tron_runs.json and tron_runs_more.json)")  # fmt: skip
+    return {"dn-netns": dn_netns, "dn-netns-report": dn_netns_report}

@@ -1,0 +1,110 @@
+"""``pipelines/cost_model_dual_newton.py``: the rounds of ``solver="dual_newton"`` told apart
+by kind on an in-process run, adding up to the solver's own counters, and the model's terms
+by hand. (The namespace cluster the ``dn-netns`` part runs on is tested in
+``tests/cluster/test_netns_cluster.py``.)"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from _synthetic import sparse_problem
+
+from daskpd.data import MemoryDataset
+from daskpd.problem import Problem
+from daskpd.solvers.dual_newton import DualNewton, DualNewtonOptions
+
+PIPELINES = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines")
+
+
+@pytest.fixture
+def dn(monkeypatch):
+    """The pipeline module (it imports tron's beside it)."""
+    monkeypatch.syspath_prepend(PIPELINES)
+    import cost_model_dual_newton
+
+    return cost_model_dual_newton
+
+
+def _clocked(dn, X, y, alpha, epochs, **options):
+    """``epochs`` Newton steps under the clock (in-process): its rows, the solver's counters,
+    the seconds of the whole."""
+    data = MemoryDataset(X, y)
+    method = DualNewton()
+    tick = time.perf_counter()
+    with dn.GraphClock() as clock:
+        state = method.init(
+            Problem("hinge", "l2", alpha), data, seed=np.random.SeedSequence(0), client=None,
+            options=DualNewtonOptions(**options),
+        )  # fmt: skip
+        for epoch in range(1, epochs + 1):
+            state = method.run_epoch(state, epoch)
+    return clock.rounds(), method.counters(state), time.perf_counter() - tick
+
+
+def test_every_kind_of_round_and_they_add_up_to_the_counters(dn):
+    from daskpd.solvers.dual_newton import _solver
+
+    saved = (_solver._run, _solver.value, _solver._cg_numbers)
+    # more rows than features: early Newton steps free many rows (CG rounds), later ones
+    # few (the CG on the home), and some refuse t = 1 (shorter steps, a gradient round)
+    X, y = sparse_problem(n=400, d=60, seed=1)
+    rows, counters, seconds = _clocked(dn, X, y, 1e-2, 6, grid=2, home_cg_nnz=2000)
+    assert (_solver._run, _solver.value, _solver._cg_numbers) == saved  # restored
+    graphs, rounds = dn.classify(rows)
+    assert all(graphs[kind] > 0 for kind in dn.KINDS), graphs
+    assert sum(rounds.values()) == counters["rounds"]
+    assert rounds["home"] == 3 * graphs["home"] and rounds["line"] == 2 * graphs["line"]
+    # a cold start: the local passes' image round and the gradient round
+    assert rows[0]["kind"] == "start" and rows[0]["solver_rounds"] == 2
+    assert [r["kind"] for r in rows].count("start") == 1
+    # six Newton steps: each one line or home graph, or a refused one then its gradient round
+    assert graphs["line"] + graphs["home"] == 6
+    dn.check_counters(rows, counters, X.nnz)
+    for k, row in enumerate(rows):
+        assert row["read"] > 0
+        assert (row["home_read"] > 0) == (row["kind"] == "home")
+        assert (row["cg_steps"] >= 1) == (row["kind"] == "home")
+        if row["kind"] == "cg":
+            # a CG round reads its free rows twice (X_F u, then X_F^T): at most two passes
+            assert 0 < row["read"] <= 2 * X.nnz and 0 < row["columns"] <= 60
+        # the new point's free rows are read where a gradient round's result is: not after
+        # a refused t = 1 (a shorter step follows)
+        refused = k + 1 < len(rows) and rows[k + 1]["kind"] == "shorter"
+        if row["kind"] in ("start", "line", "home", "gradient"):
+            assert (row["free_nnz"] is not None) != refused
+    assert 0 < sum(r["seconds"] for r in rows) <= seconds
+
+
+def test_without_refused_steps_the_reads_are_the_counters_passes(dn):
+    # more features than rows: every t = 1 accepted; the reads add up to the passes
+    X, y = sparse_problem(n=150, d=300, seed=1)
+    rows, counters, _ = _clocked(dn, X, y, 1e-3, 4, grid=3, home_cg_nnz=0)
+    graphs, rounds = dn.classify(rows)
+    assert graphs["line"] == 4 and graphs["cg"] > 4
+    assert graphs["home"] == graphs["shorter"] == graphs["gradient"] == 0
+    dn.check_counters(rows, counters, X.nnz)  # rounds, and nonzeros to passes
+    with pytest.raises(AssertionError, match="do not add up"):
+        dn.check_counters(rows, {**counters, "rounds": counters["rounds"] + 1}, X.nnz)
+    with pytest.raises(AssertionError, match="nonzeros read"):
+        dn.check_counters(rows, {**counters, "passes": counters["passes"] + 0.5}, X.nnz)
+
+
+def test_the_model_of_a_round_by_hand(dn):
+    from daskpd.bench import costmodel_tron as ct
+
+    rates = ct.TronRates(nnz_ns={"hessian": 8.0}, thread_exponent={},
+                         fixed={"hessian": 0.03, "step": 0.04, "numbers": 0.03,
+                                "gradient": 0.04}, home_ns={})  # fmt: skip
+    network = ct.Network(0.0125, 1e8)
+    row = {"kind": "home", "received": {"scheduler": 1e5, "w0": 3e6, "w1": 1.9e6},
+           "read": 2e6, "home_read": 1e6}  # fmt: skip
+    terms = dn.model_round(rates, network, row, owners=2)
+    # tron's step round's fixed cost; three reductions of one level; 5 MB at 100 MB/s; the
+    # groups' reads halved over two owners and the home's in full, at 4 ns a read
+    assert terms == pytest.approx(
+        {"fixed": 0.04, "levels": 3 * 0.0125, "bytes": 0.05, "nonzeros": 2e6 * 4e-9}
+    )
+    assert dn.model_round(rates, network, {**row, "kind": "cg"}, owners=1)["levels"] == 0.0
