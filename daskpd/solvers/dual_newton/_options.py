@@ -38,12 +38,22 @@ class DualNewtonOptions:
         ``sigma' = K``; no communication); 0 starts the Newton steps at ``a = 0``, where every
         row is free. The start then depends on ``K`` (the Newton steps from a given start
         do not).
-    home_cg_nnz : int, default=4_000_000
+    home_cg_nnz : int, default=16_000_000
         A Newton step whose free rows hold at most this many nonzeros (over all groups)
-        sends them to ``w``'s home, which runs the step's conjugate gradient whole: one
-        round (the transfer) instead of one a CG step, the same steps. Late Newton steps
-        on nearly separable data have few free rows and many CG steps, each a reduction
-        whose latency is most of its time. 0: every CG step is a round.
+        sends them to ``w``'s home, which runs the step whole (its conjugate gradient and
+        its line search, the same steps as on the rounds): two rounds (the transfer, the
+        gradient round at the new point) instead of one a CG step and one a trial. Late
+        Newton steps on nearly separable data have few free rows and many CG steps, each
+        a reduction whose latency is most of its time. The price is the transfer (4 bytes
+        a nonzero of binary rows, 8 of valued ones) and the step's products on one worker.
+        0: every CG step and trial is a round.
+    burst : float, default=4.0
+        After a Newton step that frees rows holding more than ``burst`` times the fewest
+        free nonzeros of the run so far (and more than ``home_cg_nnz``), the next epoch is a
+        local pass of dual coordinate descent on every group (as ``start_passes``, from the
+        current point: two rounds and a pass) instead of a Newton step: a step that moves
+        ``w`` far frees many rows at once, most of which such a pass returns to their bound,
+        where a Newton step on all of them would take many CG rounds. 0: never.
     """
 
     grid: int | None = None
@@ -52,7 +62,8 @@ class DualNewtonOptions:
     max_cg: int = 50
     damping: float = 1e-6
     start_passes: int = 1
-    home_cg_nnz: int = 4_000_000
+    home_cg_nnz: int = 16_000_000
+    burst: float = 4.0
 
     def __post_init__(self):
         check_group_options(self.grid, self.threads)
@@ -68,6 +79,8 @@ class DualNewtonOptions:
             raise ValueError(
                 f"home_cg_nnz must be a non-negative int, got home_cg_nnz={self.home_cg_nnz!r}"
             )
+        if not float(self.burst) >= 0.0:
+            raise ValueError(f"burst must be >= 0, got burst={self.burst!r}")
         if not 0.0 < float(self.damping) < 1.0:
             raise ValueError(f"damping must be in (0, 1), got damping={self.damping!r}")
 
@@ -88,6 +101,7 @@ class _Settings:
     #: the run's row groups (the local start's ``sigma'``)
     n_groups: int = 1
     home_cg_nnz: int = 0
+    burst: float = 0.0
 
     @property
     def scale(self) -> float:

@@ -23,14 +23,15 @@ from daskpd.solvers.driver.registry import register_solver
 from daskpd.solvers.driver.types import Capabilities, Iterate
 from daskpd.solvers.dual_newton._options import DualNewtonOptions, _Settings
 from daskpd.solvers.dual_newton._tasks import (
+    MAX_HALVINGS,
     _add_totals,
     _bundle_a,
     _bundle_free,
     _bundle_image,
+    _bundle_moves,
     _bundle_restore,
     _bundle_start,
     _bundle_step,
-    _bundle_steps,
     _bundle_z,
     _cg_first,
     _cg_next,
@@ -38,8 +39,9 @@ from daskpd.solvers.dual_newton._tasks import (
     _cg_task,
     _first,
     _gradient_task,
-    _home_cg,
-    _local_start_task,
+    _home_newton,
+    _local_pass_task,
+    _moved_w,
     _point_scalars,
     _point_task,
     _point_w,
@@ -49,9 +51,6 @@ from daskpd.solvers.dual_newton._tasks import (
     _trial_home,
     _trial_task,
 )
-
-#: halvings of the projected step before a Newton step gives up (at the optimum, to rounding)
-_MAX_HALVINGS = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +77,10 @@ class _State(ResidentState):
     passes: float = 0.0
     #: whether the last Newton step found no decrease (at the optimum, to rounding)
     stalled: bool = False
+    #: the fewest free nonzeros after a Newton step so far, and whether the last epoch was
+    #: a local pass (see ``DualNewtonOptions.burst``)
+    fewest_free: float = float("inf")
+    passed: bool = False
 
     def tasks(self):
         """``(b, groups, owner)`` of each bundle: its index, its groups' references and
@@ -164,6 +167,7 @@ class DualNewton(ExactMethod):
             start_passes=int(options.start_passes),
             n_groups=int(len(layout.owners)),
             home_cg_nnz=int(options.home_cg_nnz),
+            burst=float(options.burst),
         )
 
     def state_fields(self, data, layout) -> dict:
@@ -200,7 +204,7 @@ class DualNewton(ExactMethod):
                 # the groups' local passes (their images come with them)
                 images = [
                     graph.task(
-                        f"local-{b}", _bundle_step, _local_start_task, groups, locals_[b],
+                        f"local-{b}", _bundle_step, _local_pass_task, groups, locals_[b], None,
                         settings, settings.n_groups, settings.start_passes, worker=owner,
                     )  # fmt: skip
                     for b, groups, owner in state.tasks()
@@ -229,7 +233,17 @@ class DualNewton(ExactMethod):
         """One Newton step: CG rounds on the free rows, a projected line search (its first
         trial and the gradient round at it in one graph), the gradient round at the new
         point."""
-        return _newton_step(state)
+        settings, free = state.settings, state.scalars["free_nnz"]
+        if (
+            settings.burst > 0
+            and not state.passed
+            and free > settings.home_cg_nnz
+            and free > settings.burst * state.fewest_free
+        ):
+            return dataclasses.replace(_local_round(state), passed=True)
+        state = _newton_step(state)
+        fewest = min(state.fewest_free, state.scalars["free_nnz"])
+        return dataclasses.replace(state, fewest_free=fewest, passed=False)
 
     def iterate(self, state) -> Iterate:
         """The point ``w(a)`` (gathered), its dual point ``z = -c y a`` (per group, where it
@@ -342,31 +356,14 @@ def _newton_step(state):
     # the projected line search: the trial at t = 1 and the gradient round there in one
     # graph (Newton steps nearly always take t = 1); a shorter t is a round of its own, then
     # a gradient round at the accepted point
-    graph = TaskGraph("dual-newton-line", f"{state.token}-{rounds}")
-    solved = []
     if home:
-        # the free rows to the home, its CG there, each group's piece of the step back: a
-        # round, in the line search's graph
-        blocks = [
-            graph.task(f"free-{b}", _bundle_free, locals_[b], worker=owner)
-            for b, _, owner in state.tasks()
-        ]
-        steps = graph.task("home-cg", _home_cg, cg, settings, *blocks, worker=state.home)
-        locals_ = [
-            graph.task(f"steps-{b}", _bundle_steps, locals_[b], steps, b, worker=owner)
-            for b, _, owner in state.tasks()
-        ]
-        solved = [graph.task("home-numbers", _second, steps, worker=state.home), *locals_]
-        rounds += 1
+        return _home_step(state, rounds)
+    graph = TaskGraph("dual-newton-line", f"{state.token}-{rounds}")
     trial, moved = _trial_round(graph, state, locals_, 1.0)
     w = graph.task("w", _first, trial, worker=state.home)
     verdict = graph.task("verdict", _second, trial, worker=state.home)
     refs = _gradient_round(graph, state, w, moved)
-    outputs = _run(state, graph, [verdict, *refs, *solved])
-    if home:
-        locals_ = list(outputs[len(refs) + 2 :])
-        read += value(outputs[len(refs) + 1], state.owners)["read"]
-        outputs = outputs[: len(refs) + 1]
+    outputs = _run(state, graph, [verdict, *refs])
     verdict = value(outputs[0], state.owners)
     read += verdict["read"]
     base = dataclasses.replace(state, rounds=rounds + 1, passes=state.passes + read / state.nnz)
@@ -375,7 +372,7 @@ def _newton_step(state):
     # t = 1 refused: its gradient round was spent (a round and a pass)
     rounds, read = rounds + 2, read + float(state.nnz)
     step_length = 1.0
-    for _ in range(_MAX_HALVINGS):
+    for _ in range(MAX_HALVINGS):
         step_length *= 0.5
         graph = TaskGraph("dual-newton-line", f"{state.token}-{rounds}")
         trial, moved = _trial_round(graph, state, locals_, step_length)
@@ -395,6 +392,64 @@ def _newton_step(state):
     graph = TaskGraph("dual-newton-gradient", f"{state.token}-{rounds}")
     refs = _gradient_round(graph, state, outputs[1], list(outputs[2:]))
     return dataclasses.replace(_at_point(base, _run(state, graph, refs)), stalled=False)
+
+
+def _home_step(state, rounds):
+    """A Newton step whose free rows go to ``w``'s home, which runs its CG and its line
+    search (:func:`_home_newton`); the groups move their rows, and the gradient round at
+    the new point follows in the same graph: two rounds."""
+    settings = state.settings
+    graph = TaskGraph("dual-newton-home", f"{state.token}-{rounds}")
+    blocks = [
+        graph.task(f"free-{b}", _bundle_free, state.locals[b], worker=owner)
+        for b, _, owner in state.tasks()
+    ]
+    solved = graph.task(
+        "home-newton", _home_newton, state.point, state.cg, settings, *blocks, worker=state.home
+    )
+    moved = [
+        graph.task(f"moves-{b}", _bundle_moves, state.locals[b], solved, b, worker=owner)
+        for b, _, owner in state.tasks()
+    ]
+    w = graph.task("w", _second, solved, worker=state.home)
+    numbers = graph.task("home-numbers", _third, solved, worker=state.home)
+    refs = _gradient_round(graph, state, w, moved)
+    outputs = _run(state, graph, [numbers, *refs])
+    numbers = value(outputs[0], state.owners)
+    base = dataclasses.replace(
+        state, rounds=rounds + 1, passes=state.passes + numbers["read"] / state.nnz
+    )
+    return dataclasses.replace(_at_point(base, outputs[1:]), stalled=not numbers["accepted"])
+
+
+def _third(triple):
+    return triple[2]
+
+
+def _local_round(state):
+    """A local pass of every group from the current point, ``w`` moved by their summed
+    changes on the home, and the gradient round there: two rounds."""
+    settings = state.settings
+    graph = TaskGraph("dual-newton-pass", f"{state.token}-{state.rounds}")
+    w = graph.task("w-before", _point_w, state.point, worker=state.home)
+    parts = [
+        graph.task(
+            f"pass-{b}", _bundle_step, _local_pass_task, groups, state.locals[b], w, settings,
+            settings.n_groups, worker=owner,
+        )  # fmt: skip
+        for b, groups, owner in state.tasks()
+    ]
+    totals = _sum_totals(graph, "pass-sum", parts, state)
+    moved = graph.task("moved", _moved_w, state.point, settings, *totals, worker=state.home)
+    w = graph.task("w", _first, moved, worker=state.home)
+    numbers = graph.task("pass-numbers", _second, moved, worker=state.home)
+    refs = _gradient_round(graph, state, w, parts)
+    outputs = _run(state, graph, [numbers, *refs])
+    read = value(outputs[0], state.owners)["read"]
+    base = dataclasses.replace(
+        state, rounds=state.rounds + 1, passes=state.passes + read / state.nnz
+    )
+    return _at_point(base, outputs[1:])
 
 
 def _trial_round(graph, state, locals_, step_length):

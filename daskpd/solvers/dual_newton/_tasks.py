@@ -38,6 +38,8 @@ from daskpd.solvers.common.resident import (
 
 #: Armijo's constant of the projected line search
 ARMIJO = 1e-4
+#: halvings of the projected step before a Newton step gives up (at the optimum, to rounding)
+MAX_HALVINGS = 30
 
 _EMPTY = np.zeros(0)
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -202,33 +204,36 @@ def _image_task(group, local, settings):
     return share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
 
 
-def _local_start_task(group, local, settings, n_groups, passes):
-    """A group's start from ``a = 0`` by ``passes`` passes of dual coordinate descent on its
-    own rows (CoCoA+'s local problem with the safe ``sigma' = K``: the groups' points
-    together raise the dual, :func:`~daskpd.kernels.dual_newton.box_pass`).
+def _local_pass_task(group, local, w, settings, n_groups, passes=1):
+    """``passes`` passes of dual coordinate descent over a group's rows from the point ``w``
+    (None: ``a = 0``, ``w = 0``), on CoCoA+'s local problem with the safe ``sigma' = K``
+    (:func:`~daskpd.kernels.dual_newton.box_pass`: the groups' changes added together raise
+    the dual).
 
-    Returns ``(local, (X_k^T (c y a), sums))``, ``sums[4]`` the nonzeros read. At ``a = 0``
-    every row is free and the first Newton steps would read all of them, many times; these
-    passes put most rows at the bound where they end.
+    Returns ``(local, (X_k^T (c y delta), sums))`` with ``delta`` the change of the group's
+    ``a``, ``sums[4]`` the nonzeros read. From ``a = 0`` every row is free and the first
+    Newton steps would read all of them, many times; a pass puts most rows at the bound
+    where they end.
     """
-    c = group.weight
     scale = settings.scale / n_groups
     width = settings.n_columns if group.columns is None else group.columns.shape[0]
-    u = np.zeros(width)
+    start = np.zeros(width) if w is None else on_own_columns(group, w)
+    u = start.copy()
     a = local.a.copy()
     read = 0
     for _ in range(passes):
         read += kernels.box_pass(
-            group.indptr, group.indices, group.vals, group.binary, group.y, c, local.norm_sq,
-            scale, a, u,
+            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+            local.norm_sq, scale, a, u,
         )  # fmt: skip
-    image = u * scale
+    change = (u - start) * scale
     if group.columns is None:
-        touched = np.flatnonzero(image).astype(np.int32)
-        share = Share(touched, image[touched][None, :])
+        touched = np.flatnonzero(change).astype(np.int32)
+        share = Share(touched, change[touched][None, :])
     else:
-        share = Share(group.columns, image[None, :])
-    return local._replace(a=a), (share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0]))
+        share = Share(group.columns, change[None, :])
+    sums = np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
+    return _Local(a, local.norm_sq), (share, sums)
 
 
 def _start_read(total):
@@ -369,20 +374,23 @@ def _transpose(group, coef, n_columns=None):
 
 
 def _bundle_free(previous):
-    """The free rows of a task's groups and their CG start, for a CG on ``w``'s home:
-    ``(rows, cy, h, r, z)`` a group."""
+    """The free rows of a task's groups and what a Newton step on ``w``'s home needs of
+    them: ``(rows, cy, h, r, z, a_F, g_F)`` a group."""
     return tuple(
-        (local.rows, local.cy, local.h, local.r, local.z) for local in _locals_of(previous)
+        (local.rows, local.cy, local.h, local.r, local.z, local.a[local.free], local.g)
+        for local in _locals_of(previous)
     )
 
 
-def _bundle_steps(previous, solved, b):
-    """The groups' locals with their pieces of the step a CG on the home solved (``solved``:
-    :func:`_home_cg`'s output, ``b`` this task's index in it)."""
-    pieces = solved[0][b]
-    return tuple(
-        local._replace(d=piece) for local, piece in zip(_locals_of(previous), pieces, strict=True)
-    )
+def _bundle_moves(previous, solved, b):
+    """The groups' dual values moved by the step the home took (``solved``:
+    :func:`_home_newton`'s output, ``b`` this task's index in it)."""
+    out = []
+    for local, delta in zip(_locals_of(previous), solved[0][b], strict=True):
+        a = local.a.copy()
+        a[local.free] += delta
+        out.append(_Local(a, local.norm_sq))
+    return tuple(out)
 
 
 def _stack_rows(blocks, columns, threads):
@@ -402,29 +410,50 @@ def _stack_rows(blocks, columns, threads):
     )  # fmt: skip
 
 
-def _home_cg(cg, settings, *bundles_):
-    """The Newton step's conjugate gradient run whole on ``w``'s home, from its first
-    direction ``cg``, on the groups' free rows (``bundles_``: :func:`_bundle_free`'s
-    outputs): the same steps as the CG rounds (:func:`_cg_task` on the rows of all groups,
-    :func:`_cg_next`), one round for all of them (the free rows' transfer) where the rounds
-    would each be one. Returns ``(steps, numbers)``: each bundle's groups' pieces of the
-    step ``d``, and the steps taken and nonzeros read."""
+def _home_newton(point, cg, settings, *bundles_):
+    """A Newton step run whole on ``w``'s home on the groups' free rows (``bundles_``:
+    :func:`_bundle_free`'s outputs), from the CG's first direction ``cg``: the conjugate
+    gradient (the same steps as the CG rounds: :func:`_cg_task` on the rows of all groups,
+    :func:`_cg_next`), then the projected line search (halving ``t`` from 1 until Armijo's
+    test holds, as :func:`_trial_home` on the rounds' path), each trial read off the free
+    rows here. One round for all of it (the free rows' transfer) where the rounds would be
+    one a CG step and one a trial.
+
+    Returns ``(moves, w, numbers)``: each bundle's groups' changes of ``a`` on their free
+    rows, the new ``w`` and the numbers of the step (CG steps, trials, whether a ``t``
+    was accepted, nonzeros read)."""
     blocks = [block for bundle in bundles_ for block in bundle]
     rows = _stack_rows([block[0] for block in blocks], cg.columns, settings.threads)
-    local = _Local(
-        _EMPTY, _EMPTY, _NO_ROWS, rows, *(np.concatenate([b[k] for b in blocks]) for k in (1, 2)),
-        _EMPTY, *(np.concatenate([b[k] for b in blocks]) for k in (3, 4)), _EMPTY,
-        np.zeros(rows.y.shape[0]),
-    )  # fmt: skip
+    cy, h, r, z, a, g = (np.concatenate([b[k] for b in blocks]) for k in range(1, 7))
+    local = _Local(_EMPTY, _EMPTY, _NO_ROWS, rows, cy, h, _EMPTY, r, z, _EMPTY,
+                   np.zeros(rows.y.shape[0]))  # fmt: skip
     read = 0.0
     while not cg.done:
         local, total = _cg_task(None, local, cg, settings)
         cg = _cg_next(cg, settings, total)
         read += cg.read
+    step_length, accepted, trials = 1.0, False, 0
+    while not accepted and trials < MAX_HALVINGS:
+        trials += 1
+        delta = np.clip(a + step_length * local.d, 0.0, 1.0) - a
+        share, transposed = _transpose(rows, cy * delta)
+        read += transposed
+        g_delta = float(g @ delta)
+        step = share.values[0]
+        change = g_delta + 0.5 * float(step @ step) / settings.scale
+        accepted = change <= ARMIJO * g_delta
+        step_length *= 0.5
+    w = point.w.copy()
+    if accepted:
+        w[share.columns] += step / settings.scale
+    else:
+        delta = np.zeros_like(a)
     cuts = np.cumsum([block[0].y.shape[0] for block in blocks])[:-1]
-    pieces = iter(np.split(local.d, cuts))
-    steps = tuple(tuple(next(pieces) for _ in bundle) for bundle in bundles_)
-    return steps, {"iterations": cg.iterations, "read": read, "done": True}
+    pieces = iter(np.split(delta, cuts))
+    moves = tuple(tuple(next(pieces) for _ in bundle) for bundle in bundles_)
+    numbers = {"iterations": cg.iterations, "trials": trials, "accepted": accepted,
+               "read": read}  # fmt: skip
+    return moves, w, numbers
 
 
 # --------------------------------------------------------------------------------------------
@@ -450,6 +479,15 @@ def _point_task(w, total, settings):
         "free_nnz": float(sums[7]),
     }
     return _Point(w, scalars)
+
+
+def _moved_w(point, settings, *totals):
+    """``w + X^T (c y delta) / (alpha n)`` from a local pass's summed shares, and the
+    nonzeros it read."""
+    share, sums = _add_totals(*totals)
+    w = point.w.copy()
+    w[share.columns] += share.values[0] / settings.scale
+    return w, {"read": float(sums[4])}
 
 
 def _cg_first(total, settings):
