@@ -20,6 +20,13 @@ sets it stalls on the hinge loss from ``K = 2`` (``shared/notes/many-machines.md
 hinge loss has no curvature for a primal Newton method (``tron``); its dual has a constant
 Hessian, ``diag(c y) X X^T diag(c y) / (alpha n)``.
 
+The start (a cold one): each group makes a pass of dual coordinate descent on its own rows
+(CoCoA+'s local problem with the safe ``sigma' = K``, the same as a linear SVM on the
+group's rows alone; no communication), the groups' points make ``a``, and one round sums
+their images into ``w(a)``. From ``a = 0`` every row would be free, and the first Newton
+steps would read all of them many times; after the pass most rows are at the bound where
+they end. The start depends on ``K``; the Newton steps from a given start do not.
+
 An epoch is one Newton step:
 
 - the gradient round at ``w(a)``: each group computes its margins (a pass), its gradient
@@ -38,6 +45,15 @@ An epoch is one Newton step:
 - the projected line search: ``a <- clip(a + t d, 0, 1)`` on the free rows and the sum of the
   groups' ``X^T (c y delta)``, Armijo's test on the home; the trial at ``t = 1`` and the
   gradient round at it run in one graph (two reductions).
+
+Two exceptions. When the free rows are few (at most ``home_cg_nnz`` nonzeros over all
+groups), the step runs whole on the home: the groups send it their free rows once, it runs
+the CG and the line search on them (the same steps), sends each group its change of ``a``,
+and the gradient round at the new point follows in the same graph: two rounds a step where
+each CG step and trial would be one. And after a step that frees many rows at once (more
+than ``burst`` times the fewest free nonzeros so far: a step that moved ``w`` far), the
+next epoch is a local pass of every group from the current point, as at the start, which
+returns most of them to their bound for two rounds and a pass.
 
 A round runs one task a worker, over the groups it holds
 (:func:`daskpd.solvers.common.resident.bundles`), their shares summed there into one; the
