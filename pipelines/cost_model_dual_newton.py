@@ -25,14 +25,19 @@ A round is one graph whose results the driver waits for. Kinds (the graph's pref
     step's free columns) to every owner, each group's ``X_F^T (c y z)`` on its free rows up
     the tree to the home (one reduction).
 ``line``
-    ``dual-newton-line`` without the home's CG: the trial step at ``t = 1`` (the groups'
+    ``dual-newton-line`` with a gradient round: the trial step at ``t = 1`` (the groups'
     ``X_F^T (c y delta)`` up the tree), the trial point ``w`` to every owner, the gradient
     round there (margins, free rows, the next CG's first share up the tree): two reductions,
     two solver rounds.
 ``home``
-    ``dual-newton-line`` carrying the home's CG (free rows holding at most ``home_cg_nnz``
-    nonzeros): the free rows to the home, its whole CG there, each group's piece of the step
-    back, then what ``line`` does: three solver rounds.
+    ``dual-newton-home``: a Newton step on few free rows (at most ``home_cg_nnz``
+    nonzeros): the free rows to the home, its whole CG and line search there, the new ``w``
+    and each group's change of ``a`` back, the gradient round at the new point: two solver
+    rounds.
+``pass``
+    ``dual-newton-pass``: after a Newton step that freed many rows (``burst``), a local pass
+    of every group, their changes of ``w`` summed on the home, the gradient round there: two
+    solver rounds.
 ``shorter``
     ``dual-newton-line`` of a halved step length (after a refused ``t = 1``): a trial, no
     gradient round (one solver round).
@@ -42,6 +47,7 @@ A round is one graph whose results the driver waits for. Kinds (the graph's pref
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import statistics
@@ -64,17 +70,19 @@ TRON_RUNS = [
     for name in ("tron_runs.json", "tron_runs_more.json")
 ]
 #: the kinds of round, in the order a run first meets them (module docstring)
-KINDS = ("start", "cg", "line", "home", "shorter", "gradient")
+KINDS = ("start", "cg", "line", "home", "pass", "shorter", "gradient")
 #: the solver's rounds (``counters(state)["rounds"]``) a graph of each kind counts; a start
 #: counts one more when it ran an image round (any start but ``a = 0``'s)
-SOLVER_ROUNDS = {"start": 1, "cg": 1, "line": 2, "home": 3, "shorter": 1, "gradient": 1}
-#: reductions up the tree (hops between dependent tasks across workers) a graph runs: the
-#: start's image and gradient rounds; a CG round's; the trial's and the gradient round's; the
-#: home's free rows in (and the steps back), the trial's, the gradient round's
-TREES = {"start": 2, "cg": 1, "line": 2, "home": 3, "shorter": 1, "gradient": 1}
+SOLVER_ROUNDS = {"start": 1, "cg": 1, "line": 2, "home": 2, "pass": 2, "shorter": 1,
+                 "gradient": 1}  # fmt: skip
+#: reductions up the tree (or gathers to the home: hops between dependent tasks across
+#: workers) a graph runs: the start's image and gradient rounds; a CG round's; the trial's
+#: and the gradient round's; the free rows to the home and the gradient round's; the local
+#: pass's changes and the gradient round's
+TREES = {"start": 2, "cg": 1, "line": 2, "home": 2, "pass": 2, "shorter": 1, "gradient": 1}
 #: the tron round whose fitted fixed cost (graph, driver, scheduler) a kind's graph is
 #: charged: one reduction as a CG round's, two as a step round's
-TRON_FIXED = {"start": "step", "cg": "hessian", "line": "step", "home": "step",
+TRON_FIXED = {"start": "step", "cg": "hessian", "line": "step", "home": "step", "pass": "step",
               "shorter": "numbers", "gradient": "gradient"}  # fmt: skip
 
 
@@ -108,11 +116,9 @@ def _graph_kind(graph):
     round (``iterate``'s ``z``, a checkpoint's ``a``)."""
     prefix = graph.prefix
     if prefix == "dual-newton-line":
-        if graph.key("home-cg") in graph._tasks:
-            return "home"
         return "line" if graph.key("point") in graph._tasks else "shorter"
-    return {"dual-newton-start": "start", "dual-newton-cg": "cg",
-            "dual-newton-gradient": "gradient"}.get(prefix)  # fmt: skip
+    return {"dual-newton-start": "start", "dual-newton-cg": "cg", "dual-newton-home": "home",
+            "dual-newton-pass": "pass", "dual-newton-gradient": "gradient"}.get(prefix)  # fmt: skip
 
 
 class GraphClock:
@@ -166,8 +172,8 @@ class GraphClock:
         ``seconds`` (from the previous round's last result, or the start's submission,
         to its own last result: the rounds add up to the run's wall time after its groups
         were read), ``before`` and ``after`` (the samples), ``read`` (nonzeros the groups
-        read, the solver's counts), ``home_read`` (those the home's CG read), ``cg_steps``
-        (the home's), ``columns`` (the free columns of the last CG numbers read: a CG
+        read, the solver's counts), ``home_read`` (those the home's Newton step read),
+        ``cg_steps`` (the home's), ``columns`` (the free columns of the last CG numbers read: a CG
         round's own, a line round's next Newton step's) and ``free_nnz`` (the free rows'
         nonzeros at the round's new point)."""
         by_graph = {}
@@ -200,10 +206,10 @@ def _note(row, out):
         if "columns" in out:  # CG numbers
             row["read"] += out["read"]
             row["columns"] = out["columns"]
-        elif "iterations" in out:  # the home's CG
+        elif "iterations" in out:  # the home's Newton step (its CG and trials)
             row["home_read"] += out["read"]
             row["cg_steps"] = out["iterations"]
-        elif "read" in out:  # a trial's verdict, a point's scalars
+        elif "read" in out:  # a trial's verdict, a point's scalars, a local pass
             row["read"] += out["read"]
             if "free_nnz" in out:
                 row["free_nnz"] = out["free_nnz"]
@@ -250,8 +256,8 @@ def model_round(rates, network, row, owners):
     resembles, :data:`TRON_FIXED`), ``levels`` (its reductions' tree levels across the
     ``owners`` workers, at the network's latency a level), ``bytes`` (all bytes the hosts
     received, measured, at the link's bandwidth: one after another on the critical path)
-    and ``nonzeros`` (the groups' reads over the owners and the home's CG reads on one core,
-    at tron's CG round's nanoseconds a read nonzero, one thread)."""
+    and ``nonzeros`` (the groups' reads over the owners and the home's Newton step's reads
+    on one core, at tron's CG round's nanoseconds a read nonzero, one thread)."""
     from daskpd.bench import costmodel_tron as ct
 
     per_read = rates.nnz_ns["hessian"] / ct.READS["hessian"] * 1e-9
@@ -267,7 +273,7 @@ def model_round(rates, network, row, owners):
 # -- dn-netns ----------------------------------------------------------------------------------
 
 
-def _netns_run(path, alpha, grid, args):
+def _netns_run(path, alpha, grid, home_cg_nnz, args):
     import cloudpickle
 
     from daskpd._netns import NetnsCluster
@@ -288,8 +294,10 @@ def _netns_run(path, alpha, grid, args):
 
         with GraphClock(sample) as clock:
             cpu, tick = _cpu_seconds(), time.perf_counter()
+            options = DualNewtonOptions(grid=grid) if home_cg_nnz is None else (
+                DualNewtonOptions(grid=grid, home_cg_nnz=home_cg_nnz))  # fmt: skip
             state = method.init(problem, data, seed=np.random.SeedSequence(0), client=client,
-                                options=DualNewtonOptions(grid=grid))  # fmt: skip
+                                options=options)  # fmt: skip
             init = time.perf_counter() - tick
             home = f"worker-{cluster.worker_addresses.index(state.home)}"
             epoch = 0
@@ -315,7 +323,8 @@ def _netns_run(path, alpha, grid, args):
     return {"set": os.path.basename(path) if isinstance(path, str) else type(data).__name__,
             "nnz": nnz, "n_samples": int(data.n_samples),
             "n_used": int(np.count_nonzero(np.asarray(data.col_nnz))), "alpha": alpha,
-            "grid": grid, "workers": args.workers, "rate": args.rate, "threads": threads,
+            "grid": grid, "home_cg_nnz": options.home_cg_nnz, "workers": args.workers,
+            "rate": args.rate, "threads": threads,
             "home": home, "graphs": graphs, "kinds": rounds, "init_seconds": init, "wall_to": wall,
             "epochs": epoch, "counters": counters, "others_cores": others,
             "reached": reached, "rounds": per_round}  # fmt: skip
@@ -324,11 +333,12 @@ def _netns_run(path, alpha, grid, args):
 def dn_netns(args):
     rows = []
     for alpha in args.alphas:
-        for grid in args.grids:
+        for home_cg_nnz, grid in itertools.product(args.home_cg_nnz or [None], args.grids):
             tick = time.perf_counter()
-            row = _netns_run(args.data[0], alpha, grid, args)
+            row = _netns_run(args.data[0], alpha, grid, home_cg_nnz, args)
             rows.append(row)
-            print(f"alpha {alpha:g} K {grid}: {row['counters']} ({row['graphs']}) to the line "
+            print(f"alpha {alpha:g} K {grid} home_cg_nnz {row['home_cg_nnz']:g}: "
+                  f"{row['counters']} ({row['graphs']}) to the line "
                   f"in {row['wall_to']:.2f} s (reached {row['reached']}), others "
                   f"{row['others_cores']:.2f} cores; call {time.perf_counter() - tick:.1f} s",
                   flush=True)  # fmt: skip
@@ -383,12 +393,12 @@ def dn_netns_report(args):
           f"{rates.fixed['step'] * 1e3:.1f} ms (two); {per_read:.2f} ns a nonzero read; the "
           f"namespaces' 1gbit link {network.latency * 1e3:.1f} ms a level, "
           f"{network.bandwidth / 1e6:.1f} MB/s\n")  # fmt: skip
-    print("| K | kind | graphs | solver rounds | median s | mean s | model mean s = fixed + "
-          "levels + bytes + nonzeros | error | median MB received | of them into w's home "
-          "| median nonzeros read | median free columns "
+    print("| K | home_cg_nnz | kind | graphs | solver rounds | median s | mean s "
+          "| model mean s = fixed + levels + bytes + nonzeros | error | median MB received "
+          "| of them into w's home | median nonzeros read | median free columns "
           "| levels + bytes of the measured s |")  # fmt: skip
-    print("| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: "
-          "| ---: |")  # fmt: skip
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: "
+          "| ---: | ---: |")  # fmt: skip
     for path in args.netns:
         with open(path) as f:
             runs = json.load(f)["rows"]
@@ -398,7 +408,8 @@ def dn_netns_report(args):
                 t = k["terms"]
                 cells = " + ".join(f"{t[x]:.3f}" for x in ("fixed", "levels", "bytes", "nonzeros"))
                 columns = "-" if k["median_columns"] is None else f"{k['median_columns']:,.0f}"
-                print(f"| {row['grid']} | {k['kind']} | {k['graphs']} | {k['rounds']} "
+                print(f"| {row['grid']} | {row['home_cg_nnz']:.3g} | {k['kind']} | {k['graphs']} "
+                      f"| {k['rounds']} "
                       f"| {k['median_s']:.3f} | {k['mean_s']:.3f} | {k['model_s']:.3f} = {cells} "
                       f"| {100 * k['error']:+.0f}% | {k['median_mb']:.1f} "
                       f"| {k['median_mb_home']:.1f} "
@@ -409,7 +420,8 @@ def dn_netns_report(args):
             reading = row["init_seconds"] - start
             model = sum(k["model_s"] * k["graphs"] for k in table)
             moved = sum(sum(r["received"].values()) for r in row["rounds"])
-            print(f"| {row['grid']} | whole run, alpha {row['alpha']:g} | "
+            print(f"| {row['grid']} | {row['home_cg_nnz']:.3g} | whole run, alpha "
+                  f"{row['alpha']:g} | "
                   f"{sum(k['graphs'] for k in table)} | {row['counters']['rounds']} | | "
                   f"{measured:.2f} (the rounds; the call {row['wall_to']:.2f} with "
                   f"{reading:.2f} reading the groups) | {model:.2f} "
@@ -425,6 +437,9 @@ def add_parsers(parts):
     netns.add_argument("--grids", type=int, nargs="+", default=[2, 4])
     netns.add_argument("--workers", type=int, default=2)
     netns.add_argument("--rate", default="1gbit")
+    netns.add_argument("--home-cg-nnz", type=int, nargs="+",
+                       help="runs with each of these home_cg_nnz (default: the solver's); 0: "
+                       "every CG step a round")  # fmt: skip
     netns.add_argument("--cap", type=int, default=60, help="at most this many Newton steps")
     netns.add_argument("--out", required=True)
     report = parts.add_parser("dn-netns-report", help="dual_newton's namespace rounds, modelled")

@@ -44,47 +44,61 @@ def _clocked(dn, X, y, alpha, epochs, **options):
     return clock.rounds(), method.counters(state), time.perf_counter() - tick
 
 
-def test_every_kind_of_round_and_they_add_up_to_the_counters(dn):
-    from daskpd.solvers.dual_newton import _solver
-
-    saved = (_solver._run, _solver.value, _solver._cg_numbers)
-    # more rows than features: early Newton steps free many rows (CG rounds), later ones
-    # few (the CG on the home), and some refuse t = 1 (shorter steps, a gradient round)
-    X, y = sparse_problem(n=400, d=60, seed=1)
-    rows, counters, seconds = _clocked(dn, X, y, 1e-2, 6, grid=2, home_cg_nnz=2000)
-    assert (_solver._run, _solver.value, _solver._cg_numbers) == saved  # restored
+def _check_rows(dn, rows, counters, nnz, seconds):
+    """What every run's rounds must hold, whatever their kinds."""
     graphs, rounds = dn.classify(rows)
-    assert all(graphs[kind] > 0 for kind in dn.KINDS), graphs
     assert sum(rounds.values()) == counters["rounds"]
-    assert rounds["home"] == 3 * graphs["home"] and rounds["line"] == 2 * graphs["line"]
+    for kind in ("cg", "line", "home", "pass", "shorter", "gradient"):
+        assert rounds[kind] == dn.SOLVER_ROUNDS[kind] * graphs[kind]
     # a cold start: the local passes' image round and the gradient round
-    assert rows[0]["kind"] == "start" and rows[0]["solver_rounds"] == 2
-    assert [r["kind"] for r in rows].count("start") == 1
-    # six Newton steps: each one line or home graph, or a refused one then its gradient round
-    assert graphs["line"] + graphs["home"] == 6
-    dn.check_counters(rows, counters, X.nnz)
+    assert rows[0]["kind"] == "start" and rows[0]["solver_rounds"] == 2 and graphs["start"] == 1
+    dn.check_counters(rows, counters, nnz)
     for k, row in enumerate(rows):
         assert row["read"] > 0
         assert (row["home_read"] > 0) == (row["kind"] == "home")
         assert (row["cg_steps"] >= 1) == (row["kind"] == "home")
         if row["kind"] == "cg":
             # a CG round reads its free rows twice (X_F u, then X_F^T): at most two passes
-            assert 0 < row["read"] <= 2 * X.nnz and 0 < row["columns"] <= 60
+            assert 0 < row["read"] <= 2 * nnz and 0 < row["columns"] <= 60
         # the new point's free rows are read where a gradient round's result is: not after
         # a refused t = 1 (a shorter step follows)
         refused = k + 1 < len(rows) and rows[k + 1]["kind"] == "shorter"
-        if row["kind"] in ("start", "line", "home", "gradient"):
+        if row["kind"] != "cg" and row["kind"] != "shorter":
             assert (row["free_nnz"] is not None) != refused
     assert 0 < sum(r["seconds"] for r in rows) <= seconds
+    return graphs
+
+
+def test_every_kind_of_round_and_they_add_up_to_the_counters(dn):
+    from daskpd.solvers.dual_newton import _solver
+
+    saved = (_solver._run, _solver.value, _solver._cg_numbers)
+    # more rows than features: early Newton steps free many rows (CG rounds), later ones
+    # few (a Newton step on the home); burst < 1 makes every second epoch a local pass
+    X, y = sparse_problem(n=400, d=60, seed=1)
+    rows, counters, seconds = _clocked(dn, X, y, 1e-2, 6, grid=2, home_cg_nnz=1500, burst=0.5)
+    assert (_solver._run, _solver.value, _solver._cg_numbers) == saved  # restored
+    graphs = _check_rows(dn, rows, counters, X.nnz, seconds)
+    assert all(graphs[kind] > 0 for kind in ("start", "cg", "line", "home", "pass")), graphs
+    # six epochs: each one line, home or pass graph (no step refused t = 1 here)
+    assert graphs["line"] + graphs["home"] + graphs["pass"] == 6
+    assert graphs["shorter"] == graphs["gradient"] == 0
+    # with every CG step a round, some Newton steps refuse t = 1: shorter steps, then the
+    # gradient round at the accepted one (the reads of a refused step's gradient round are
+    # not read by the driver: only the rounds are checked then)
+    rows, counters, seconds = _clocked(dn, X, y, 1e-2, 6, grid=2, home_cg_nnz=0, burst=0.5)
+    graphs = _check_rows(dn, rows, counters, X.nnz, seconds)
+    assert graphs["shorter"] > 0 and graphs["gradient"] > 0 and graphs["home"] == 0
+    assert graphs["line"] + graphs["pass"] == 6
 
 
 def test_without_refused_steps_the_reads_are_the_counters_passes(dn):
     # more features than rows: every t = 1 accepted; the reads add up to the passes
     X, y = sparse_problem(n=150, d=300, seed=1)
-    rows, counters, _ = _clocked(dn, X, y, 1e-3, 4, grid=3, home_cg_nnz=0)
+    rows, counters, _ = _clocked(dn, X, y, 1e-3, 4, grid=3, home_cg_nnz=0, burst=0.0)
     graphs, rounds = dn.classify(rows)
     assert graphs["line"] == 4 and graphs["cg"] > 4
-    assert graphs["home"] == graphs["shorter"] == graphs["gradient"] == 0
+    assert graphs["home"] == graphs["pass"] == graphs["shorter"] == graphs["gradient"] == 0
     dn.check_counters(rows, counters, X.nnz)  # rounds, and nonzeros to passes
     with pytest.raises(AssertionError, match="do not add up"):
         dn.check_counters(rows, {**counters, "rounds": counters["rounds"] + 1}, X.nnz)
@@ -102,9 +116,10 @@ def test_the_model_of_a_round_by_hand(dn):
     row = {"kind": "home", "received": {"scheduler": 1e5, "w0": 3e6, "w1": 1.9e6},
            "read": 2e6, "home_read": 1e6}  # fmt: skip
     terms = dn.model_round(rates, network, row, owners=2)
-    # tron's step round's fixed cost; three reductions of one level; 5 MB at 100 MB/s; the
-    # groups' reads halved over two owners and the home's in full, at 4 ns a read
+    # tron's step round's fixed cost; two reductions (the free rows in, the gradient round's)
+    # of one level; 5 MB at 100 MB/s; the groups' reads halved over two owners and the
+    # home's in full, at 4 ns a read
     assert terms == pytest.approx(
-        {"fixed": 0.04, "levels": 3 * 0.0125, "bytes": 0.05, "nonzeros": 2e6 * 4e-9}
+        {"fixed": 0.04, "levels": 2 * 0.0125, "bytes": 0.05, "nonzeros": 2e6 * 4e-9}
     )
     assert dn.model_round(rates, network, {**row, "kind": "cg"}, owners=1)["levels"] == 0.0
