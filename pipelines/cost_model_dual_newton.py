@@ -29,6 +29,11 @@ A round is one graph whose results the driver waits for. Kinds (the graph's pref
     ``X_F^T (c y delta)`` up the tree), the trial point ``w`` to every owner, the gradient
     round there (margins, free rows, the next CG's first share up the tree): two reductions,
     two solver rounds.
+``refused``
+    A ``line`` graph whose trial at ``t = 1`` failed Armijo's test: the driver reads its
+    verdict only (the trial's reduction); its gradient round's tasks, dropped, may still run
+    and move their bytes in the next round's time (two solver rounds: the solver counts the
+    spent gradient round).
 ``home``
     ``dual-newton-home``: a Newton step on few free rows (at most ``home_cg_nnz``
     nonzeros): the free rows to the home, its whole CG and line search there, the new ``w``
@@ -70,20 +75,22 @@ TRON_RUNS = [
     for name in ("tron_runs.json", "tron_runs_more.json")
 ]
 #: the kinds of round, in the order a run first meets them (module docstring)
-KINDS = ("start", "cg", "line", "home", "pass", "shorter", "gradient")
+KINDS = ("start", "cg", "line", "refused", "home", "pass", "shorter", "gradient")
 #: the solver's rounds (``counters(state)["rounds"]``) a graph of each kind counts; a start
 #: counts one more when it ran an image round (any start but ``a = 0``'s)
-SOLVER_ROUNDS = {"start": 1, "cg": 1, "line": 2, "home": 2, "pass": 2, "shorter": 1,
-                 "gradient": 1}  # fmt: skip
+SOLVER_ROUNDS = {"start": 1, "cg": 1, "line": 2, "refused": 2, "home": 2, "pass": 2,
+                 "shorter": 1, "gradient": 1}  # fmt: skip
 #: reductions up the tree (or gathers to the home: hops between dependent tasks across
 #: workers) a graph runs: the start's image and gradient rounds; a CG round's; the trial's
-#: and the gradient round's; the free rows to the home and the gradient round's; the local
-#: pass's changes and the gradient round's
-TREES = {"start": 2, "cg": 1, "line": 2, "home": 2, "pass": 2, "shorter": 1, "gradient": 1}
+#: and the gradient round's (a refused trial's only); the free rows to the home and the
+#: gradient round's; the local pass's changes and the gradient round's
+TREES = {"start": 2, "cg": 1, "line": 2, "refused": 1, "home": 2, "pass": 2, "shorter": 1,
+         "gradient": 1}  # fmt: skip
 #: the tron round whose fitted fixed cost (graph, driver, scheduler) a kind's graph is
 #: charged: one reduction as a CG round's, two as a step round's
-TRON_FIXED = {"start": "step", "cg": "hessian", "line": "step", "home": "step", "pass": "step",
-              "shorter": "numbers", "gradient": "gradient"}  # fmt: skip
+TRON_FIXED = {"start": "step", "cg": "hessian", "line": "step", "refused": "hessian",
+              "home": "step", "pass": "step", "shorter": "numbers",
+              "gradient": "gradient"}  # fmt: skip
 
 
 def _numbers_with_columns(cg):
@@ -193,6 +200,8 @@ class GraphClock:
                    "columns": None, "free_nnz": None}  # fmt: skip
             for _, _, _, out in stamps:
                 _note(row, out)
+                if isinstance(out, dict) and out.get("accepted") is False and row["kind"] == "line":
+                    row["kind"] = "refused"
             rows.append(row)
             previous = (stamps[-1][1], stamps[-1][2])
         return rows

@@ -48,7 +48,7 @@ def _check_rows(dn, rows, counters, nnz, seconds):
     """What every run's rounds must hold, whatever their kinds."""
     graphs, rounds = dn.classify(rows)
     assert sum(rounds.values()) == counters["rounds"]
-    for kind in ("cg", "line", "home", "pass", "shorter", "gradient"):
+    for kind in ("cg", "line", "refused", "home", "pass", "shorter", "gradient"):
         assert rounds[kind] == dn.SOLVER_ROUNDS[kind] * graphs[kind]
     # a cold start: the local passes' image round and the gradient round
     assert rows[0]["kind"] == "start" and rows[0]["solver_rounds"] == 2 and graphs["start"] == 1
@@ -60,11 +60,16 @@ def _check_rows(dn, rows, counters, nnz, seconds):
         if row["kind"] == "cg":
             # a CG round reads its free rows twice (X_F u, then X_F^T): at most two passes
             assert 0 < row["read"] <= 2 * nnz and 0 < row["columns"] <= 60
-        # the new point's free rows are read where a gradient round's result is: not after
-        # a refused t = 1 (a shorter step follows)
-        refused = k + 1 < len(rows) and rows[k + 1]["kind"] == "shorter"
-        if row["kind"] != "cg" and row["kind"] != "shorter":
-            assert (row["free_nnz"] is not None) != refused
+        # a refused t = 1 is followed by shorter steps, then the gradient round at the
+        # accepted one; the new point's free rows are read where a gradient round's result
+        # is, not after a refused t = 1
+        if row["kind"] == "refused":
+            assert rows[k + 1]["kind"] == "shorter" and row["free_nnz"] is None
+        if row["kind"] == "shorter":
+            assert rows[k - 1]["kind"] in ("refused", "shorter")
+            assert rows[k + 1]["kind"] in ("shorter", "gradient")
+        if row["kind"] in ("start", "line", "home", "pass", "gradient"):
+            assert row["free_nnz"] is not None
     assert 0 < sum(r["seconds"] for r in rows) <= seconds
     return graphs
 
@@ -82,14 +87,14 @@ def test_every_kind_of_round_and_they_add_up_to_the_counters(dn):
     assert all(graphs[kind] > 0 for kind in ("start", "cg", "line", "home", "pass")), graphs
     # six epochs: each one line, home or pass graph (no step refused t = 1 here)
     assert graphs["line"] + graphs["home"] + graphs["pass"] == 6
-    assert graphs["shorter"] == graphs["gradient"] == 0
+    assert graphs["refused"] == graphs["shorter"] == graphs["gradient"] == 0
     # with every CG step a round, some Newton steps refuse t = 1: shorter steps, then the
     # gradient round at the accepted one (the reads of a refused step's gradient round are
     # not read by the driver: only the rounds are checked then)
     rows, counters, seconds = _clocked(dn, X, y, 1e-2, 6, grid=2, home_cg_nnz=0, burst=0.5)
     graphs = _check_rows(dn, rows, counters, X.nnz, seconds)
-    assert graphs["shorter"] > 0 and graphs["gradient"] > 0 and graphs["home"] == 0
-    assert graphs["line"] + graphs["pass"] == 6
+    assert graphs["shorter"] > 0 and graphs["gradient"] == graphs["refused"] > 0
+    assert graphs["home"] == 0 and graphs["line"] + graphs["refused"] + graphs["pass"] == 6
 
 
 def test_without_refused_steps_the_reads_are_the_counters_passes(dn):
@@ -98,7 +103,7 @@ def test_without_refused_steps_the_reads_are_the_counters_passes(dn):
     rows, counters, _ = _clocked(dn, X, y, 1e-3, 4, grid=3, home_cg_nnz=0, burst=0.0)
     graphs, rounds = dn.classify(rows)
     assert graphs["line"] == 4 and graphs["cg"] > 4
-    assert graphs["home"] == graphs["pass"] == graphs["shorter"] == graphs["gradient"] == 0
+    assert graphs["home"] == graphs["pass"] == graphs["refused"] == graphs["shorter"] == 0
     dn.check_counters(rows, counters, X.nnz)  # rounds, and nonzeros to passes
     with pytest.raises(AssertionError, match="do not add up"):
         dn.check_counters(rows, {**counters, "rounds": counters["rounds"] + 1}, X.nnz)
