@@ -417,7 +417,7 @@ def dn_netns_report(args):
                 t = k["terms"]
                 cells = " + ".join(f"{t[x]:.3f}" for x in ("fixed", "levels", "bytes", "nonzeros"))
                 columns = "-" if k["median_columns"] is None else f"{k['median_columns']:,.0f}"
-                print(f"| {row['grid']} | {row['home_cg_nnz']:.3g} | {k['kind']} | {k['graphs']} "
+                print(f"| {row['grid']} | {row['home_cg_nnz']:,} | {k['kind']} | {k['graphs']} "
                       f"| {k['rounds']} "
                       f"| {k['median_s']:.3f} | {k['mean_s']:.3f} | {k['model_s']:.3f} = {cells} "
                       f"| {100 * k['error']:+.0f}% | {k['median_mb']:.1f} "
@@ -429,7 +429,7 @@ def dn_netns_report(args):
             reading = row["init_seconds"] - start
             model = sum(k["model_s"] * k["graphs"] for k in table)
             moved = sum(sum(r["received"].values()) for r in row["rounds"])
-            print(f"| {row['grid']} | {row['home_cg_nnz']:.3g} | whole run, alpha "
+            print(f"| {row['grid']} | {row['home_cg_nnz']:,} | whole run, alpha "
                   f"{row['alpha']:g} | "
                   f"{sum(k['graphs'] for k in table)} | {row['counters']['rounds']} | | "
                   f"{measured:.2f} (the rounds; the call {row['wall_to']:.2f} with "
