@@ -407,8 +407,10 @@ def _home_step(state, rounds):
     solved = graph.task(
         "home-newton", _home_newton, state.point, state.cg, settings, *blocks, worker=state.home
     )
+    # the owners take their changes of a only (w goes to them with the gradient round)
+    moves = graph.task("moves", _first, solved, worker=state.home)
     moved = [
-        graph.task(f"moves-{b}", _bundle_moves, state.locals[b], solved, b, worker=owner)
+        graph.task(f"moves-{b}", _bundle_moves, state.locals[b], moves, b, worker=owner)
         for b, _, owner in state.tasks()
     ]
     w = graph.task("w", _second, solved, worker=state.home)

@@ -382,11 +382,11 @@ def _bundle_free(previous):
     )
 
 
-def _bundle_moves(previous, solved, b):
-    """The groups' dual values moved by the step the home took (``solved``:
-    :func:`_home_newton`'s output, ``b`` this task's index in it)."""
+def _bundle_moves(previous, moves, b):
+    """The groups' dual values moved by the step the home took (``moves``: the first of
+    :func:`_home_newton`'s outputs, ``b`` this task's index in it)."""
     out = []
-    for local, delta in zip(_locals_of(previous), solved[0][b], strict=True):
+    for local, delta in zip(_locals_of(previous), moves[b], strict=True):
         a = local.a.copy()
         a[local.free] += delta
         out.append(_Local(a, local.norm_sq))
