@@ -111,9 +111,7 @@ def test_the_local_start_pass_equals_numpy(binary):
 def test_the_local_start_raises_the_dual_and_reaches_the_same_optimum(grid):
     # CoCoA+'s safe sigma' = K: the groups' points added make a dual point above a = 0's (0),
     # and its certificate is the problem's own at the point it reports
-    X, y = _wide(n=300, d=600, seed=11)
-    weight = np.random.default_rng(11).uniform(0.5, 2.0, 300)
-    data = MemoryDataset(X, y, sample_weight=weight)
+    _, _, _, data = _weighted_wide(11)
     problem, method = Problem("hinge", "l2", 1e-3), DualNewton()
     started = {}
     for passes in (0, 1):
@@ -151,6 +149,13 @@ def _wide(n=150, d=300, seed=0, **kwargs):
     """More features than rows, as the splice-like sets (the dual's Hessian is then regular
     on the free rows)."""
     return sparse_problem(n=n, d=d, seed=seed, **kwargs)
+
+
+def _weighted_wide(seed):
+    """A wider problem (300 x 600) with row weights: ``(X, y, weight, data)``."""
+    X, y = _wide(n=300, d=600, seed=seed)
+    weight = np.random.default_rng(seed).uniform(0.5, 2.0, 300)
+    return X, y, weight, MemoryDataset(X, y, sample_weight=weight)
 
 
 def _steps(data, problem, epochs, **options):
@@ -206,9 +211,7 @@ def test_a_local_pass_after_a_burst_of_free_rows(grid):
     # burst=1: every Newton step that frees more rows than the fewest so far is followed by
     # a local pass (two rounds, a pass); the dual never falls, the certificate is the
     # problem's own, and the run reaches liblinear's optimum
-    X, y = _wide(n=300, d=600, seed=12)
-    weight = np.random.default_rng(12).uniform(0.5, 2.0, 300)
-    data = MemoryDataset(X, y, sample_weight=weight)
+    X, y, weight, data = _weighted_wide(12)
     problem, method = Problem("hinge", "l2", 1e-3), DualNewton()
     state = method.init(
         problem, data, seed=np.random.SeedSequence(0), client=None,
