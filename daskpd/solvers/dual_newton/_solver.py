@@ -37,6 +37,7 @@ from daskpd.solvers.dual_newton._tasks import (
     _cg_next,
     _cg_numbers,
     _cg_task,
+    _direction,
     _first,
     _gradient_task,
     _home_newton,
@@ -336,12 +337,18 @@ def _newton_step(state):
     rounds, read = state.rounds, 0.0
     cg, locals_, done = state.cg, list(state.locals), state.cg_done
     home = not done and state.scalars["free_nnz"] <= settings.home_cg_nnz
+    first = True
     while not done and not home:
         graph = TaskGraph("dual-newton-cg", f"{state.token}-{rounds}")
+        # the step's first round gives the owners the free columns (to find their rows'
+        # positions in them); later rounds send the image and the numbers only
+        sent = cg if first else graph.task("direction", _direction, cg, worker=state.home)
+        first = False
         parts = [
             graph.task(
-                f"cg-{b}", _bundle_step, _cg_task, groups, locals_[b], cg, settings, worker=owner
-            )
+                f"cg-{b}", _bundle_step, _cg_task, groups, locals_[b], sent, settings,
+                worker=owner,
+            )  # fmt: skip
             for b, groups, owner in state.tasks()
         ]
         totals = _sum_totals(graph, "cg-sum", parts, state)

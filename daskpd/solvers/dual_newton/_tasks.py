@@ -527,6 +527,13 @@ def _next_direction(share, sums, cg, settings):
     return _Cg(share.columns, u, step, beta, rz, rr0, iterations, bool(done), p_dp)
 
 
+def _direction(cg):
+    """What the owners need of the CG state after a step's first round: the image ``u`` and
+    the numbers, not the free columns (they keep their positions in them from the first
+    round), a third less to send a round."""
+    return cg._replace(columns=None)
+
+
 def _cg_numbers(cg):
     """What the driver reads of a CG round: whether CG is done, and the nonzeros its round
     read."""
