@@ -334,3 +334,51 @@ def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     assert_same_run(straight, survived)
     assert 1 <= survived.recoveries <= 2
     wait_for_two_workers(client)
+
+
+def test_the_home_vector_is_relayed_down_a_tree_of_the_workers():
+    # with more than two workers besides the home, each worker reads the vector from its
+    # parent in a binary tree (the home sends it twice), not every worker from the home
+    from daskpd._graphs import TaskGraph
+    from daskpd.solvers.common.resident import relay
+
+    graph = TaskGraph("relay-test")
+    home, workers = "w0", [f"w{k}" for k in range(7)]
+    owners = [w for w in workers for _ in range(2)]  # two groups a worker
+    refs = relay(graph, "v", "REF", owners, home)
+    assert refs[0] == refs[1] == "REF"  # the home's own groups read it where it is
+    worker_of = {refs[2 * k].key: workers[k] for k in range(1, 7)}
+    parent_of = {}
+    for k, worker in enumerate(workers[1:], start=1):
+        (argument,) = graph._tasks[refs[2 * k].key].args
+        parent_of[worker] = worker_of.get(getattr(argument, "key", None), "w0")
+        assert graph._annotations[refs[2 * k].key]["workers"] == [worker]
+        assert refs[2 * k] == refs[2 * k + 1]
+    assert parent_of == {"w1": "w0", "w2": "w0", "w3": "w1", "w4": "w1", "w5": "w2",
+                         "w6": "w2"}  # fmt: skip
+    # at most two others: the vector itself, no task
+    small = TaskGraph("relay-small")
+    assert relay(small, "v", "REF", ["a", "b", "c", "a"], "a") == ["REF"] * 4
+    assert len(small) == 0
+
+
+@pytest.mark.cluster
+@pytest.mark.long  # a 4-worker cluster: CI's second call
+def test_on_four_workers_the_relayed_runs_equal_the_in_process_runs(tmp_path):
+    # tron's direction and step, dual_newton's direction and w: relayed (three workers
+    # besides the home)
+    from _faults import assert_cluster_run_equals_in_process
+    from distributed import Client, LocalCluster
+
+    X, y = sparse_problem(n=1000, d=1500, seed=17)
+    disk_data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=500)
+    local = {"n_workers": 4, "threads_per_worker": 1, "dashboard_address": "127.0.0.1:0"}
+    with LocalCluster(**local) as cluster, Client(cluster, set_as_default=False) as client:
+        for solver, loss in (("tron", "logistic"), ("dual_newton", "hinge")):
+            kwargs = {"loss": loss, "alpha": 1e-3, "solver": solver, "grid": 8, "tol": 1e-9,
+                      "max_epochs": 60}  # fmt: skip
+            on_cluster = solve(disk_data, client=client, **kwargs)
+            in_process = solve(disk_data, client=False, **kwargs)
+            assert on_cluster.solver == solver
+            problem = Problem(loss, "l2", 1e-3)
+            assert_cluster_run_equals_in_process(on_cluster, in_process, problem, disk_data)

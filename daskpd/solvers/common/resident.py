@@ -50,6 +50,7 @@ __all__ = [
     "local_sum",
     "ranges",
     "read_groups",
+    "relay",
     "root_inputs",
     "run_graph",
     "thread_sum",
@@ -203,6 +204,28 @@ def root_inputs(graph, name, parts, owners, combine=add):
             )
         nodes = merged
     return [node for node, _ in nodes]
+
+
+def relay(graph, name, ref, owners, home):
+    """``ref`` (made on ``home``) as each owner's tasks should read it: sent down a binary
+    tree of the distinct workers, each passing it on to at most two more, so that the
+    home's link carries it twice a round, not once for every other worker (on 64 machines
+    the flat send is most of a round: BENCHMARKS.md, tron's plan). One task a worker that
+    relays; with at most two workers besides the home, ``ref`` itself.
+
+    Returns a reference for each entry of ``owners``."""
+    workers = list(dict.fromkeys([home, *owners]))
+    if len(workers) <= 3:
+        return [ref] * len(owners)
+    at = {workers[0]: ref}
+    for i in range(1, len(workers)):
+        parent = at[workers[(i - 1) // 2]]
+        at[workers[i]] = graph.task(f"{name}-relay-{i}", _same, parent, worker=workers[i])
+    return [at[owner] for owner in owners]
+
+
+def _same(x):
+    return x
 
 
 def run_graph(client, n_groups, graph, outputs):

@@ -15,6 +15,7 @@ from daskpd.solvers.common.resident import (
     ResidentState,
     bundles,
     ranges,
+    relay,
     root_inputs,
     run_graph,
     value,
@@ -300,9 +301,10 @@ def _gradient_round(graph, state, w, locals_):
     Returns the references of the point, the CG state, their numbers and the groups'
     locals."""
     settings = state.settings
+    ws = relay(graph, "w", w, state.task_owners, state.home)
     parts = [
         graph.task(
-            f"grad-{b}", _bundle_step, _gradient_task, groups, locals_[b], w, settings,
+            f"grad-{b}", _bundle_step, _gradient_task, groups, locals_[b], ws[b], settings,
             worker=owner,
         )  # fmt: skip
         for b, groups, owner in state.tasks()
@@ -344,9 +346,10 @@ def _newton_step(state):
         # positions in them); later rounds send the image and the numbers only
         sent = cg if first else graph.task("direction", _direction, cg, worker=state.home)
         first = False
+        sents = relay(graph, "direction", sent, state.task_owners, state.home)
         parts = [
             graph.task(
-                f"cg-{b}", _bundle_step, _cg_task, groups, locals_[b], sent, settings,
+                f"cg-{b}", _bundle_step, _cg_task, groups, locals_[b], sents[b], settings,
                 worker=owner,
             )  # fmt: skip
             for b, groups, owner in state.tasks()

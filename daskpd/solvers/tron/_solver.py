@@ -14,6 +14,7 @@ from daskpd.solvers.common.resident import (
     ExactMethod,
     ResidentState,
     ranges,
+    relay,
     run_graph,
     tree,
     value,
@@ -226,8 +227,9 @@ class Tron(ExactMethod):
         n, alpha = settings.n_samples, settings.alpha
         graph = TaskGraph("tron-line", f"{state.token}-{rounds}")
         step = graph.task("s", _cg_step_vector, cg, worker=state.home)
+        steps = relay(graph, "s", step, state.owners, state.home)
         step_margins = [
-            graph.task(f"xs-{k}", _step_margins_task, group, step, worker=state.owners[k])
+            graph.task(f"xs-{k}", _step_margins_task, group, steps[k], worker=state.owners[k])
             for k, group in enumerate(state.groups)
         ]
         quadratic = graph.task("quadratic", _line_scalars, state.point, cg, worker=state.home)
@@ -347,9 +349,10 @@ def _line_round(graph, state, step_margins, step_length):
 
 def _hessian_round(graph, state, direction):
     """Add a Hessian-vector round: each group's share, summed up a tree."""
+    directions = relay(graph, "direction", direction, state.owners, state.home)
     parts = [
         graph.task(
-            f"hv-{k}", _hessian_task, group, state.curv[k], direction, worker=state.owners[k]
+            f"hv-{k}", _hessian_task, group, state.curv[k], directions[k], worker=state.owners[k]
         )
         for k, group in enumerate(state.groups)
     ]
