@@ -48,7 +48,7 @@ def _reached(primal, dual):
 
 class RoundClock:
     """Stamps every round of :mod:`daskpd.solvers.tron` run in this process: when the
-    driver had each result it waited for (the solver's ``_value``), with the graph's kind
+    driver had each result it waited for (the solver's ``value``), with the graph's kind
     and which ``_run`` sent it. ``sample`` (a callable) runs after each stamp, outside the
     rounds' time."""
 
@@ -59,7 +59,7 @@ class RoundClock:
     def __enter__(self):
         from daskpd.solvers.tron import _solver
 
-        self._solver, self._saved = _solver, (_solver._run, _solver._value)
+        self._solver, self._saved = _solver, (_solver._run, _solver.value)
         run, value = self._saved
         current = {"run": 0, "prefix": None}
 
@@ -68,8 +68,8 @@ class RoundClock:
             current["prefix"] = graph.prefix
             return run(state, graph, outputs)
 
-        def timed_value(ref):
-            out = value(ref)
+        def timed_value(ref, owners=()):
+            out = value(ref, owners)
             done = time.perf_counter()
             sampled = self.sample() if self.sample is not None else None
             self.stamps.append(
@@ -77,11 +77,11 @@ class RoundClock:
             )
             return out
 
-        _solver._run, _solver._value = timed_run, timed_value
+        _solver._run, _solver.value = timed_run, timed_value
         return self
 
     def __exit__(self, *exc):
-        self._solver._run, self._solver._value = self._saved
+        self._solver._run, self._solver.value = self._saved
 
     def rounds(self, upto=None):
         """``(kind, seconds, sample before, sample after)`` of every round after the start,

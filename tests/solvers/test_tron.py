@@ -336,13 +336,15 @@ def test_survives_a_worker_killed_mid_epoch(local_cluster, disk_data, tmp_path):
     wait_for_two_workers(client)
 
 
-def test_the_home_vector_is_relayed_down_a_tree_of_the_workers():
-    # with more than two workers besides the home, each worker reads the vector from its
-    # parent in a binary tree (the home sends it twice), not every worker from the home
+def test_the_home_vector_is_relayed_down_a_tree_of_the_workers(monkeypatch):
+    # from RELAY_WORKERS workers on, each worker reads the vector from its parent in a
+    # binary tree (the home sends it twice), not every worker from the home
     from daskpd._graphs import TaskGraph
+    from daskpd.solvers.common import resident
     from daskpd.solvers.common.resident import relay
 
     graph = TaskGraph("relay-test")
+    monkeypatch.setattr(resident, "RELAY_WORKERS", 4)
     home, workers = "w0", [f"w{k}" for k in range(7)]
     owners = [w for w in workers for _ in range(2)]  # two groups a worker
     refs = relay(graph, "v", "REF", owners, home)
@@ -356,19 +358,26 @@ def test_the_home_vector_is_relayed_down_a_tree_of_the_workers():
         assert refs[2 * k] == refs[2 * k + 1]
     assert parent_of == {"w1": "w0", "w2": "w0", "w3": "w1", "w4": "w1", "w5": "w2",
                          "w6": "w2"}  # fmt: skip
-    # at most two others: the vector itself, no task
+    # fewer workers: the vector itself, no task
     small = TaskGraph("relay-small")
     assert relay(small, "v", "REF", ["a", "b", "c", "a"], "a") == ["REF"] * 4
+    assert len(small) == 0
+    monkeypatch.setattr(resident, "RELAY_WORKERS", 9)
+    assert relay(small, "v", "REF", workers, home) == ["REF"] * 7
     assert len(small) == 0
 
 
 @pytest.mark.cluster
 @pytest.mark.long  # a 4-worker cluster: CI's second call
-def test_on_four_workers_the_relayed_runs_equal_the_in_process_runs(tmp_path):
+def test_on_four_workers_the_relayed_runs_equal_the_in_process_runs(tmp_path, monkeypatch):
     # tron's direction and step, dual_newton's direction and w: relayed (three workers
-    # besides the home)
+    # besides the home; the graphs are built here, so the threshold set here holds)
     from _faults import assert_cluster_run_equals_in_process
     from distributed import Client, LocalCluster
+
+    from daskpd.solvers.common import resident
+
+    monkeypatch.setattr(resident, "RELAY_WORKERS", 4)
 
     X, y = sparse_problem(n=1000, d=1500, seed=17)
     disk_data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=500)

@@ -206,16 +206,22 @@ def root_inputs(graph, name, parts, owners, combine=add):
     return [node for node, _ in nodes]
 
 
+#: workers (the home included) from which :func:`relay` sends the home's vector down a tree
+RELAY_WORKERS = 9
+
+
 def relay(graph, name, ref, owners, home):
-    """``ref`` (made on ``home``) as each owner's tasks should read it: sent down a binary
-    tree of the distinct workers, each passing it on to at most two more, so that the
-    home's link carries it twice a round, not once for every other worker (on 64 machines
-    the flat send is most of a round: BENCHMARKS.md, tron's plan). One task a worker that
-    relays; with at most two workers besides the home, ``ref`` itself.
+    """``ref`` (made on ``home``) as each owner's tasks should read it: from
+    :data:`RELAY_WORKERS` distinct workers on, sent down a binary tree of them, each
+    passing it on to at most two more, so that the home's link carries it twice a round,
+    not once for every other worker (on 64 machines the flat send is most of a round:
+    BENCHMARKS.md, tron's plan). A level of the tree is two sends one after the other, so
+    below that the flat send is no slower (4 workers across network namespaces: 0.713 s a
+    CG round relayed, 0.669 s flat); there, and in-process, ``ref`` itself.
 
     Returns a reference for each entry of ``owners``."""
     workers = list(dict.fromkeys([home, *owners]))
-    if len(workers) <= 3:
+    if len(workers) < RELAY_WORKERS:
         return [ref] * len(owners)
     at = {workers[0]: ref}
     for i in range(1, len(workers)):
