@@ -234,7 +234,9 @@ class DualNewton(ExactMethod):
     def run_epoch(self, state, epoch):
         """One Newton step: CG rounds on the free rows, a projected line search (its first
         trial and the gradient round at it in one graph), the gradient round at the new
-        point."""
+        point; or, on few free rows, the step whole on the home (two rounds); or, after a
+        step that freed ``burst`` times the fewest free nonzeros so far, a local pass of
+        every group instead (see :class:`DualNewtonOptions`)."""
         settings, free = state.settings, state.scalars["free_nnz"]
         if (
             settings.burst > 0
