@@ -381,8 +381,8 @@ def test_on_four_workers_the_relayed_runs_equal_the_in_process_runs(tmp_path, mo
 
     X, y = sparse_problem(n=1000, d=1500, seed=17)
     disk_data = write_dataset(X, y, tmp_path / "train.zarr", rows_per_block=500)
-    local = {"n_workers": 4, "threads_per_worker": 1, "dashboard_address": "127.0.0.1:0"}
-    with LocalCluster(**local) as cluster, Client(cluster, set_as_default=False) as client:
+    cluster = LocalCluster(n_workers=4, threads_per_worker=1, dashboard_address="127.0.0.1:0")
+    with cluster, Client(cluster, set_as_default=False) as client:
         for solver, loss in (("tron", "logistic"), ("dual_newton", "hinge")):
             kwargs = {"loss": loss, "alpha": 1e-3, "solver": solver, "grid": 8, "tol": 1e-9,
                       "max_epochs": 60}  # fmt: skip
