@@ -382,11 +382,19 @@ def disk_data(tmp_path_factory):
 def test_cluster_run_equals_the_in_process_run(local_cluster, disk_data):
     from _faults import assert_cluster_run_equals_in_process
 
+    # from the same start (a = 0): the local start's sigma' is the workers holding groups
+    # (2 here), in-process the groups (4)
     kwargs = {"tol": 1e-9, "max_epochs": 60}
-    on_cluster = _run(disk_data, 1e-3, 4, client=local_cluster, **kwargs)
-    in_process = _run(disk_data, 1e-3, 4, **kwargs)
+    on_cluster = _run(disk_data, 1e-3, 4, client=local_cluster, start_passes=0, **kwargs)
+    in_process = _run(disk_data, 1e-3, 4, start_passes=0, **kwargs)
     problem = Problem("hinge", "l2", 1e-3)
     assert_cluster_run_equals_in_process(on_cluster, in_process, problem, disk_data)
+    # the local start over each worker's two groups: certified, at the same optimum
+    started = _run(disk_data, 1e-3, 4, client=local_cluster, **kwargs)
+    assert started.converged and started.solver == "dual_newton"
+    assert abs(started.primal - in_process.primal) <= max(started.gap, in_process.gap)
+    evaluation = problem.evaluate(started.w, disk_data)
+    assert started.primal == pytest.approx(evaluation.primal, rel=1e-10)
 
 
 @pytest.mark.cluster

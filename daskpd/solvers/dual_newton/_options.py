@@ -34,10 +34,10 @@ class DualNewtonOptions:
         step runs to the box's bound, which the projection then holds.
     start_passes : int, default=1
         From a cold start, passes of dual coordinate descent each group makes over its own
-        rows before the first Newton step (CoCoA+'s local problem with the safe
-        ``sigma' = K``; no communication); 0 starts the Newton steps at ``a = 0``, where every
-        row is free. The start then depends on ``K`` (the Newton steps from a given start
-        do not).
+        rows before the first Newton step, a worker's groups together (CoCoA+'s local
+        problem with the safe ``sigma'`` = the workers holding groups; in-process, ``K``; no
+        communication); 0 starts the Newton steps at ``a = 0``, where every row is free. The
+        start then depends on the workers (the Newton steps from a given start do not).
     home_cg_nnz : int, default=16_000_000
         A Newton step whose free rows hold at most this many nonzeros (over all groups)
         sends them to ``w``'s home, which runs the step whole (its conjugate gradient and
@@ -98,8 +98,6 @@ class _Settings:
     max_cg: int
     damping: float
     start_passes: int = 0
-    #: the run's row groups (the local start's ``sigma'``)
-    n_groups: int = 1
     home_cg_nnz: int = 0
     burst: float = 0.0
 

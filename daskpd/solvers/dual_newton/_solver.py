@@ -29,6 +29,7 @@ from daskpd.solvers.dual_newton._tasks import (
     _bundle_a,
     _bundle_free,
     _bundle_image,
+    _bundle_local_pass,
     _bundle_moves,
     _bundle_restore,
     _bundle_start,
@@ -42,7 +43,6 @@ from daskpd.solvers.dual_newton._tasks import (
     _first,
     _gradient_task,
     _home_newton,
-    _local_pass_task,
     _moved_w,
     _point_scalars,
     _point_task,
@@ -167,7 +167,6 @@ class DualNewton(ExactMethod):
             max_cg=int(options.max_cg),
             damping=float(options.damping),
             start_passes=int(options.start_passes),
-            n_groups=int(len(layout.owners)),
             home_cg_nnz=int(options.home_cg_nnz),
             burst=float(options.burst),
         )
@@ -206,8 +205,8 @@ class DualNewton(ExactMethod):
                 # the groups' local passes (their images come with them)
                 images = [
                     graph.task(
-                        f"local-{b}", _bundle_step, _local_pass_task, groups, locals_[b], None,
-                        settings, settings.n_groups, settings.start_passes, worker=owner,
+                        f"local-{b}", _bundle_local_pass, groups, locals_[b], None, settings,
+                        len(state.bundles), settings.start_passes, worker=owner,
                     )  # fmt: skip
                     for b, groups, owner in state.tasks()
                 ]
@@ -448,8 +447,8 @@ def _local_round(state):
     w = graph.task("w-before", _point_w, state.point, worker=state.home)
     parts = [
         graph.task(
-            f"pass-{b}", _bundle_step, _local_pass_task, groups, state.locals[b], w, settings,
-            settings.n_groups, worker=owner,
+            f"pass-{b}", _bundle_local_pass, groups, state.locals[b], w, settings,
+            len(state.bundles), worker=owner,
         )  # fmt: skip
         for b, groups, owner in state.tasks()
     ]

@@ -204,36 +204,39 @@ def _image_task(group, local, settings):
     return share, np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
 
 
-def _local_pass_task(group, local, w, settings, n_groups, passes=1):
-    """``passes`` passes of dual coordinate descent over a group's rows from the point ``w``
-    (None: ``a = 0``, ``w = 0``), on CoCoA+'s local problem with the safe ``sigma' = K``
-    (:func:`~daskpd.kernels.dual_newton.box_pass`: the groups' changes added together raise
-    the dual).
+def _bundle_local_pass(groups, previous, w, settings, n_tasks, passes=1):
+    """``passes`` passes of dual coordinate descent over the rows of a task's groups (one
+    worker's rows, one local problem) from the point ``w`` (None: ``a = 0``, ``w = 0``):
+    CoCoA+'s local problem with the safe ``sigma'`` = the round's tasks (the workers
+    holding groups, :func:`~daskpd.kernels.dual_newton.box_pass`), so that the groups of one
+    worker do not pay the ``1 / K`` of groups on different machines.
 
-    Returns ``(local, (X_k^T (c y delta), sums))`` with ``delta`` the change of the group's
-    ``a``, ``sums[4]`` the nonzeros read. From ``a = 0`` every row is free and the first
+    Returns ``(locals, (X^T (c y delta), sums))`` with ``delta`` the change of the groups'
+    ``a`` and ``sums[4]`` the nonzeros read. From ``a = 0`` every row is free and the first
     Newton steps would read all of them, many times; a pass puts most rows at the bound
     where they end.
     """
-    scale = settings.scale / n_groups
-    width = settings.n_columns if group.columns is None else group.columns.shape[0]
-    start = np.zeros(width) if w is None else on_own_columns(group, w)
+    locals_ = _locals_of(previous)
+    scale = settings.scale / n_tasks
+    start = np.zeros(settings.n_columns) if w is None else w
     u = start.copy()
-    a = local.a.copy()
+    points = [local.a.copy() for local in locals_]
     read = 0
     for _ in range(passes):
-        read += kernels.box_pass(
-            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
-            local.norm_sq, scale, a, u,
-        )  # fmt: skip
+        for group, local, a in zip(groups, locals_, points, strict=True):
+            own = u if group.columns is None else u[group.columns]
+            read += kernels.box_pass(
+                group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
+                local.norm_sq, scale, a, own,
+            )  # fmt: skip
+            if group.columns is not None:
+                u[group.columns] = own
     change = (u - start) * scale
-    if group.columns is None:
-        touched = np.flatnonzero(change).astype(np.int32)
-        share = Share(touched, change[touched][None, :])
-    else:
-        share = Share(group.columns, change[None, :])
+    touched = np.flatnonzero(change).astype(np.int32)
+    share = Share(touched, change[touched][None, :])
     sums = np.array([0.0, 0.0, 0.0, 0.0, float(read), 0.0, 0.0])
-    return _Local(a, local.norm_sq), (share, sums)
+    moved = tuple(_Local(a, local.norm_sq) for local, a in zip(locals_, points, strict=True))
+    return moved, (share, sums)
 
 
 def _start_read(total):
