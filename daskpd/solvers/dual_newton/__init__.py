@@ -20,12 +20,13 @@ sets it stalls on the hinge loss from ``K = 2`` (``shared/notes/many-machines.md
 hinge loss has no curvature for a primal Newton method (``tron``); its dual has a constant
 Hessian, ``diag(c y) X X^T diag(c y) / (alpha n)``.
 
-The start (a cold one): each group makes a pass of dual coordinate descent on its own rows
-(CoCoA+'s local problem with the safe ``sigma' = K``, the same as a linear SVM on the
-group's rows alone; no communication), the groups' points make ``a``, and one round sums
-their images into ``w(a)``. From ``a = 0`` every row would be free, and the first Newton
-steps would read all of them many times; after the pass most rows are at the bound where
-they end. The start depends on ``K``; the Newton steps from a given start do not.
+The start (a cold one): each worker makes a pass of dual coordinate descent on the rows of
+its groups, one local problem (CoCoA+'s, with the safe ``sigma'`` = the workers holding
+groups: a linear SVM on those rows alone; no communication), the workers' points make
+``a``, and one round sums their images into ``w(a)``. From ``a = 0`` every row would be
+free, and the first Newton steps would read all of them many times; after the pass most
+rows are at the bound where they end. The start depends on the workers; the Newton steps
+from a given start do not depend on ``K``.
 
 An epoch is one Newton step:
 
