@@ -50,6 +50,7 @@ from daskpd.solvers.dual_newton._tasks import (
     _second,
     _start_read,
     _start_w,
+    _third,
     _trial_home,
     _trial_task,
 )
@@ -433,10 +434,6 @@ def _home_step(state, rounds):
         state, rounds=rounds + 1, passes=state.passes + numbers["read"] / state.nnz
     )
     return dataclasses.replace(_at_point(base, outputs[1:]), stalled=not numbers["accepted"])
-
-
-def _third(triple):
-    return triple[2]
 
 
 def _local_round(state):

@@ -441,16 +441,12 @@ def _home_newton(point, cg, settings, *bundles_):
         delta = np.clip(a + step_length * local.d, 0.0, 1.0) - a
         share, transposed = _transpose(rows, cy * delta)
         read += transposed
-        g_delta = float(g @ delta)
-        step = share.values[0]
-        change = g_delta + 0.5 * float(step @ step) / settings.scale
-        accepted = change <= ARMIJO * g_delta
+        _, accepted = _armijo(float(g @ delta), share.values[0], settings)
         step_length *= 0.5
-    w = point.w.copy()
     if accepted:
-        w[share.columns] += step / settings.scale
+        w = _shifted(point.w, share, settings)
     else:
-        delta = np.zeros_like(a)
+        w, delta = point.w.copy(), np.zeros_like(a)
     cuts = np.cumsum([block[0].y.shape[0] for block in blocks])[:-1]
     pieces = iter(np.split(delta, cuts))
     moves = tuple(tuple(next(pieces) for _ in bundle) for bundle in bundles_)
@@ -488,9 +484,7 @@ def _moved_w(point, settings, *totals):
     """``w + X^T (c y delta) / (alpha n)`` from a local pass's summed shares, and the
     nonzeros it read."""
     share, sums = _add_totals(*totals)
-    w = point.w.copy()
-    w[share.columns] += share.values[0] / settings.scale
-    return w, {"read": float(sums[4])}
+    return _shifted(point.w, share, settings), {"read": float(sums[4])}
 
 
 def _cg_first(total, settings):
@@ -543,6 +537,20 @@ def _cg_numbers(cg):
     return {"done": cg.done, "iterations": cg.iterations, "read": cg.read}
 
 
+def _shifted(w, share, settings):
+    """``w + X^T (c y delta) / (alpha n)`` from the summed share ``X^T (c y delta)``."""
+    w = w.copy()
+    w[share.columns] += share.values[0] / settings.scale
+    return w
+
+
+def _armijo(g_delta, step, settings):
+    """The change of ``F`` along a projected step and whether it passes Armijo's test
+    (:func:`_trial_home`), from ``g^T delta`` and the step's image ``X^T (c y delta)``."""
+    change = g_delta + 0.5 * float(step @ step) / settings.scale
+    return change, change <= ARMIJO * g_delta
+
+
 def _trial_home(point, settings, *totals):
     """The trial point ``w + X^T (c y delta) / (alpha n)`` and whether it passes Armijo's
     test on ``F``: ``F(a + delta) - F(a) <= ARMIJO g^T delta``.
@@ -552,13 +560,10 @@ def _trial_home(point, settings, *totals):
     the difference of ``F``'s values would, near the optimum, be below their rounding.
     """
     share, sums = _add_totals(*totals)
-    step = share.values[0]
-    w = point.w.copy()
-    w[share.columns] += step / settings.scale
-    g_delta = float(sums[1])
-    change = g_delta + 0.5 * float(step @ step) / settings.scale
-    accepted = change <= ARMIJO * g_delta
-    return w, {"accepted": bool(accepted), "change": change, "read": float(sums[4])}
+    change, accepted = _armijo(float(sums[1]), share.values[0], settings)
+    return _shifted(point.w, share, settings), {
+        "accepted": bool(accepted), "change": change, "read": float(sums[4])
+    }
 
 
 def _first(pair):
@@ -567,6 +572,10 @@ def _first(pair):
 
 def _second(pair):
     return pair[1]
+
+
+def _third(triple):
+    return triple[2]
 
 
 def _point_scalars(point):
