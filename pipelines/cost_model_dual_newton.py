@@ -64,9 +64,9 @@ from cost_model_tron import (
     _commit,
     _cpu_seconds,
     _others_cores,
-    _owners_threads,
     _reached,
     _write_json,
+    netns_session,
 )
 
 #: the ``tron-runs`` records whose fit (``tron-report``'s) gives the model's terms
@@ -285,7 +285,6 @@ def model_round(rates, network, row, owners):
 def _netns_run(path, alpha, grid, home_cg_nnz, args):
     import cloudpickle
 
-    from daskpd._netns import NetnsCluster
     from daskpd.data import open_dataset
     from daskpd.problem import Problem
     from daskpd.solvers.dual_newton import DualNewton, DualNewtonOptions
@@ -293,14 +292,8 @@ def _netns_run(path, alpha, grid, home_cg_nnz, args):
     # the workers do not import this script: the CG numbers' task travels by value
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     data = open_dataset(path) if isinstance(path, str) else path
-    cluster = NetnsCluster(n_workers=args.workers, rate=args.rate)
-    with cluster, cluster.client(set_as_default=True) as client:
+    with netns_session(args, grid) as (cluster, client, threads, sample):
         method, problem = DualNewton(), Problem("hinge", "l2", alpha)
-        threads = _owners_threads(client, grid)
-
-        def sample():
-            return {role: [b.sent, b.received] for role, b in cluster.link_bytes().items()}
-
         with GraphClock(sample) as clock:
             cpu, tick = _cpu_seconds(), time.perf_counter()
             options = DualNewtonOptions(grid=grid) if home_cg_nnz is None else (

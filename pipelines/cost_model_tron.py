@@ -25,6 +25,7 @@ measure, fit and plan it (``daskpd.bench.costmodel_tron`` has the model).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -470,21 +471,30 @@ def tron_rounds(args):
 # -- tron-netns -------------------------------------------------------------------------------
 
 
-def _netns_run(path, alpha, grid, args):
+@contextlib.contextmanager
+def netns_session(args, grid):
+    """A :class:`daskpd._netns.NetnsCluster` of ``args.workers`` shaped to ``args.rate`` for
+    one run: ``(cluster, client, the owners' threads, sample)``, ``sample()`` reading every
+    link's byte counters (``{role: [sent, received]}``)."""
     from daskpd._netns import NetnsCluster
+
+    cluster = NetnsCluster(n_workers=args.workers, rate=args.rate)
+    with cluster, cluster.client(set_as_default=True) as client:
+
+        def sample():
+            return {role: [b.sent, b.received] for role, b in cluster.link_bytes().items()}
+
+        yield cluster, client, _owners_threads(client, grid), sample
+
+
+def _netns_run(path, alpha, grid, args):
     from daskpd.data import open_dataset
     from daskpd.problem import Problem
     from daskpd.solvers.tron import Tron, TronOptions
 
     data = open_dataset(path)
-    cluster = NetnsCluster(n_workers=args.workers, rate=args.rate)
-    with cluster, cluster.client(set_as_default=True) as client:
+    with netns_session(args, grid) as (_, client, threads, sample):
         method, problem = Tron(), Problem("logistic", "l2", alpha)
-        threads = _owners_threads(client, grid)
-
-        def sample():
-            return {role: [b.sent, b.received] for role, b in cluster.link_bytes().items()}
-
         with RoundClock(sample) as clock:
             cpu, tick = _cpu_seconds(), time.perf_counter()
             state = method.init(problem, data, seed=np.random.SeedSequence(0), client=client,
