@@ -216,8 +216,8 @@ def relay(graph, name, ref, owners, home):
     passing it on to at most two more, so that the home's link carries it twice a round,
     not once for every other worker (on 64 machines the flat send is most of a round:
     BENCHMARKS.md, tron's plan). A level of the tree is two sends one after the other, so
-    below that the flat send is no slower (4 workers across network namespaces: 0.713 s a
-    CG round relayed, 0.669 s flat); there, and in-process, ``ref`` itself.
+    below that the flat send is no slower (measured on 4 namespaced workers: BENCHMARKS.md,
+    "Across network namespaces"); there, and in-process, ``ref`` itself.
 
     Returns a reference for each entry of ``owners``."""
     workers = list(dict.fromkeys([home, *owners]))
