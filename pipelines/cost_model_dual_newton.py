@@ -431,6 +431,155 @@ def dn_netns_report(args):
                   f"| | {row['counters']['passes']:.1f} passes | | |")  # fmt: skip
 
 
+# -- dn-rounds and dn-runs ---------------------------------------------------------------------
+
+
+def _summary(rows):
+    """What a run's rounds (:meth:`GraphClock.rounds`) add up to, for the count law and the
+    plan: graphs and solver rounds by kind, the Newton steps (``line`` and ``home`` graphs:
+    each ends one; a ``pass`` graph is a local pass, not a step), the CG steps wherever
+    they ran (``cg`` rounds and the home's), the nonzeros read by kind (the groups' and the
+    home's), and the free rows' nonzeros after each step."""
+    graphs, rounds = classify(rows)
+    read = dict.fromkeys(KINDS, 0.0)
+    for row in rows:
+        read[row["kind"]] += row["read"] + row["home_read"]
+    home_cg = sum(row["cg_steps"] for row in rows if row["kind"] == "home")
+    return {
+        "graphs": graphs, "kinds": rounds,
+        "newton": graphs["line"] + graphs["refused"] + graphs["home"],
+        "cg_steps": graphs["cg"] + home_cg, "cg_rounds": graphs["cg"], "home_cg": home_cg,
+        "read": read,
+        "free_nnz": [row["free_nnz"] for row in rows if row["free_nnz"] is not None],
+    }  # fmt: skip
+
+
+def _counts_run(data, alpha, grid, cap, options=None):
+    """One in-process run of dual_newton hinge to the line, its rounds classified."""
+    from daskpd.problem import Problem
+    from daskpd.solvers.dual_newton import DualNewton, DualNewtonOptions
+
+    method, problem = DualNewton(), Problem("hinge", "l2", alpha)
+    options = options or DualNewtonOptions(grid=grid)
+    tick = time.perf_counter()
+    with GraphClock() as clock:
+        state = method.init(problem, data, seed=np.random.SeedSequence(0), client=None,
+                            options=options)  # fmt: skip
+        epoch = 0
+        while not _reached(*method.certificate(state)) and epoch < cap:
+            epoch += 1
+            state = method.run_epoch(state, epoch)
+            if state.stalled:
+                break
+    rows = clock.rounds()
+    counters = method.counters(state)
+    nnz = max(1, int(np.asarray(data.col_nnz).sum()))
+    check_counters(rows, counters, nnz)
+    primal, dual = method.certificate(state)
+    return {"alpha": alpha, "grid": grid, "reached": _reached(primal, dual), "epochs": epoch,
+            **counters, **_summary(rows), "gap": (primal - dual) / dual,
+            "seconds": round(time.perf_counter() - tick, 2)}  # fmt: skip
+
+
+def dn_rounds(args):
+    """Rounds by kind to the line, by set, alpha and K, in this process (the counts do not
+    depend on the workers: :func:`daskpd.solvers.common.resident.bundles`' in-process
+    groups are the K machines' local problems)."""
+    import json
+
+    from daskpd.data import open_dataset
+
+    rows = []
+    for path in args.data:
+        data = open_dataset(path)
+        for alpha, grid in itertools.product(args.alphas, args.grids):
+            row = {"set": os.path.basename(path), "nnz": int(data.nnz),
+                   "n_samples": int(data.n_samples),
+                   **_counts_run(data, alpha, grid, args.cap)}  # fmt: skip
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "free_nnz"}), flush=True)
+            _write_json(args.out, {"command": "bench_cost_model.py dn-rounds",
+                                   "commit": _commit(), "date": time.strftime("%Y-%m-%d %H:%M"),
+                                   "rows": rows})  # fmt: skip
+    print(f"wrote {args.out}")
+
+
+def _cluster_run(path, alpha, grid, args):
+    """One ``solve`` call (``auto``: dual_newton on ``grid > 1`` groups, CoCoA+ on one) on a
+    fresh LocalCluster, stopped at the line, every dual_newton graph stamped."""
+    from cost_model_tron import _owners_threads
+
+    from daskpd._cluster import ClusterOptions, cluster_client
+    from daskpd.data import open_dataset
+    from daskpd.solvers import solve
+
+    data = open_dataset(path)
+    options = ClusterOptions(n_workers=args.workers, memory_limit=args.memory_limit)
+    hit = {}
+    with cluster_client(options, start=True) as client, GraphClock() as clock:
+        threads = _owners_threads(client, grid)
+        cpu, tick = _cpu_seconds(), time.perf_counter()
+
+        def stop(info):
+            row = info.row
+            if row is not None and "dual" in row and _reached(row["primal"], row["dual"]):
+                hit.update(epoch=row["epoch"], wall=row["wall_seconds"], at=len(clock.stamps),
+                           graphs=len(clock.graphs),
+                           others=_others_cores(cpu, _cpu_seconds(),
+                                                time.perf_counter() - tick))  # fmt: skip
+                return True
+            return False
+
+        result = solve(
+            data, loss="hinge", alpha=alpha, solver="dual_newton", grid=grid, client=client,
+            tol=0.0, max_epochs=args.cap, eval_every=args.cap, callbacks=[stop],
+        )  # fmt: skip
+    clock.stamps = clock.stamps[: hit.get("at", len(clock.stamps))]
+    clock.graphs = clock.graphs[: hit.get("graphs", len(clock.graphs))]
+    rows = clock.rounds()
+    return {
+        "threads": threads, "init_seconds": result.timings["init"],
+        "wall_to": hit.get("wall"), "epochs_to": hit.get("epoch"),
+        "others_cores": hit.get("others"), **_summary(rows),
+        "rounds": [{"kind": r["kind"], "seconds": round(r["seconds"], 5), "read": r["read"],
+                    "home_read": r["home_read"], "cg_steps": r["cg_steps"],
+                    "columns": r["columns"]} for r in rows],
+    }  # fmt: skip
+
+
+def dn_runs(args):
+    """Whole runs to the line on fresh clusters, ``--repeats`` times interleaved: the
+    measured side of the model's check (``dn-report``)."""
+    from daskpd.data import open_dataset
+
+    configs = [(p, a, k) for p in args.data for a in args.alphas for k in args.grids]
+    records = {}
+    for path, alpha, grid in configs:
+        data = open_dataset(path)
+        records[path, alpha, grid] = {
+            "set": os.path.basename(path), "nnz": int(data.nnz),
+            "n_samples": int(data.n_samples),
+            "n_used": int(np.count_nonzero(np.asarray(data.col_nnz))), "alpha": alpha,
+            "grid": grid, "workers": args.workers, "runs": [],
+        }  # fmt: skip
+    started = time.strftime("%Y-%m-%d %H:%M")
+    for repeat in range(args.repeats):
+        for config in configs:
+            tick = time.perf_counter()
+            run = _cluster_run(*config, args)
+            records[config]["runs"].append(run)
+            path, alpha, grid = config
+            print(f"repeat {repeat + 1}: {os.path.basename(path)} alpha {alpha:g} K {grid}: "
+                  f"line at {run['wall_to']} s ({run['kinds']}), others "
+                  f"{run['others_cores']:.2f} cores, call "
+                  f"{time.perf_counter() - tick:.1f} s", flush=True)  # fmt: skip
+            _write_json(args.out, {"command": "bench_cost_model.py dn-runs", "date": started,
+                                   "commit": _commit(), "workers": args.workers,
+                                   "memory_limit": args.memory_limit,
+                                   "records": list(records.values())})  # fmt: skip
+    print(f"wrote {args.out}")
+
+
 def add_parsers(parts):
     """The dual_newton subcommands of ``bench_cost_model.py``."""
     netns = parts.add_parser("dn-netns", help="dual_newton on a namespace cluster")
@@ -450,4 +599,20 @@ def add_parsers(parts):
         part.add_argument("--tron-runs", action="append",
                           help="tron-runs files whose fit gives the terms (default: the "
                           "committed tron_runs.json and tron_runs_more.json)")  # fmt: skip
-    return {"dn-netns": dn_netns, "dn-netns-report": dn_netns_report}
+    counts = parts.add_parser("dn-rounds", help="dual_newton's rounds to the line by alpha")
+    counts.add_argument("--data", action="append", required=True)
+    counts.add_argument("--alphas", type=float, nargs="+", default=[1e-4, 1e-5, 1e-6, 1e-7])
+    counts.add_argument("--grids", type=int, nargs="+", default=[1])
+    counts.add_argument("--cap", type=int, default=200, help="at most this many epochs")
+    counts.add_argument("--out", required=True)
+    runs = parts.add_parser("dn-runs", help="dual_newton runs to the line on fresh clusters")
+    runs.add_argument("--data", action="append", required=True)
+    runs.add_argument("--alphas", type=float, nargs="+", default=[1e-5])
+    runs.add_argument("--grids", type=int, nargs="+", default=[2, 8])
+    runs.add_argument("--workers", type=int, default=2)
+    runs.add_argument("--memory-limit", default="5GiB")
+    runs.add_argument("--repeats", type=int, default=3)
+    runs.add_argument("--cap", type=int, default=200, help="at most this many epochs")
+    runs.add_argument("--out", required=True)
+    return {"dn-netns": dn_netns, "dn-netns-report": dn_netns_report, "dn-rounds": dn_rounds,
+            "dn-runs": dn_runs}
