@@ -504,9 +504,9 @@ def dn_rounds(args):
     print(f"wrote {args.out}")
 
 
-def _cluster_run(path, alpha, grid, args):
-    """One ``solve`` call (``auto``: dual_newton on ``grid > 1`` groups, CoCoA+ on one) on a
-    fresh LocalCluster, stopped at the line, every dual_newton graph stamped."""
+def _cluster_run(path, alpha, grid, home_cg_nnz, args):
+    """One ``solve`` call of dual_newton (``home_cg_nnz`` None: the solver's) on a fresh
+    LocalCluster, stopped at the line, every graph stamped."""
     from cost_model_tron import _owners_threads
 
     from daskpd._cluster import ClusterOptions, cluster_client
@@ -530,9 +530,10 @@ def _cluster_run(path, alpha, grid, args):
                 return True
             return False
 
+        extra = {} if home_cg_nnz is None else {"home_cg_nnz": home_cg_nnz}
         result = solve(
             data, loss="hinge", alpha=alpha, solver="dual_newton", grid=grid, client=client,
-            tol=0.0, max_epochs=args.cap, eval_every=args.cap, callbacks=[stop],
+            tol=0.0, max_epochs=args.cap, eval_every=args.cap, callbacks=[stop], **extra,
         )  # fmt: skip
     clock.stamps = clock.stamps[: hit.get("at", len(clock.stamps))]
     clock.graphs = clock.graphs[: hit.get("graphs", len(clock.graphs))]
@@ -552,15 +553,16 @@ def dn_runs(args):
     measured side of the model's check (``dn-report``)."""
     from daskpd.data import open_dataset
 
-    configs = [(p, a, k) for p in args.data for a in args.alphas for k in args.grids]
+    configs = list(itertools.product(args.data, args.alphas, args.grids,
+                                     args.home_cg_nnz or [None]))  # fmt: skip
     records = {}
-    for path, alpha, grid in configs:
+    for path, alpha, grid, home_cg_nnz in configs:
         data = open_dataset(path)
-        records[path, alpha, grid] = {
+        records[path, alpha, grid, home_cg_nnz] = {
             "set": os.path.basename(path), "nnz": int(data.nnz),
             "n_samples": int(data.n_samples),
             "n_used": int(np.count_nonzero(np.asarray(data.col_nnz))), "alpha": alpha,
-            "grid": grid, "workers": args.workers, "runs": [],
+            "grid": grid, "home_cg_nnz": home_cg_nnz, "workers": args.workers, "runs": [],
         }  # fmt: skip
     started = time.strftime("%Y-%m-%d %H:%M")
     for repeat in range(args.repeats):
@@ -568,8 +570,9 @@ def dn_runs(args):
             tick = time.perf_counter()
             run = _cluster_run(*config, args)
             records[config]["runs"].append(run)
-            path, alpha, grid = config
-            print(f"repeat {repeat + 1}: {os.path.basename(path)} alpha {alpha:g} K {grid}: "
+            path, alpha, grid, home_cg_nnz = config
+            print(f"repeat {repeat + 1}: {os.path.basename(path)} alpha {alpha:g} K {grid} "
+                  f"home_cg_nnz {home_cg_nnz}: "
                   f"line at {run['wall_to']} s ({run['kinds']}), others "
                   f"{run['others_cores']:.2f} cores, call "
                   f"{time.perf_counter() - tick:.1f} s", flush=True)  # fmt: skip
@@ -612,6 +615,9 @@ def add_parsers(parts):
     runs.add_argument("--workers", type=int, default=2)
     runs.add_argument("--memory-limit", default="5GiB")
     runs.add_argument("--repeats", type=int, default=3)
+    runs.add_argument("--home-cg-nnz", type=int, nargs="+",
+                      help="runs with each of these home_cg_nnz (default: the solver's); 0: "
+                      "every CG step a round")  # fmt: skip
     runs.add_argument("--cap", type=int, default=200, help="at most this many epochs")
     runs.add_argument("--out", required=True)
     return {"dn-netns": dn_netns, "dn-netns-report": dn_netns_report, "dn-rounds": dn_rounds,
