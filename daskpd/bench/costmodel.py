@@ -58,7 +58,7 @@ DW_BYTES = 8
 BINARY_NNZ_BYTES = 4
 
 #: Share of a worker's memory limit that kept rows may take before ``rows="auto"`` streams
-#: them (``daskpd.solvers.cocoa._options.STREAM_SHARE``, repeated here so that planning
+#: them (``daskpd.solvers.common.stream.STREAM_SHARE``, repeated here so that planning
 #: imports no solver).
 STREAM_SHARE = 0.4
 

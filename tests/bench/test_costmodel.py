@@ -218,7 +218,7 @@ def test_the_committed_measurements_give_the_readme_plan():
 
 
 def test_the_stream_share_is_the_solvers():
-    from daskpd.solvers.cocoa._options import STREAM_SHARE
+    from daskpd.solvers.common.stream import STREAM_SHARE
 
     assert cm.STREAM_SHARE == STREAM_SHARE
 

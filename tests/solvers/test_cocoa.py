@@ -1371,8 +1371,8 @@ def test_streamed_rows_reach_liblinear_optimum_with_exact_certificates(loss):
 
 @pytest.mark.cluster
 def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk_data, monkeypatch):
-    from daskpd.solvers.cocoa import _options, _solver
     from daskpd.solvers.cocoa._tasks import _StreamedGroup
+    from daskpd.solvers.common import stream as _options
 
     common = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "grid": 2, "tol": 0.0,
               "eval_every": 1, "threads": 1, "stream_nnz": 4000}  # fmt: skip
@@ -1388,7 +1388,7 @@ def test_streamed_rows_on_a_cluster_equal_the_in_process_run(local_cluster, disk
     problem = Problem("hinge", "l2", 1e-3)
     _, state = _run(disk_data, problem, grid=2, n_rounds=1, client=local_cluster)
     assert not isinstance(local_cluster.gather(state.groups[0]), _StreamedGroup)
-    monkeypatch.setattr(_solver, "STREAM_SHARE", 1e-9)
+    monkeypatch.setattr(_options, "STREAM_SHARE", 1e-9)
     _, state = _run(disk_data, problem, grid=2, n_rounds=1, client=local_cluster)
     assert isinstance(local_cluster.gather(state.groups[0]), _StreamedGroup)
     # a chunk gets what the owner's memory limit leaves after the round's other arrays
@@ -1411,7 +1411,7 @@ def test_streamed_rows_train_under_worker_memory_limits(tmp_path, capped_cluster
 
     from daskpd._cluster import peak_rss_mib, worker_addresses
     from daskpd.generators import make_splice_like
-    from daskpd.solvers.cocoa._options import STREAM_SHARE, kept_bytes
+    from daskpd.solvers.common.stream import STREAM_SHARE, kept_bytes
 
     path = tmp_path / "splice.zarr"
     data = make_splice_like(path, 130_000, degree=8, hash_bits=18, binary=True, random_state=3)

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from daskpd.kernels import cocoa as kernels
+from daskpd.solvers.common.stream import (
+    WORKER_BASE_BYTES,
+    bytes_per_nnz,
+    check_rows,
+    chunk_nnz,
+)
 
 
 @dataclass(frozen=True)
@@ -98,14 +104,16 @@ class CocoaOptions:
         the hinge losses the rows still active are kept for shrunk passes over all of them
         at the end of the round (``_tasks._streamed_round``); the certificate comes from
         the same sums. ``"auto"``: streamed when the rows of a
-        group, as the kernels keep them, would take more than :data:`STREAM_SHARE` of the
-        owner's memory limit (on a cluster, data on disk), else kept.
+        group, as the kernels keep them, would take more than
+        :data:`~daskpd.solvers.common.stream.STREAM_SHARE` of the owner's memory limit (on
+        a cluster, data on disk), else kept (:func:`daskpd.solvers.common.stream.streams`,
+        the rule ``tron`` shares).
     stream_nnz : int or None, default=None
         Streamed rows: the nonzeros read and visited together (row blocks in a random
         order, their rows in one random order); with shrinking, also the size of the
         cache of active rows (:data:`CACHE_CHUNKS` chunks). ``None``: what the owner's
         memory limit leaves after the round's other arrays (:func:`stream_nnz`), or
-        :data:`STREAM_CHUNK_NNZ` without a limit.
+        :data:`~daskpd.solvers.common.stream.STREAM_CHUNK_NNZ` without a limit.
     """
 
     grid: int | None = None
@@ -121,16 +129,7 @@ class CocoaOptions:
     stream_nnz: int | None = None
 
     def __post_init__(self):
-        if self.stream_nnz is not None and (
-            isinstance(self.stream_nnz, bool)
-            or not isinstance(self.stream_nnz, int | np.integer)
-            or self.stream_nnz < 1
-        ):
-            raise ValueError(
-                f"stream_nnz must be a positive integer or None, got {self.stream_nnz!r}"
-            )
-        if self.rows not in ("auto", "memory", "stream"):
-            raise ValueError(f"rows must be 'auto', 'memory' or 'stream', got {self.rows!r}")
+        check_rows(self.rows, self.stream_nnz)
         if self.grid is not None and (
             isinstance(self.grid, bool)
             or not isinstance(self.grid, int | np.integer)
@@ -191,39 +190,9 @@ class CocoaOptions:
             )
 
 
-#: ``rows="auto"`` streams a group whose kept rows would take more than this share of its
-#: owner's memory limit: the rest is for ``w``, the round's buffers and Dask (spilling
-#: starts at 60%, pausing at 80%).
-STREAM_SHARE = 0.4
-
-#: Share of the owner's memory limit a streamed round may fill in all: below Dask's pause
-#: threshold (0.8), which a first version crossed at 5e9 nonzeros (BENCHMARKS.md).
-STREAM_MEMORY_SHARE = 0.6
-
-#: What a worker process holds before any data: Python, NumPy, Dask and the loaded kernels
-#: (an idle worker's, as measured in BENCHMARKS.md).
-WORKER_BASE_BYTES = 400 << 20
-
 #: The active rows kept for a streamed round's shrunk passes: at most this many chunks'
 #: nonzeros (two more chunks are in memory: the one visited and the one being read).
 CACHE_CHUNKS = 2
-
-#: Nonzeros of a chunk of streamed rows when the owner has no memory limit, and the least
-#: a chunk gets when the limit leaves no room (the run may then exceed the limit).
-STREAM_CHUNK_NNZ = 1 << 25
-MIN_STREAM_NNZ = 1 << 20
-
-
-def kept_bytes(data, start, stop):
-    """Bytes of rows ``start:stop`` as a kept group holds them (ids, values, per-row arrays)."""
-    n = int(data.n_samples)
-    nnz = int(data.nnz) * (stop - start) // max(n, 1)
-    return nnz * _bytes_per_nnz(data) + (stop - start) * (8 + 3 * 8)
-
-
-def _bytes_per_nnz(data):
-    values = 0 if getattr(data, "binary", False) else np.dtype(data.dtype).itemsize
-    return 4 + values
 
 
 def stream_nnz(options, data, limit, rows, threads):
@@ -235,18 +204,15 @@ def stream_nnz(options, data, limit, rows, threads):
     ``n_features`` each, ``w``, the certified ``w``, the step and the sum, and the pack
     (``w`` and the threads' slots: :func:`daskpd.kernels.cocoa.pack_width` values a
     column). Two chunks and the cache of active rows (:data:`CACHE_CHUNKS` chunks) share
-    what is left of :data:`STREAM_MEMORY_SHARE` of the limit.
+    what is left of :data:`~daskpd.solvers.common.stream.STREAM_MEMORY_SHARE` of the limit
+    (:func:`daskpd.solvers.common.stream.chunk_nnz`).
     """
     if options.stream_nnz is not None:
         return int(options.stream_nnz)
-    if not limit:
-        return STREAM_CHUNK_NNZ
     per_column = (4 + kernels.pack_width(int(threads))) * 8
     fixed = WORKER_BASE_BYTES + 3 * 8 * int(rows) + per_column * int(data.n_features)
-    room = STREAM_MEMORY_SHARE * limit - fixed
     # a row's own arrays (offset, label, weight, norm) spread over its nonzeros: about 1 byte
-    per_nnz = (2 + CACHE_CHUNKS) * (_bytes_per_nnz(data) + 1)
-    return max(MIN_STREAM_NNZ, int(room) // per_nnz)
+    return chunk_nnz(limit, fixed, (2 + CACHE_CHUNKS) * (bytes_per_nnz(data) + 1))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ import uuid
 
 import numpy as np
 
-from daskpd._cluster import worker_memory_limits
 from daskpd._graphs import TaskGraph
 from daskpd.kernels import cocoa as kernels
 from daskpd.kernels import scalar
@@ -26,13 +25,7 @@ from daskpd.solvers.cocoa._graph import (
     client_start,
 )
 from daskpd.solvers.cocoa._multiclass import check_one_vs_rest, run_multiclass
-from daskpd.solvers.cocoa._options import (
-    STREAM_SHARE,
-    CocoaOptions,
-    _settings,
-    kept_bytes,
-    stream_nnz,
-)
+from daskpd.solvers.cocoa._options import CocoaOptions, _settings, stream_nnz
 from daskpd.solvers.cocoa._tasks import (
     _certificate,
     _column_shift,
@@ -53,6 +46,7 @@ from daskpd.solvers.common.groups import (
     saved_grid,
     worker_list,
 )
+from daskpd.solvers.common.stream import memory_limits, streams
 from daskpd.solvers.driver.registry import register_solver
 from daskpd.solvers.driver.seeds import block_seeds, epoch_seed
 from daskpd.solvers.driver.types import Capabilities, Iterate, Solver
@@ -436,10 +430,8 @@ class Cocoa(Solver):
         token = uuid.uuid4().hex[:12]
         class_pair = class_weight_pair(problem, data)
         ranges = [(int(bounds[k]), int(bounds[k + 1])) for k in range(grid)]
-        limits = {}
-        if client is not None and options.rows != "memory":
-            limits = worker_memory_limits(client)
-        if _streamed(options, data, client, owners, ranges, limits):
+        limits = memory_limits(client, options.rows)
+        if streams(options.rows, data, client, owners, ranges, limits):
             if options.screening:
                 raise ValueError(
                     "screening=True needs the rows kept in memory; this run streams them "
@@ -592,17 +584,3 @@ class Cocoa(Solver):
             w = [_scatter_to(client, w, home) for home in state.homes]
         w = (w,) if client is None else tuple(w)
         return dataclasses.replace(state, z=z, z_pick=None, z_blocks=z, w=w, epoch=epoch)
-
-
-def _streamed(options, data, client, owners, ranges, limits):
-    """Whether the groups' rows are read by every round (``CocoaOptions.rows``); ``limits``:
-    the workers' memory limits by address."""
-    if options.rows != "auto":
-        return options.rows == "stream"
-    if client is None or not is_on_disk(data):
-        return False
-    for owner, (start, stop) in zip(owners, ranges, strict=True):
-        limit = limits.get(owner, 0)
-        if limit and kept_bytes(data, start, stop) > STREAM_SHARE * limit:
-            return True
-    return False
