@@ -544,7 +544,7 @@ def _cluster_run(path, alpha, grid, home_cg_nnz, args):
         "others_cores": hit.get("others"), **_summary(rows),
         "rounds": [{"kind": r["kind"], "seconds": round(r["seconds"], 5), "read": r["read"],
                     "home_read": r["home_read"], "cg_steps": r["cg_steps"],
-                    "columns": r["columns"]} for r in rows],
+                    "columns": r["columns"], "free_nnz": r["free_nnz"]} for r in rows],
     }  # fmt: skip
 
 
