@@ -583,6 +583,181 @@ def dn_runs(args):
     print(f"wrote {args.out}")
 
 
+# -- dn-report ---------------------------------------------------------------------------------
+
+
+def _measured_rounds(records, max_others, keep=lambda rec: True):
+    """:class:`MeasuredRound` of every round of the ``dn-runs`` records kept (the runs with
+    other processes below ``max_others`` cores; ``keep`` picks records)."""
+    from daskpd.bench import costmodel_dual_newton as cd
+
+    out = []
+    for rec in records:
+        if not keep(rec):
+            continue
+        for run in rec["runs"]:
+            if run["others_cores"] is None or run["others_cores"] > max_others:
+                continue
+            for r in run["rounds"]:
+                out.append(cd.MeasuredRound(
+                    kind=r["kind"], seconds=r["seconds"], read=r["read"],
+                    home_read=r["home_read"], used=rec["n_used"],
+                    free=r["columns"] if r["columns"] is not None else rec["n_used"],
+                    groups=rec["grid"], workers=rec["workers"], threads=run["threads"],
+                ))  # fmt: skip
+    return out
+
+
+def _read_points(records):
+    """``(kind, read / nnz, free / nnz)`` of every round at scale's kinds in the runs whose
+    every CG step was a round (``home_cg_nnz`` 0): what it read, and the free rows' nonzeros
+    at the gradient round before it."""
+    from daskpd.bench import costmodel_dual_newton as cd
+
+    points = []
+    for rec in records:
+        if rec.get("home_cg_nnz") != 0:
+            continue
+        for run in rec["runs"]:
+            free = None
+            for r in run["rounds"]:
+                if r["kind"] in cd.AT_SCALE and free is not None:
+                    points.append((r["kind"], r["read"] / rec["nnz"], free / rec["nnz"]))
+                if r.get("free_nnz") is not None:
+                    free = r["free_nnz"]
+    return points
+
+
+def _count_points(rows, grid):
+    """The count law's points (:func:`daskpd.bench.costmodel_dual_newton.fit_counts`) of the
+    ``dn-rounds`` rows at ``grid`` that reached the line."""
+    return [
+        {"alpha": r["alpha"], "n_samples": r["n_samples"], "newton": r["newton"],
+         "cg": r["cg_steps"], "passes": r["graphs"]["pass"],
+         "free": statistics.fmean(r["free_nnz"]) / r["nnz"]}
+        for r in rows if r["grid"] == grid and r["reached"]
+    ]  # fmt: skip
+
+
+def dn_report(args):
+    import dataclasses
+
+    from cost_model_tron_report import NETNS_1GBIT, _fit_inputs, _load
+
+    from daskpd.bench import costmodel as cm
+    from daskpd.bench import costmodel_dual_newton as cd
+    from daskpd.bench import costmodel_tron as ct
+
+    times, tron_runs, apart = _fit_inputs([_load(p) for p in args.tron_runs or TRON_RUNS])
+    tron = ct.fit_tron(times, tron_runs, **apart)
+    loopback = ct.Network(tron.hop, apart["bandwidth"])
+    records = [rec for path in args.runs for rec in _load(path)["records"]]
+    fit_alphas = set(args.fit_alphas)
+    fitted_on = _measured_rounds(records, args.max_others, lambda r: r["alpha"] in fit_alphas)
+    rates = cd.fit_rates(fitted_on, tron, loopback)
+    print(f"Fitted on the rounds of the alpha {sorted(fit_alphas)} runs ({len(fitted_on)} "
+          f"rounds; runs with more than {args.max_others} cores busy elsewhere left out), "
+          "tron's terms given (its fit of the committed tron-runs records):\n")  # fmt: skip
+    print("| kind | fixed s | core-ns a nonzero read |")
+    print("| --- | ---: | ---: |")
+    for kind in cd.KINDS:
+        if kind in rates.fixed:
+            print(f"| {kind} | {rates.fixed[kind]:.4f} | {rates.read_ns[kind]:.2f} |")
+    print(f"\nThe home's Newton step: {rates.home_read_ns:.2f} ns a nonzero it reads (one "
+          "core).\n")  # fmt: skip
+
+    print("| set | alpha | K | home_cg_nnz | runs kept | measured s to the line (median) "
+          "| of it, reading the groups | model s | error | fitted on it |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    errors = {True: [], False: []}
+    for rec in records:
+        kept = [run for run in rec["runs"]
+                if run["others_cores"] is not None and run["others_cores"] <= args.max_others
+                and run["wall_to"] is not None]  # fmt: skip
+        if not kept:
+            continue
+        run = min(kept, key=lambda r: abs(r["wall_to"] - statistics.median(
+            x["wall_to"] for x in kept)))  # fmt: skip
+        layout = ct.Layout(rec["grid"], rec["workers"], run["threads"])
+        wall = statistics.median(r["wall_to"] for r in kept)
+        reading = statistics.median(
+            r["init_seconds"] - sum(x["seconds"] for x in r["rounds"] if x["kind"] == "start")
+            for r in kept
+        )
+        model_reading = tron.init_fixed + layout.per_worker * rec["nnz"] / rec["grid"] * (
+            tron.init_ns * 1e-9)
+        model = model_reading + sum(
+            cd.round_seconds(rates, r["kind"], r["read"], r["home_read"], rec["n_used"],
+                             r["columns"] if r["columns"] is not None else rec["n_used"],
+                             layout, loopback)
+            for r in run["rounds"]
+        )  # fmt: skip
+        fitted = rec["alpha"] in fit_alphas
+        errors[fitted].append(model / wall - 1)
+        home_cg = "default" if rec["home_cg_nnz"] is None else f"{rec['home_cg_nnz']:,}"
+        print(f"| {rec['set']} | {rec['alpha']:g} | {rec['grid']} | {home_cg} "
+              f"| {len(kept)} | {wall:.2f} | {reading:.2f} | {model:.2f} "
+              f"| {100 * (model / wall - 1):+.0f}% "
+              f"| {'yes' if fitted else 'no (held out)'} |")  # fmt: skip
+    for fitted, errs in errors.items():
+        if errs:
+            print(f"\n{'Fitted' if fitted else 'Held-out'} runs: errors {100 * min(errs):+.0f}% "
+                  f"to {100 * max(errs):+.0f}%")  # fmt: skip
+
+    rows = [row for path in args.rounds for row in _load(path)["rows"]]
+    points = _read_points(records)
+    print("\nReads at scale's kinds (rounds of the home_cg_nnz 0 runs), nonzeros read over "
+          "all = full + factor x the free rows' share:")  # fmt: skip
+    plans = {}
+    for grid in sorted({r["grid"] for r in rows}):
+        mine = _count_points(rows, grid)
+        if len({p["alpha"] for p in mine}) < 2 or len({p["n_samples"] for p in mine}) < 2:
+            continue
+        law = cd.fit_counts(mine, points)
+        plans[grid] = law
+        laws = "; ".join(f"{field} = {math.exp(a):.3g} alpha^{b:.3f} n^{c:.3f}"
+                         for field, (a, b, c) in law.coefficients.items())  # fmt: skip
+        print(f"\nK = {grid}: {laws} (passes: the law of passes + 1)")
+        print("; ".join(f"{k} reads {f:.2f} + {x:.2f} free" for k, (f, x) in law.reads.items()))
+        for p in sorted(mine, key=lambda p: (p["n_samples"], -p["alpha"])):
+            at = law.at(p["alpha"], p["n_samples"])
+            print(f"- n {p['n_samples']:,} alpha {p['alpha']:g}: Newton {p['newton']} (law "
+                  f"{at.newton:.1f}), CG {p['cg']} (law {at.cg:.1f}), passes {p['passes']} "
+                  f"(law {at.passes:.1f}), free {p['free']:.4f} (law {at.free:.4f})")  # fmt: skip
+    bandwidth = args.bandwidth_gbit * 1e9 / 8 * args.link_share
+    network = ct.Network(NETNS_1GBIT[0], bandwidth, broadcast="tree")
+    slow = dataclasses.replace(tron, thread_exponent=dict.fromkeys(tron.thread_exponent,
+                                                                   args.slow_threads))  # fmt: skip
+    for alpha in args.job_alphas:
+        job = cm.Job(nnz=1.6e11, n_samples=5e7, n_features=11_725_480, loss="hinge",
+                     alpha=alpha)  # fmt: skip
+        print(f"\n#### Hinge, alpha {alpha:g} (counts extrapolated by the law of the K "
+              "measured nearest the machines)\n")  # fmt: skip
+        print("| machines x cores | law's K | Newton steps | CG rounds | local passes "
+              "| free share | start s | CG round s = graph + passes + shares + home + network "
+              "| line round s | minutes to the line | of them, passes | minutes, threads' "
+              "rows kept | minutes, slow threads |")  # fmt: skip
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
+              "| ---: | ---: |")  # fmt: skip
+        for count in args.machines:
+            grid = min(plans, key=lambda k: abs(math.log(k) - math.log(count)))
+            counts = plans[grid].at(alpha, job.n_samples)
+            machines = cm.Machines(count, args.cores, args.memory_gib * 2**30,
+                                   args.bandwidth_gbit * 1e9 / 8)  # fmt: skip
+            plan = cd.plan_dual_newton(rates, counts, job, machines, network)
+            kept = cd.plan_dual_newton(rates, counts, job, machines, network, kept_rows=True)
+            slowly = cd.plan_dual_newton(dataclasses.replace(rates, tron=slow), counts, job,
+                                         machines, network)  # fmt: skip
+            parts = plan["parts"]
+            cells = " + ".join(f"{parts[k]:.2f}" for k in ("graph", "passes", "shares", "home",
+                                                            "network"))  # fmt: skip
+            print(f"| {count} x {args.cores} | {grid} | {counts.newton:.1f} | {counts.cg:.0f} "
+                  f"| {counts.passes:.1f} | {counts.free:.4f} | {plan['init']:.0f} "
+                  f"| {plan['round']['cg']:.2f} = {cells} | {plan['round']['line']:.2f} "
+                  f"| {plan['seconds'] / 60:.1f} | {plan['passes'] / 60:.1f} "
+                  f"| {kept['seconds'] / 60:.1f} | {slowly['seconds'] / 60:.1f} |")  # fmt: skip
+
+
 def add_parsers(parts):
     """The dual_newton subcommands of ``bench_cost_model.py``."""
     netns = parts.add_parser("dn-netns", help="dual_newton on a namespace cluster")
@@ -620,5 +795,23 @@ def add_parsers(parts):
                       "every CG step a round")  # fmt: skip
     runs.add_argument("--cap", type=int, default=200, help="at most this many epochs")
     runs.add_argument("--out", required=True)
+    rep = parts.add_parser("dn-report", help="fit, check and plan dual_newton")
+    rep.add_argument("--runs", action="append", required=True, help="dn-runs files")
+    rep.add_argument("--rounds", action="append", required=True, help="dn-rounds files")
+    rep.add_argument("--tron-runs", action="append",
+                     help="tron-runs files whose fit gives tron's terms (default: committed)")
+    rep.add_argument("--fit-alphas", type=float, nargs="+", default=[1e-5],
+                     help="the runs the rates are fitted on; the others are held out")
+    rep.add_argument("--max-others", type=float, default=0.15,
+                     help="leave out runs during which other processes kept more cores busy")
+    rep.add_argument("--job-alphas", type=float, nargs="+", default=[1e-8, 1e-7, 1e-6])
+    rep.add_argument("--machines", type=int, nargs="+", default=[16, 64])
+    rep.add_argument("--cores", type=int, default=32)
+    rep.add_argument("--memory-gib", type=float, default=256)
+    rep.add_argument("--bandwidth-gbit", type=float, default=10)
+    rep.add_argument("--link-share", type=float, default=0.894,
+                     help="the share of a link's rate a transfer gets (as measured at 1gbit)")
+    rep.add_argument("--slow-threads", type=float, default=0.5,
+                     help="the exponent b of T^b for the slow-threads case (assumed)")
     return {"dn-netns": dn_netns, "dn-netns-report": dn_netns_report, "dn-rounds": dn_rounds,
-            "dn-runs": dn_runs}
+            "dn-runs": dn_runs, "dn-report": dn_report}

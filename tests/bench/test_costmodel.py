@@ -431,3 +431,109 @@ def test_tron_count_law_recovers_its_exponents():
     assert at.numbers == pytest.approx(0.1 * at.newton)
     with pytest.raises(ValueError, match="two alphas and two row counts"):
         ct.fit_count_law([p for p in points if p[1] == 2e4])
+
+
+# -- dual_newton's model (daskpd.bench.costmodel_dual_newton) --------------------------------
+
+
+def _dn_rates():
+    from daskpd.bench import costmodel_dual_newton as cd
+
+    tron = dataclasses.replace(_tron_true(), thread_exponent={"hessian": 1.0, "step": 1.0})
+    return cd.DualNewtonRates(
+        fixed={"start": 0.05, "cg": 0.02, "line": 0.04, "home": 0.03, "pass": 0.05},
+        read_ns={"start": 9.0, "cg": 4.0, "line": 5.0, "home": 4.5, "pass": 10.0},
+        home_read_ns=6.0,
+        tron=tron,
+    )
+
+
+def test_dual_newton_fit_recovers_the_rates_that_made_the_rounds():
+    from daskpd.bench import costmodel_dual_newton as cd
+    from daskpd.bench import costmodel_tron as ct
+
+    true = _dn_rates()
+    net = ct.Network(0.004, 1e9)
+    rounds = []
+    for nnz, used in ((1e7, 1.72e6), (1e8, 4.05e6)):
+        for grid, threads in ((1, 2), (8, 1)):
+            layout = ct.Layout(grid, 2, threads)
+            for kind in ("start", "cg", "line", "home", "pass"):
+                for share in (0.03, 0.2, 1.0):
+                    read = nnz * share
+                    home_read = 0.3 * nnz * share**2 if kind == "home" else 0.0
+                    free = used * share
+                    seconds = cd.round_seconds(true, kind, read, home_read, used, free,
+                                               layout, net)  # fmt: skip
+                    rounds.append(cd.MeasuredRound(kind, seconds, read, home_read, used, free,
+                                                   grid, 2, threads))  # fmt: skip
+    fitted = cd.fit_rates(rounds, true.tron, net)
+    assert fitted.fixed == pytest.approx(true.fixed)
+    assert fitted.read_ns == pytest.approx(true.read_ns)
+    assert fitted.home_read_ns == pytest.approx(true.home_read_ns)
+    one = [r for r in rounds if r.kind == "cg"][:1]
+    with pytest.raises(ValueError, match="'cg' rounds do not vary"):
+        cd.fit_rates(one, true.tron, net)
+
+
+def test_dual_newton_round_by_hand():
+    from daskpd.bench import costmodel_dual_newton as cd
+    from daskpd.bench import costmodel_tron as ct
+
+    rates = _dn_rates()
+    tron = rates.tron
+    net = ct.Network(0.01, 1e9, broadcast="tree")
+    layout = ct.Layout(16, 16, 32)
+    # a CG round reading 1e9 nonzeros over 16 owners, its vectors on 2e6 free columns
+    parts = cd.round_parts(rates, "cg", 1e9, 0.0, 1e7, 2e6, layout, net)
+    assert parts["passes"] == pytest.approx(1e9 / 16 * 4e-9 / 32)
+    assert parts["shares"] == pytest.approx(2e6 * (32 * tron.group_ns + tron.merge_ns) * 1e-9)
+    assert parts["home"] == pytest.approx(1e7 * 3e-9 + 2e6 * tron.scatter_ns * 1e-9)
+    # one share up 4 crossing levels (12 bytes a column), u down a 4-level tree
+    assert parts["network"] == pytest.approx(4 * 0.01 + 4 * 2.4e7 / 1e9 + 4 * 1.6e7 / 1e9)
+    assert parts["graph"] == 0.02 and parts["home_passes"] == 0.0
+    # a line round: the trial's share and the next CG's, w (all columns) sent
+    line = cd.round_parts(rates, "line", 2e9, 0.0, 1e7, 2e6, layout, net)
+    assert line["network"] == pytest.approx(2 * (4 * 0.01 + 4 * 2.4e7 / 1e9) + 4 * 8e7 / 1e9)
+
+
+def test_dual_newton_counts_and_plan():
+    from daskpd.bench import costmodel_dual_newton as cd
+    from daskpd.bench import costmodel_tron as ct
+
+    def truth(alpha, n):
+        return {"alpha": alpha, "n_samples": n, "newton": 4.0 * alpha**-0.05 * n**0.1,
+                "cg": 2.0 * alpha**-0.1 * n**0.2, "passes": 0.5 * alpha**-0.02 * n**0.1 - 1,
+                "free": 0.3 * alpha**0.01 * n**-0.2}  # fmt: skip
+
+    points = [truth(a, n) for a in (1e-3, 1e-5, 1e-7) for n in (2e4, 2e5)]
+    reads = [("cg", 2.0 * f, f) for f in (0.01, 0.05)] + [
+        ("line", 1.0 + 3.0 * f, f) for f in (0.01, 0.05)
+    ] + [("pass", 2.0, f) for f in (0.01, 0.05)]  # fmt: skip
+    law = cd.fit_counts(points, reads)
+    assert law.coefficients["cg"] == pytest.approx((math.log(2.0), -0.1, 0.2))
+    assert law.reads["cg"] == pytest.approx((0.0, 2.0), abs=1e-9)
+    assert law.reads["line"] == pytest.approx((1.0, 3.0))
+    counts = law.at(1e-7, 5e7)
+    want = truth(1e-7, 5e7)
+    assert counts.cg == pytest.approx(want["cg"]) and counts.passes == pytest.approx(
+        want["passes"])  # fmt: skip
+    assert counts.read("line", 1e11) == pytest.approx(1e11 * (1 + 3 * want["free"]))
+    with pytest.raises(ValueError, match="two alphas and two row counts"):
+        cd.fit_counts([p for p in points if p["n_samples"] == 2e4], reads)
+    rates = _dn_rates()
+    job = cm.Job(nnz=1.6e11, n_samples=5e7, n_features=1e7, loss="hinge", alpha=1e-7)
+    machines = cm.Machines(count=16, cores=32, memory=256 * 2**30, bandwidth=1.25e9)
+    net = ct.Network(0.01, 1e9, broadcast="tree")
+    plan = cd.plan_dual_newton(rates, counts, job, machines, net)
+    layout = ct.Layout(16, 16, 32)
+    rounds = {k: cd.round_seconds(rates, k, counts.read(k, 1.6e11), 0.0, 1e7, 1e7, layout, net)
+              for k in ("cg", "line", "pass")}  # fmt: skip
+    reading = rates.tron.init_fixed + 1e10 * rates.tron.init_ns * 1e-9
+    start = cd.round_seconds(rates, "start", 3.2e11, 0.0, 1e7, 1e7, layout, net)
+    assert plan["init"] == pytest.approx(reading + start)
+    assert plan["seconds"] == pytest.approx(
+        reading + start + counts.cg * rounds["cg"] + counts.newton * rounds["line"]
+        + counts.passes * rounds["pass"])  # fmt: skip
+    kept = cd.plan_dual_newton(rates, counts, job, machines, net, kept_rows=True)
+    assert kept["seconds"] < plan["seconds"]
