@@ -6,6 +6,11 @@ there. A round is one graph: every group computes its share of a product on its 
 shares (d-vectors on the group's own columns) are summed pairwise up a tree whose nodes run
 where their first group lives, and the sum lands on one worker, the home of the run's
 d-vectors. Only numbers reach the driver.
+
+A group too large for its owner's memory can instead be streamed (:class:`StreamedGroup`,
+``tron``'s ``rows="stream"``): its owner keeps its per-row vectors only and every pass reads
+its rows again, a chunk of row blocks at a time (:func:`row_pieces`); its shares are on all
+the run's columns. A task written over :func:`row_pieces` runs on either kind of group.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from daskpd.solvers.common.groups import (
     row_weights,
     worker_list,
 )
+from daskpd.solvers.common.stream import block_bounds, block_chunks, prefetched
 from daskpd.solvers.driver.types import Solver
 
 __all__ = [
@@ -40,18 +46,22 @@ __all__ = [
     "ResidentState",
     "RowGroup",
     "Share",
+    "StreamedGroup",
     "add",
     "bundles",
     "dense",
     "group_layout",
     "group_products",
+    "group_threads",
     "load_group",
     "on_own_columns",
+    "open_group",
     "local_sum",
     "ranges",
     "read_groups",
     "relay",
     "root_inputs",
+    "row_pieces",
     "run_graph",
     "thread_sum",
     "tree",
@@ -112,23 +122,118 @@ def load_group(source, start, stop, class_pair, threads, used, own_columns):
     return RowGroup(indptr, indices, vals, binary, y, weight, cuts, columns)
 
 
+class StreamedGroup(NamedTuple):
+    """A row group whose rows are read again by every pass, a chunk of row blocks at a time
+    (rows that do not fit the owner's memory); the owner keeps its per-row vectors only.
+
+    Its column ids are renumbered into the run's used columns as each chunk is read, and its
+    shares of a product are on all of those (``columns`` is None): a group of many rows
+    touches most of them, and renumbering into its own would need the whole group's ids.
+    """
+
+    source: object
+    start: int
+    stop: int
+    #: the chunks' row bounds (absolute, from ``start`` to ``stop``), each a run of whole
+    #: row blocks: one contiguous read
+    chunks: np.ndarray
+    #: the run's used columns' positions by column id (None: every column is used)
+    positions: np.ndarray | None
+    #: threads that compute a chunk's share, each over its own rows
+    threads: int
+    binary: bool
+    y: np.ndarray
+    weight: np.ndarray
+    columns: None = None
+
+
+def open_group(source, start, stop, class_pair, threads, used, stream_nnz):
+    """Task: a :class:`StreamedGroup` of rows ``start:stop`` of ``source`` (its labels and
+    weights read, its rows not), in chunks of about ``stream_nnz`` nonzeros; ``used`` as
+    :func:`load_group`'s."""
+    bounds = block_bounds(source, start, stop)
+    nnz = int(source.nnz) * (stop - start) // max(1, int(source.n_samples))
+    blocks = block_chunks(np.arange(bounds.shape[0] - 1), bounds, nnz, int(stream_nnz))
+    chunks = np.array([bounds[0]] + [bounds[run[-1] + 1] for run in blocks], dtype=np.int64)
+    y = np.ascontiguousarray(source.y_rows(start, stop), dtype=np.float64)
+    weight = row_weights(source, y, start, stop, class_pair)
+    binary = bool(getattr(source, "binary", False))
+    return StreamedGroup(
+        source, int(start), int(stop), chunks, used, int(threads), binary, y, weight
+    )
+
+
+def _read_chunk(group, lo, hi):
+    """Rows ``lo:hi`` (absolute) of a streamed group as a :class:`RowGroup` on the run's
+    columns (its per-row vectors views of the group's), and their first row in the group."""
+    indptr, indices, vals, _ = group.source.read_rows_arrays(lo, hi)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indptr = indptr - indptr[0]
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    if group.positions is not None:
+        indices = group.positions[indices]
+    binary = vals is None
+    if binary:
+        vals = NO_VALUES
+    else:
+        vals = np.ascontiguousarray(vals)
+        if vals.dtype not in (np.float32, np.float64):
+            vals = vals.astype(np.float64)
+    first, last = lo - group.start, hi - group.start
+    rows = RowGroup(
+        indptr, indices, vals, binary, group.y[first:last],
+        group.weight[first:last], thread_cuts(indptr, group.threads),
+    )  # fmt: skip
+    return rows, first
+
+
+def row_pieces(group, curv=None):
+    """The rows of ``group`` as ``(rows, first)`` pieces: a :class:`RowGroup` and the
+    group's row at which its rows start. A kept group is one piece, itself; a streamed one
+    its chunks, read as they are needed, the next one in a thread while the caller works on
+    this one (:func:`~daskpd.solvers.common.stream.prefetched`).
+
+    ``curv`` (of shape (n_rows,)): the chunks whose rows all have curvature 0 are not read
+    (a Hessian-vector pass skips those rows)."""
+    if not isinstance(group, StreamedGroup):
+        return [(group, 0)]
+    spans = [
+        (int(lo), int(hi))
+        for lo, hi in zip(group.chunks[:-1], group.chunks[1:], strict=True)
+        if curv is None or np.any(curv[lo - group.start : hi - group.start])
+    ]
+    return prefetched(lambda span: _read_chunk(group, *span), spans)
+
+
+def group_threads(group):
+    """The threads of a group's task."""
+    if isinstance(group, StreamedGroup):
+        return group.threads
+    return group.cuts.shape[0] - 1
+
+
 def on_own_columns(group, v):
     """``v`` (on the run's columns) on the group's own columns."""
     return v if group.columns is None else v[group.columns]
 
 
 def group_products(group, v):
-    """``X_k v`` for ``v`` on the group's own columns, the group's threads each on its rows."""
+    """``X_k v`` for ``v`` on the group's own columns, the group's threads each on its rows
+    (a streamed group's chunk by chunk)."""
     out = np.empty(group.y.shape[0])
+    for rows, first in row_pieces(group):
+        _piece_products(rows, v, out[first : first + rows.y.shape[0]])
+    return out
 
+
+def _piece_products(rows, v, out):
     def work(t):
         row_products(
-            group.indptr, group.indices, group.vals, group.binary, v,
-            group.cuts[t], group.cuts[t + 1], out,
+            rows.indptr, rows.indices, rows.vals, rows.binary, v,
+            rows.cuts[t], rows.cuts[t + 1], out,
         )  # fmt: skip
 
-    in_threads(group.cuts.shape[0] - 1, work)
-    return out
+    in_threads(rows.cuts.shape[0] - 1, work)
 
 
 def thread_sum(rows):
@@ -326,13 +431,20 @@ def ranges(bounds):
     return [(int(bounds[k]), int(bounds[k + 1])) for k in range(len(bounds) - 1)]
 
 
-def read_groups(data, problem, client, owners, bounds, threads, positions, token, name):
+def read_groups(
+    data, problem, client, owners, bounds, threads, positions, token, name, stream_nnz=0
+):
     """The row groups, read once each by its owner (futures), or in-process (values);
     ``positions`` renumbers their columns into the used ones (None: all are used); with
-    several groups each keeps its own columns."""
+    several groups each keeps its own columns. ``stream_nnz`` above 0: each group is
+    opened as a :class:`StreamedGroup` of chunks of about that many nonzeros instead."""
     own_columns = len(owners) > 1
     class_pair = class_weight_pair(problem, data)
     group_ranges = ranges(bounds)
+    if stream_nnz:
+        task, last = open_group, int(stream_nnz)
+    else:
+        task, last = load_group, own_columns
     if client is not None and is_on_disk(data):
         if positions is not None:
             # once to every owner, not once per task through the scheduler
@@ -342,8 +454,8 @@ def read_groups(data, problem, client, owners, bounds, threads, positions, token
             client,
             [
                 graph.task(
-                    k, load_group, data, start, stop, class_pair, threads, positions,
-                    own_columns, worker=owners[k],
+                    k, task, data, start, stop, class_pair, threads, positions, last,
+                    worker=owners[k],
                 )  # fmt: skip
                 for k, (start, stop) in enumerate(group_ranges)
             ],
@@ -354,7 +466,7 @@ def read_groups(data, problem, client, owners, bounds, threads, positions, token
         wait(groups)
         return groups
     loaded = (
-        load_group(data, start, stop, class_pair, threads, positions, own_columns)
+        task(data, start, stop, class_pair, threads, positions, last)
         for start, stop in group_ranges
     )
     if client is not None:
@@ -443,10 +555,7 @@ class ExactMethod(Solver):
         """The state without a point: the run's layout and settings, and its groups, read
         once each by its owner."""
         layout = group_layout(data, client, options.grid, options.threads)
-        groups = read_groups(
-            data, problem, client, layout.owners, layout.bounds, layout.threads,
-            layout.positions, layout.token, self.name.replace("_", "-"),
-        )  # fmt: skip
+        groups, fields = self.read_rows(problem, data, client, options, layout)
         return self.State(
             problem=problem,
             settings=self.settings(problem, data, options, layout),
@@ -458,7 +567,18 @@ class ExactMethod(Solver):
             token=layout.token,
             used=layout.used,
             **self.state_fields(data, layout),
+            **fields,
         )
+
+    def read_rows(self, problem, data, client, options, layout):
+        """The groups (futures on a client, else values) and the state fields that say how
+        they were read: here each read once by its owner and kept (a method that can stream
+        its rows overrides this)."""
+        groups = read_groups(
+            data, problem, client, layout.owners, layout.bounds, layout.threads,
+            layout.positions, layout.token, self.name.replace("_", "-"),
+        )  # fmt: skip
+        return groups, {}
 
     def settings(self, problem, data, options, layout):
         """The run's constants the tasks read (the method's settings tuple)."""

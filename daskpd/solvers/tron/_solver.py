@@ -14,14 +14,16 @@ from daskpd.solvers.common.resident import (
     ExactMethod,
     ResidentState,
     ranges,
+    read_groups,
     relay,
     run_graph,
     tree,
     value,
 )
+from daskpd.solvers.common.stream import memory_limits, streams
 from daskpd.solvers.driver.registry import register_solver
 from daskpd.solvers.driver.types import Capabilities, Iterate
-from daskpd.solvers.tron._options import TronOptions, _settings
+from daskpd.solvers.tron._options import TronOptions, _settings, stream_nnz
 from daskpd.solvers.tron._tasks import (
     _cg_direction,
     _cg_scalars,
@@ -63,6 +65,8 @@ class _State(ResidentState):
     passes: int = 0
     #: whether the last epoch's line search found no decrease (at the optimum, to rounding)
     stalled: bool = False
+    #: nonzeros of a chunk of streamed rows (``TronOptions.rows``); 0: the rows are kept
+    stream_nnz: int = 0
 
 
 @register_solver
@@ -88,7 +92,8 @@ class Tron(ExactMethod):
     # -- protocol ---------------------------------------------------------------------------
 
     def init(self, problem, data, *, seed, client, options, warm_start=None):
-        """Read every group on its owner and compute the gradient at the start point
+        """Read every group on its owner (or open it, streamed rows: :meth:`read_rows`) and
+        compute the gradient at the start point
         (:meth:`Solver.init <daskpd.solvers.driver.protocol.Solver.init>`): a warm start's
         ``w`` (its dual point read off the margins), else 0. The seed is unused: the method
         draws nothing at random."""
@@ -101,6 +106,28 @@ class Tron(ExactMethod):
         else:
             w = np.zeros(d)
         return self._start(state, np.ascontiguousarray(w[state.used]))
+
+    def read_rows(self, problem, data, client, options, layout):
+        """The groups, kept (read once by each owner) or streamed (``TronOptions.rows``:
+        opened, read again by every pass, in chunks of
+        :func:`~daskpd.solvers.tron._options.stream_nnz` nonzeros, the smallest the owners'
+        limits give), and the state's ``stream_nnz``."""
+        group_ranges = ranges(layout.bounds)
+        limits = memory_limits(client, options.rows)
+        if not streams(options.rows, data, client, layout.owners, group_ranges, limits):
+            return super().read_rows(problem, data, client, options, layout)
+        chunk = min(
+            stream_nnz(
+                options, data, limits.get(owner, 0), stop - start, layout.threads,
+                layout.used.shape[0],
+            )  # fmt: skip
+            for owner, (start, stop) in zip(layout.owners, group_ranges, strict=True)
+        )
+        groups = read_groups(
+            data, problem, client, layout.owners, layout.bounds, layout.threads,
+            layout.positions, layout.token, "tron", stream_nnz=chunk,
+        )  # fmt: skip
+        return groups, {"stream_nnz": chunk}
 
     def settings(self, problem, data, options, layout):
         """The run's constants (:func:`daskpd.solvers.tron._options._settings`)."""

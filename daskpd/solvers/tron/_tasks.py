@@ -19,7 +19,9 @@ from daskpd.solvers.common.resident import (
     Share,
     dense,
     group_products,
+    group_threads,
     on_own_columns,
+    row_pieces,
     thread_sum,
 )
 from daskpd.solvers.tron._options import PCG_MIX
@@ -80,53 +82,70 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
     ``z``, ``curv`` and the margins stay on the owner (the dual point, the Hessian's row
     weights, the next line search's start); ``xtz``, ``diag`` and ``sums`` are summed over
     the groups. The margins move with the step, so the pass reads each nonzero once (for
-    ``X^T z``): ``X w`` is never formed again.
+    ``X^T z``): ``X w`` is never formed again. A streamed group's chunks add into the same
+    threads' output rows, one after the other.
     """
     if step_margins is not None:
         margins = margins + step_length * step_margins
     m = group.y.shape[0]
     d = settings.n_columns if group.columns is None else group.columns.shape[0]
-    n_threads = group.cuts.shape[0] - 1
+    n_threads = group_threads(group)
     z = np.empty(m)
     curv = np.empty(m)
     # a thread's X^T z and the diagonal's share, a column's two in one record; the kernel
     # writes the diagonal whether or not the run uses it
     packs = np.zeros((n_threads, d, 2))
     sums = np.zeros((n_threads, 4))
-
-    def work(t):
-        kernels.gradient_rows(
-            group.indptr, group.indices, group.vals, group.binary, group.y, group.weight,
-            margins, group.cuts[t], group.cuts[t + 1], settings.inner_code,
-            settings.inner_params, settings.outer_code, settings.outer_params, z, curv,
-            packs[t], sums[t],
-        )  # fmt: skip
-
-    in_threads(n_threads, work)
+    for rows, first in row_pieces(group):
+        last = first + rows.y.shape[0]
+        _gradient_piece(
+            rows, margins[first:last], z[first:last], curv[first:last], packs, sums, settings
+        )
     total = thread_sum(packs)
     vectors = np.ascontiguousarray(total.T if settings.precondition else total[:, :1].T)
     return (Share(group.columns, vectors), sums.sum(axis=0), z, curv, margins)
 
 
+def _gradient_piece(rows, margins, z, curv, packs, sums, settings):
+    """:func:`kernels.gradient_rows` over ``rows`` (a group or a chunk of it, its per-row
+    vectors the given views), its threads each on its rows, into their ``packs`` and
+    ``sums``."""
+
+    def work(t):
+        kernels.gradient_rows(
+            rows.indptr, rows.indices, rows.vals, rows.binary, rows.y, rows.weight,
+            margins, rows.cuts[t], rows.cuts[t + 1], settings.inner_code,
+            settings.inner_params, settings.outer_code, settings.outer_params, z, curv,
+            packs[t], sums[t],
+        )  # fmt: skip
+
+    in_threads(rows.cuts.shape[0] - 1, work)
+
+
 def _hessian_task(group, curv, v):
-    """A group's share of a Hessian-vector product: ``X_k^T (curv * (X_k v))``."""
-    n_threads = group.cuts.shape[0] - 1
+    """A group's share of a Hessian-vector product: ``X_k^T (curv * (X_k v))`` (a streamed
+    group's chunks whose rows all have curvature 0 not read)."""
+    n_threads = group_threads(group)
     v = on_own_columns(group, v)
     # each thread's record a column: v to read, its share of the product to add to
     packs = np.zeros((n_threads, v.shape[0], 2))
     packs[:, :, 0] = v
-
-    def work(t):
-        kernels.hessian_rows(
-            group.indptr, group.indices, group.vals, group.binary, curv, packs[t],
-            group.cuts[t], group.cuts[t + 1],
-        )  # fmt: skip
-
-    in_threads(n_threads, work)
+    for rows, first in row_pieces(group, curv):
+        _hessian_piece(rows, curv[first : first + rows.y.shape[0]], packs)
     product = packs[0, :, 1].copy()
     for t in range(1, n_threads):
         product += packs[t, :, 1]
     return Share(group.columns, product[None, :])
+
+
+def _hessian_piece(rows, curv, packs):
+    def work(t):
+        kernels.hessian_rows(
+            rows.indptr, rows.indices, rows.vals, rows.binary, curv, packs[t],
+            rows.cuts[t], rows.cuts[t + 1],
+        )  # fmt: skip
+
+    in_threads(rows.cuts.shape[0] - 1, work)
 
 
 def _shares(part):
