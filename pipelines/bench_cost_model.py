@@ -30,6 +30,11 @@ fitting), four for tron:
     The same for ``solver="tron"`` (issue 49; ``cost_model_tron.py`` beside this script,
     ``daskpd.bench.costmodel_tron`` the model): runs to the line with every round timed, the
     rounds by alpha, rounds across network namespaces, and the fit, check and plan.
+``tron-stream``, ``tron-stream-report``
+    A tron run on rows streamed from the store (``TronOptions.rows``), to the line, with
+    its rounds, the workers' peak memory, Dask's pauses and restarts; the model's
+    ``stream_ns`` fitted on such runs and checked against them
+    (``cost_model_tron_stream.py``).
 ``dn-netns``, ``dn-netns-report``
     ``solver="dual_newton"``'s rounds across network namespaces, by kind, against tron's
     fitted terms (``cost_model_dual_newton.py`` beside this script).
@@ -470,8 +475,10 @@ def main(argv=None):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import cost_model_dual_newton
     import cost_model_tron
+    import cost_model_tron_stream
 
     tron_parts = cost_model_tron.add_parsers(parts)
+    tron_parts.update(cost_model_tron_stream.add_parsers(parts))
     # dual_newton's rounds across network namespaces, against tron's terms
     tron_parts.update(cost_model_dual_newton.add_parsers(parts))
     args = parser.parse_args(argv)

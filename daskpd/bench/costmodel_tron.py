@@ -46,6 +46,19 @@ group's task pays a column of its share and a thread (the threads' output rows a
 written, summed: at ``T = 32`` and ``c = 12M`` 3 GB a vector a round), ``merge_ns`` what
 merging it up the tree costs a column.
 
+Streamed rows (``TronOptions.rows``: a group larger than its owner's memory is read again by
+every pass, a chunk at a time, the next chunk in a thread beside the kernels) add to the
+passes what reading them from the store costs, ``stream_ns`` a nonzero read:
+
+    ``      + [streamed] * g * (nnz / K) * store_reads[kind] * stream_ns``
+
+with ``store_reads`` (:data:`STORE_READS`) the reads of the rows from the store a round of
+each kind makes (a CG round 1: its two passes over a chunk read once; a step round 2, ``X
+s`` and the gradient; a gradient round 1). A streamed group's share is on all the used
+columns (``c = x = d``), and its start reads its labels only: ``init = init_fixed +
+round("gradient")``. ``stream_ns`` is fitted on a streamed run's rounds against the kept
+rows' model (:func:`fit_stream_ns`).
+
 The start (``init``) reads every group on its owner (``init_ns`` a nonzero a worker reads)
 and runs the first gradient round: ``init = init_fixed + g * (nnz / K) * init_ns +
 round("gradient")``. A run to a certified ``(1 + 1e-3) P*`` costs ``init + sum over kinds of
@@ -81,6 +94,8 @@ READS = {"hessian": 2, "step": 2, "numbers": 0, "gradient": 1}
 REDUCED = {"hessian": 1, "step": 2, "numbers": 0, "gradient": 2}
 #: d-vectors a round sends from w's home to the groups' owners (the CG direction, the step)
 SENT = {"hessian": 1, "step": 1, "numbers": 0, "gradient": 0}
+#: reads of a group's rows from the store a round of each kind makes when they are streamed
+STORE_READS = {"hessian": 1, "step": 2, "numbers": 0, "gradient": 1}
 #: tasks of a round's graph with K groups, ``(per group, more)``: a CG round's products and
 #: their tree, the direction, the step and its scalars; a step round's X s, losses, gradients
 #: and their shares, two trees, the three arrays each group keeps, and five tasks on the home
@@ -136,11 +151,13 @@ class TronRounds:
 @dataclass(frozen=True)
 class Layout:
     """``groups`` row groups on ``workers`` workers (consecutive groups share a worker, as
-    :class:`Tron` places them), ``threads`` threads a group."""
+    :class:`Tron` places them), ``threads`` threads a group; ``streamed``: the groups' rows
+    are read from the store by every pass (``TronOptions.rows``)."""
 
     groups: int
     workers: int
     threads: int = 1
+    streamed: bool = False
 
     @property
     def per_worker(self) -> int:
@@ -258,6 +275,9 @@ class TronRates:
     init_fixed, init_ns : float
         The start beyond its gradient round: seconds, and nanoseconds a nonzero a worker
         reads.
+    stream_ns : float
+        Nanoseconds a nonzero read from the store costs a streamed round beyond its passes
+        (on its owner, a reader thread beside the kernels' threads).
     """
 
     nnz_ns: dict
@@ -271,6 +291,7 @@ class TronRates:
     hop: float = 0.0
     init_fixed: float = 0.0
     init_ns: float = 0.0
+    stream_ns: float = 0.0
 
 
 def _passes_seconds(rates, kind, nnz, layout) -> float:
@@ -278,7 +299,15 @@ def _passes_seconds(rates, kind, nnz, layout) -> float:
         return 0.0
     per_group = nnz / layout.groups
     speedup = float(layout.threads) ** rates.thread_exponent.get(kind, 0.0)
-    return layout.per_worker * per_group * rates.nnz_ns[kind] * 1e-9 / speedup
+    passes = layout.per_worker * per_group * rates.nnz_ns[kind] * 1e-9 / speedup
+    return passes + _store_seconds(rates, kind, nnz, layout)
+
+
+def _store_seconds(rates, kind, nnz, layout) -> float:
+    """What reading a streamed round's rows from the store adds to its passes."""
+    if not layout.streamed:
+        return 0.0
+    return layout.per_worker * nnz / layout.groups * STORE_READS[kind] * rates.stream_ns * 1e-9
 
 
 def _beyond_passes(rates, kind, columns, layout, network) -> float:
@@ -327,8 +356,11 @@ def round_seconds(rates, kind, nnz, columns, layout, network) -> float:
 
 
 def init_seconds(rates, nnz, columns, layout, network) -> float:
-    """Seconds of the start: the groups read, the first gradient round."""
-    read = rates.init_fixed + layout.per_worker * nnz / layout.groups * rates.init_ns * 1e-9
+    """Seconds of the start: the groups read (streamed: their labels only), the first
+    gradient round."""
+    read = rates.init_fixed
+    if not layout.streamed:
+        read += layout.per_worker * nnz / layout.groups * rates.init_ns * 1e-9
     return read + round_seconds(rates, "gradient", nnz, columns, layout, network)
 
 
@@ -346,7 +378,7 @@ class _Measured:
 
     @property
     def layout(self) -> Layout:
-        return Layout(self.groups, self.workers, self.threads)
+        return Layout(self.groups, self.workers, self.threads, self.streamed)
 
 
 @dataclass(frozen=True)
@@ -362,6 +394,7 @@ class RoundTime(_Measured):
     workers: int
     threads: int
     seconds: float
+    streamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -377,6 +410,7 @@ class TronRun(_Measured):
     rounds: TronRounds
     init_seconds: float
     wall_to: float
+    streamed: bool = False
 
 
 def fit_tron(times, runs, *, home_ns, scatter_ns, group_ns, merge_ns, bandwidth) -> TronRates:
@@ -507,6 +541,33 @@ def fit_tron(times, runs, *, home_ns, scatter_ns, group_ns, merge_ns, bandwidth)
     ]
     init_fixed, per_nnz = _line([x for x, _ in starts], [y for _, y in starts])
     return dataclasses.replace(rates, init_fixed=init_fixed, init_ns=per_nnz * 1e9)
+
+
+def fit_stream_ns(rates, times, network) -> TronRates:
+    """``rates`` with ``stream_ns`` fitted on streamed rounds (:class:`RoundTime` whose
+    ``streamed`` is set; kinds that read the store): least squares through the origin of
+    what each round took beyond the kept rows' model of it, against the nonzeros its
+    busiest worker read from the store (:data:`STORE_READS`).
+
+    Raises
+    ------
+    ValueError
+        No streamed round that reads the store.
+    """
+    kept = dataclasses.replace(rates, stream_ns=0.0)
+    points = [
+        (
+            r.layout.per_worker * r.nnz / r.groups * STORE_READS[r.kind],
+            r.seconds - round_seconds(kept, r.kind, r.nnz, r.columns, r.layout, network),
+        )
+        for r in times
+        if r.layout.streamed and STORE_READS[r.kind]
+    ]
+    if not points:
+        raise ValueError("no streamed round that reads the store to fit stream_ns on")
+    reads = np.array([x for x, _ in points])
+    extra = np.array([y for _, y in points])
+    return dataclasses.replace(rates, stream_ns=float(reads @ extra / (reads @ reads)) * 1e9)
 
 
 def check_table(rates, times, runs, network) -> tuple[list[dict], list[dict]]:

@@ -335,6 +335,37 @@ def test_tron_fit_recovers_the_parameters_that_made_the_records():
     assert row["error"] == pytest.approx(1 / 1.2 - 1)
 
 
+def test_tron_streamed_rounds_add_the_store_reads_and_the_fit_recovers_stream_ns():
+    import dataclasses
+
+    from daskpd.bench import costmodel_tron as ct
+
+    kept_rates = _tron_true()
+    true = dataclasses.replace(kept_rates, stream_ns=11.0)
+    network = ct.Network(true.hop, 2e9)
+    nnz, columns = 4e8, ct.Columns(3e6)
+    kept, streamed = ct.Layout(2, 2, 1), ct.Layout(2, 2, 1, streamed=True)
+    # a worker reads its 2e8 nonzeros from the store once a CG round, twice a step round
+    for kind, reads in (("hessian", 1), ("step", 2), ("numbers", 0), ("gradient", 1)):
+        extra = ct.round_seconds(true, kind, nnz, columns, streamed, network) - ct.round_seconds(
+            true, kind, nnz, columns, kept, network
+        )
+        assert extra == pytest.approx(reads * 2e8 * 11e-9)
+    # a streamed start reads the labels only: no init_ns term
+    assert ct.init_seconds(true, nnz, columns, streamed, network) == pytest.approx(
+        true.init_fixed + ct.round_seconds(true, "gradient", nnz, columns, streamed, network)
+    )
+    times = [
+        ct.RoundTime("big", kind, nnz, columns, 2, 2, 1,
+                     ct.round_seconds(true, kind, nnz, columns, streamed, network), streamed=True)
+        for kind in ("hessian", "step")
+    ]  # fmt: skip
+    assert ct.fit_stream_ns(kept_rates, times, network).stream_ns == pytest.approx(11.0)
+    with pytest.raises(ValueError, match="streamed"):
+        ct.fit_stream_ns(kept_rates, [dataclasses.replace(t, streamed=False) for t in times],
+                         network)  # fmt: skip
+
+
 def test_tron_fit_without_refused_steps_borrows_their_rounds_costs():
     from daskpd.bench import costmodel_tron as ct
 
