@@ -18,7 +18,11 @@ share many features, point nearly the same way, and must scale them down by ``K`
 (``shared/notes/many-machines.md``).
 
 Graph shape (DESIGN.md's map-reduce). The groups are read once, each by its owner, and kept
-there with their margins ``X_k w``. A round is one graph: each group's task on its owner
+there with their margins ``X_k w``; a group larger than its share of the owner's memory is
+streamed instead (``TronOptions.rows``): the owner keeps its per-row vectors and every pass
+reads its rows again from the store, a chunk of row blocks at a time
+(:func:`daskpd.solvers.common.resident.row_pieces`), the same sums in the same row order.
+A round is one graph: each group's task on its owner
 computes its share (the gradient's ``X_k^T z_k`` with the preconditioner's diagonal, or a
 Hessian-vector product ``X_k^T (curv_k * (X_k v))``), the shares are summed pairwise up a
 tree whose nodes run where their first group lives (groups on one worker are summed before
