@@ -658,11 +658,14 @@ def dn_report(args):
     print(f"Fitted on the rounds of the alpha {sorted(fit_alphas)} runs ({len(fitted_on)} "
           f"rounds; runs with more than {args.max_others} cores busy elsewhere left out), "
           "tron's terms given (its fit of the committed tron-runs records):\n")  # fmt: skip
-    print("| kind | fixed s | core-ns a nonzero read |")
-    print("| --- | ---: | ---: |")
+    print("| kind | rounds | fixed s | core-ns a nonzero read | ns a share's column and row "
+          "| ns a column of the home's algebra |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for kind in cd.KINDS:
         if kind in rates.fixed:
-            print(f"| {kind} | {rates.fixed[kind]:.4f} | {rates.read_ns[kind]:.2f} |")
+            n = sum(r.kind == kind for r in fitted_on)
+            print(f"| {kind} | {n} | {rates.fixed[kind]:.4f} | {rates.read_ns[kind]:.2f} "
+                  f"| {rates.share_ns[kind]:.2f} | {rates.home_ns[kind]:.2f} |")  # fmt: skip
     print(f"\nThe home's Newton step: {rates.home_read_ns:.2f} ns a nonzero it reads (one "
           "core).\n")  # fmt: skip
 
@@ -706,6 +709,12 @@ def dn_report(args):
 
     rows = [row for path in args.rounds for row in _load(path)["rows"]]
     points = _read_points(records)
+    # where every trial is a round (home_cg_nnz 0): the rounds after a refused t = 1 a step
+    distributed = [run for rec in records if rec.get("home_cg_nnz") == 0 for run in rec["runs"]]
+    steps = sum(run["newton"] for run in distributed)
+    shares = {k: sum(run["graphs"][k] for run in distributed) / steps for k in cd.AFTER_REFUSED}
+    print("\nEvery trial a round (the home_cg_nnz 0 runs): a Newton step has "
+          + ", ".join(f"{v:.2f} {k}" for k, v in shares.items()) + " rounds")  # fmt: skip
     print("\nReads at scale's kinds (rounds of the home_cg_nnz 0 runs), nonzeros read over "
           "all = full + factor x the free rows' share:")  # fmt: skip
     plans = {}
@@ -713,7 +722,7 @@ def dn_report(args):
         mine = _count_points(rows, grid)
         if len({p["alpha"] for p in mine}) < 2 or len({p["n_samples"] for p in mine}) < 2:
             continue
-        law = cd.fit_counts(mine, points)
+        law = cd.fit_counts(mine, points, shares)
         plans[grid] = law
         laws = "; ".join(f"{field} = {math.exp(a):.3g} alpha^{b:.3f} n^{c:.3f}"
                          for field, (a, b, c) in law.coefficients.items())  # fmt: skip

@@ -32,14 +32,18 @@ A round of ``kind`` on ``P`` workers of ``T`` threads (``g = ceil(K / P)`` group
 reading ``r`` nonzeros over all groups and ``h`` on the home's one core, costs
 
     ``round = fixed[kind] + (r / P) * read_ns[kind] / T ** b + h * home_read_ns``
-    ``      + shares + home + network``
+    ``      + g * (T + [K > 1]) * c_reduced * share_ns[kind] + c_home * home_ns[kind]``
+    ``      + network``
 
-where ``shares``, ``home`` and ``network`` are tron's terms (``daskpd.bench.costmodel_tron``:
-a group's threads' output rows and their merging, the home's vector algebra, the tree's
-levels and bytes and the home's vector sent out) for the vectors of :data:`REDUCED` and
-:data:`SENT`, on the columns they cover. :func:`fit_rates` fits ``fixed`` and ``read_ns``
-by kind (and ``home_read_ns``) on measured rounds, tron's terms given; a whole run is its
-start plus its rounds (the reading of the groups is tron's ``init`` term).
+``c_reduced``: the columns of the vectors the round sums up the tree (:data:`REDUCED`; the
+start's and the pass's first on the groups' columns, the others on the free ones), each a
+thread's output row on a worker and a merge with several groups (a dual_newton share is
+made as tron's); ``c_home``: the columns of the home's algebra (a CG round's on the free
+columns, the others' on ``w``); ``b`` tron's fitted thread exponent (at most 1);
+``network`` tron's :class:`~daskpd.bench.costmodel_tron.Network` terms for the vectors
+summed and those the home sends every owner (:data:`SENT`). :func:`fit_rates` fits the
+rates by kind on measured rounds; a whole run is its rounds plus the reading of the groups
+(tron's ``init`` terms: the same reading).
 
 For the job, :class:`Counts` gives the rounds by kind and what they read, from laws fitted
 on measured runs (:func:`fit_counts`): Newton steps, CG steps and local passes as power laws
@@ -55,6 +59,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.optimize
 
 from daskpd.bench import costmodel_tron as ct
 
@@ -80,12 +85,14 @@ REDUCED = {"start": 2, "cg": 1, "line": 2, "refused": 1, "home": 1, "pass": 2, "
 #: vectors the home sends every owner a graph (``w``, or the direction's image ``u``)
 SENT = {"start": 1, "cg": 1, "line": 1, "refused": 0, "home": 1, "pass": 2, "shorter": 0,
         "gradient": 1}  # fmt: skip
-#: the tron round whose per-column terms (the home's algebra, the threads' gain) a kind
-#: takes: a CG round's for a CG round, a step round's otherwise
+#: the tron round whose threads' gain a kind takes: a CG round's for a CG round, a step
+#: round's otherwise
 TRON_KIND = {"cg": "hessian"}
 #: kinds whose rounds exist at the job's scale (no ``home`` step: its free rows are too
 #: many for one machine)
-AT_SCALE = ("cg", "line", "pass")
+AT_SCALE = ("cg", "line", "refused", "shorter", "gradient", "pass")
+#: the kinds that follow a refused trial at ``t = 1``, counted as shares of the Newton steps
+AFTER_REFUSED = ("refused", "shorter", "gradient")
 
 
 @dataclass(frozen=True)
@@ -111,13 +118,17 @@ class MeasuredRound:
 
 @dataclass(frozen=True)
 class DualNewtonRates:
-    """Fitted parameters (module docstring): ``fixed`` seconds and ``read_ns`` core-ns a
-    nonzero read, by kind; ``home_read_ns`` a nonzero the home's Newton step reads (one
-    core); ``tron``: tron's fitted :class:`~daskpd.bench.costmodel_tron.TronRates` for the
-    per-column terms and the threads' gain."""
+    """Fitted parameters (module docstring), dicts by kind: ``fixed`` seconds a round,
+    ``read_ns`` core-ns a nonzero read, ``share_ns`` ns a column of a share, a thread's
+    output row (or a merge) and a vector, ``home_ns`` ns a column of the home's algebra; and
+    ``home_read_ns``, a nonzero the home's Newton step reads (one core). ``tron``: tron's
+    fitted :class:`~daskpd.bench.costmodel_tron.TronRates`, for the threads' gain (its
+    exponent) and the reading of the groups (its ``init`` terms)."""
 
     fixed: dict
     read_ns: dict
+    share_ns: dict
+    home_ns: dict
     home_read_ns: float
     tron: ct.TronRates
 
@@ -126,38 +137,48 @@ def _exponent(tron, kind):
     return min(1.0, tron.thread_exponent.get(TRON_KIND.get(kind, "step"), 1.0))
 
 
-def _columns_parts(tron, kind, used, free, layout, network) -> dict:
-    """Tron's per-column terms for a round of ``kind``: its shares (the groups' output rows
-    and their merging), the home's algebra, the network (module docstring)."""
-    several = layout.groups > 1
-    # the start's and the pass's first vector is on the groups' columns, the rest on the
-    # free ones
-    reduced = [used] * (kind in ("start", "pass")) + [free] * (
-        REDUCED[kind] - (kind in ("start", "pass"))
-    )
+def _vectors(kind, used, free):
+    """The columns of each vector a round of ``kind`` reduces and sends: the start's and
+    the pass's first reduced vector is on the groups' columns, the rest on the free ones; a
+    CG round sends the direction's image (free columns), the others ``w``."""
+    first = kind in ("start", "pass")
+    reduced = [used] * first + [free] * (REDUCED[kind] - first)
     sent = [free] if kind == "cg" else [used] * SENT[kind]
-    shares = sum(
-        layout.per_worker * c * (layout.threads * tron.group_ns + several * tron.merge_ns)
-        for c in reduced
-    ) * 1e-9
-    home = used * tron.home_ns.get(TRON_KIND.get(kind, "step"), 0.0) * 1e-9 + several * sum(
-        reduced
-    ) * tron.scatter_ns * 1e-9
-    net = sum(network.reduce_seconds(layout, c, 1) for c in reduced) + sum(
+    return reduced, sent
+
+
+def _loads(kind, used, free, layout):
+    """A round's per-column loads: ``share`` (columns of the reduced vectors a worker's
+    groups fill, times their threads' output rows and a merge with several groups) and
+    ``home`` (the home's algebra: on the direction's image in a CG round, on ``w`` in the
+    others)."""
+    reduced, _ = _vectors(kind, used, free)
+    rows = layout.threads + (layout.groups > 1)
+    return {"share": layout.per_worker * rows * sum(reduced),
+            "home": free if kind == "cg" else used}  # fmt: skip
+
+
+def _network(kind, used, free, layout, network):
+    reduced, sent = _vectors(kind, used, free)
+    return sum(network.reduce_seconds(layout, c, 1) for c in reduced) + sum(
         network.send_seconds(layout, c, 1) for c in sent
     )
-    return {"shares": shares, "home": home, "network": net}
 
 
 def round_parts(rates, kind, read, home_read, used, free, layout, network) -> dict:
     """A round's seconds by term: ``graph`` (fixed), ``passes`` (the groups' reads),
-    ``home_passes`` (the home's Newton step), ``shares``, ``home``, ``network``."""
+    ``home_passes`` (the home's Newton step), ``shares`` (the groups' output rows and their
+    merging), ``home`` (its algebra), ``network`` (the tree's levels and bytes, the home's
+    vectors out)."""
     speedup = float(layout.threads) ** _exponent(rates.tron, kind)
+    loads = _loads(kind, used, free, layout)
     return {
         "graph": rates.fixed.get(kind, 0.0),
         "passes": read / layout.owners * rates.read_ns.get(kind, 0.0) * 1e-9 / speedup,
         "home_passes": home_read * rates.home_read_ns * 1e-9,
-        **_columns_parts(rates.tron, kind, used, free, layout, network),
+        "shares": loads["share"] * rates.share_ns.get(kind, 0.0) * 1e-9,
+        "home": loads["home"] * rates.home_ns.get(kind, 0.0) * 1e-9,
+        "network": _network(kind, used, free, layout, network),
     }
 
 
@@ -167,39 +188,46 @@ def round_seconds(rates, kind, read, home_read, used, free, layout, network) -> 
 
 
 def fit_rates(rounds, tron: ct.TronRates, network: ct.Network) -> DualNewtonRates:
-    """Fit ``fixed`` and ``read_ns`` by kind (least squares of what a round takes beyond
-    tron's terms against a constant and its nonzeros a worker reads over ``T ** b``), and
-    ``home_read_ns`` with the ``home`` kind's.
+    """Fit the rates by kind: non-negative least squares of what a round takes beyond its
+    network terms against a constant, its nonzeros a worker reads over ``T ** b`` (tron's
+    ``b``, at most 1), its share load and its home load (:func:`round_parts`), and the home's
+    reads for the ``home`` kind. A term the rounds of a kind cannot tell apart from the
+    others (no variation) is fitted as 0 and named.
 
     Raises
     ------
     ValueError
-        A kind's rounds do not vary in what they read (its two terms cannot be told apart).
+        A kind's rounds do not vary in what they read.
     """
-    fixed, read_ns, home_ns = {}, {}, []
+    fitted = {name: {} for name in ("fixed", "read_ns", "share_ns", "home_ns")}
+    home_reads = []
     by_kind = {}
     for r in rounds:
         by_kind.setdefault(r.kind, []).append(r)
     for kind, mine in by_kind.items():
-        rest = np.array([
-            r.seconds - sum(_columns_parts(tron, kind, r.used, r.free, r.layout,
-                                           network).values())
-            for r in mine
-        ])  # fmt: skip
-        reads = [
-            r.read / r.layout.owners / float(r.threads) ** _exponent(tron, kind) for r in mine
-        ]
-        columns = [np.ones(len(mine)), np.array(reads) * 1e-9]
+        rest = np.array([r.seconds - _network(kind, r.used, r.free, r.layout, network)
+                         for r in mine])  # fmt: skip
+        loads = [_loads(kind, r.used, r.free, r.layout) for r in mine]
+        columns = [
+            np.ones(len(mine)),
+            np.array([r.read / r.layout.owners / float(r.threads) ** _exponent(tron, kind)
+                      for r in mine]) * 1e-9,
+            np.array([x["share"] for x in loads]) * 1e-9,
+            np.array([x["home"] for x in loads]) * 1e-9,
+        ]  # fmt: skip
         if kind == "home":
             columns.append(np.array([r.home_read for r in mine]) * 1e-9)
-        design = np.column_stack(columns)
-        if np.linalg.matrix_rank(design) < design.shape[1]:
+        if np.ptp(columns[1]) == 0:
             raise ValueError(f"the {kind!r} rounds do not vary in what they read")
-        solution = np.linalg.lstsq(design, rest)[0]
-        fixed[kind], read_ns[kind] = float(solution[0]), float(solution[1])
+        design = np.column_stack(columns)
+        # non-negative: a term below zero would be another term's error, not a cost
+        solution = scipy.optimize.nnls(design, rest)[0]
+        for name, v in zip(("fixed", "read_ns", "share_ns", "home_ns"), solution, strict=False):
+            fitted[name][kind] = float(v)
         if kind == "home":
-            home_ns.append(float(solution[2]))
-    return DualNewtonRates(fixed, read_ns, home_ns[0] if home_ns else 0.0, tron)
+            home_reads.append(float(solution[4]))
+    return DualNewtonRates(**fitted, home_read_ns=home_reads[0] if home_reads else 0.0,
+                           tron=tron)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -209,12 +237,14 @@ class Counts:
     Parameters
     ----------
     newton, cg, passes : float
-        Newton steps (each a ``line`` round), CG steps (each a ``cg`` round), local passes
-        after a burst (each a ``pass`` round); the start is one more.
+        Newton steps (each a ``line`` or a ``refused`` round), CG steps (each a ``cg``
+        round), local passes after a burst (each a ``pass`` round); the start is one more.
     free : float
         The free rows' share of the nonzeros (mean over the Newton steps).
     reads : dict
         Kind -> ``(full, free_factor)``: a round reads ``nnz * (full + free_factor * free)``.
+    shares : dict
+        Kind of :data:`AFTER_REFUSED` -> its rounds a Newton step.
     """
 
     newton: float
@@ -222,9 +252,13 @@ class Counts:
     passes: float
     free: float
     reads: dict
+    shares: dict = dataclasses.field(default_factory=dict)
 
     def count(self, kind: str) -> float:
-        return {"cg": self.cg, "line": self.newton, "pass": self.passes}.get(kind, 0.0)
+        refused = self.shares.get("refused", 0.0) * self.newton
+        return {"cg": self.cg, "line": self.newton - refused, "pass": self.passes,
+                **{k: self.shares.get(k, 0.0) * self.newton for k in AFTER_REFUSED}}.get(
+            kind, 0.0)  # fmt: skip
 
     def read(self, kind: str, nnz: float) -> float:
         full, factor = self.reads[kind]
@@ -236,10 +270,11 @@ class CountLaw:
     """Power laws in ``alpha`` and ``n`` for one ``K`` (module docstring):
     ``coefficients[field] = (a, b, c)`` for ``exp(a) alpha^b n^c``, fields ``newton``, ``cg``,
     ``passes`` (plus one: a run with none has the law of ``passes + 1``) and ``free``; and
-    the reads by kind."""
+    the reads by kind and the rounds after refused trials a Newton step (``shares``)."""
 
     coefficients: dict
     reads: dict
+    shares: dict = dataclasses.field(default_factory=dict)
 
     def at(self, alpha: float, n_samples: float) -> Counts:
         value = {
@@ -247,14 +282,15 @@ class CountLaw:
             for field, (a, b, c) in self.coefficients.items()
         }
         return Counts(value["newton"], value["cg"], max(0.0, value["passes"] - 1.0),
-                      min(1.0, value["free"]), self.reads)  # fmt: skip
+                      min(1.0, value["free"]), self.reads, self.shares)  # fmt: skip
 
 
-def fit_counts(points, read_points) -> CountLaw:
+def fit_counts(points, read_points, shares=None) -> CountLaw:
     """Fit :class:`CountLaw` by least squares in logs on ``points`` (dicts with ``alpha``,
     ``n_samples``, ``newton``, ``cg``, ``passes``, ``free``) and the reads by kind on
     ``read_points`` (``(kind, read / nnz, free / nnz)``: a round's nonzeros read, and the
-    free rows' before it, over the set's).
+    free rows' before it, over the set's); ``shares`` (kind of :data:`AFTER_REFUSED` ->
+    rounds a Newton step, measured where every trial is a round) is kept as given.
 
     Raises
     ------
@@ -279,7 +315,7 @@ def fit_counts(points, read_points) -> CountLaw:
             np.array([[1.0, f] for _, f in mine]), np.array([r for r, _ in mine])
         )[0]
         reads[kind] = (max(0.0, float(full)), max(0.0, float(factor)))
-    return CountLaw(coefficients, reads)
+    return CountLaw(coefficients, reads, dict(shares or {}))
 
 
 def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_read=2.0,
@@ -299,22 +335,24 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
     layout = ct.Layout(machines.count, machines.count, machines.cores)
     tron = rates.tron
     if kept_rows:
-        tron = dataclasses.replace(tron, group_ns=tron.group_ns / machines.cores)
-    rates = dataclasses.replace(rates, tron=tron)
+        # one output row's cost a column, not T rows'
+        rates = dataclasses.replace(rates, share_ns={
+            k: v / machines.cores for k, v in rates.share_ns.items()})  # fmt: skip
     d = job.n_features
 
     def parts(kind, read):
         return round_parts(rates, kind, read, 0.0, d, d, layout, network)
 
-    per_kind = {k: sum(parts(k, counts.read(k, job.nnz)).values()) for k in AT_SCALE}
+    kinds = [k for k in AT_SCALE if k in counts.reads]
+    per_kind = {k: sum(parts(k, counts.read(k, job.nnz)).values()) for k in kinds}
     start_parts = parts("start", start_read * job.nnz)
     reading = tron.init_fixed + job.nnz / machines.count * tron.init_ns * 1e-9
     if kept_rows:
         reading = tron.init_fixed + job.nnz / machines.count * tron.init_ns * 1e-9 / machines.cores
     init = reading + sum(start_parts.values())
-    total = init + sum(counts.count(k) * per_kind[k] for k in AT_SCALE)
+    total = init + sum(counts.count(k) * per_kind[k] for k in kinds)
     passes = start_parts["passes"] + sum(
-        counts.count(k) * parts(k, counts.read(k, job.nnz))["passes"] for k in AT_SCALE
+        counts.count(k) * parts(k, counts.read(k, job.nnz))["passes"] for k in kinds
     )
     return {
         "layout": layout,

@@ -474,6 +474,8 @@ def _dn_rates():
     return cd.DualNewtonRates(
         fixed={"start": 0.05, "cg": 0.02, "line": 0.04, "home": 0.03, "pass": 0.05},
         read_ns={"start": 9.0, "cg": 4.0, "line": 5.0, "home": 4.5, "pass": 10.0},
+        share_ns={"start": 3.0, "cg": 2.0, "line": 2.5, "home": 1.0, "pass": 3.0},
+        home_ns={"start": 5.0, "cg": 4.0, "line": 6.0, "home": 7.0, "pass": 5.0},
         home_read_ns=6.0,
         tron=tron,
     )
@@ -493,14 +495,14 @@ def test_dual_newton_fit_recovers_the_rates_that_made_the_rounds():
                 for share in (0.03, 0.2, 1.0):
                     read = nnz * share
                     home_read = 0.3 * nnz * share**2 if kind == "home" else 0.0
-                    free = used * share
+                    free = used * share**0.5
                     seconds = cd.round_seconds(true, kind, read, home_read, used, free,
                                                layout, net)  # fmt: skip
                     rounds.append(cd.MeasuredRound(kind, seconds, read, home_read, used, free,
                                                    grid, 2, threads))  # fmt: skip
     fitted = cd.fit_rates(rounds, true.tron, net)
-    assert fitted.fixed == pytest.approx(true.fixed)
-    assert fitted.read_ns == pytest.approx(true.read_ns)
+    for name in ("fixed", "read_ns", "share_ns", "home_ns"):
+        assert getattr(fitted, name) == pytest.approx(getattr(true, name)), name
     assert fitted.home_read_ns == pytest.approx(true.home_read_ns)
     one = [r for r in rounds if r.kind == "cg"][:1]
     with pytest.raises(ValueError, match="'cg' rounds do not vary"):
@@ -512,20 +514,24 @@ def test_dual_newton_round_by_hand():
     from daskpd.bench import costmodel_tron as ct
 
     rates = _dn_rates()
-    tron = rates.tron
     net = ct.Network(0.01, 1e9, broadcast="tree")
     layout = ct.Layout(16, 16, 32)
     # a CG round reading 1e9 nonzeros over 16 owners, its vectors on 2e6 free columns
     parts = cd.round_parts(rates, "cg", 1e9, 0.0, 1e7, 2e6, layout, net)
     assert parts["passes"] == pytest.approx(1e9 / 16 * 4e-9 / 32)
-    assert parts["shares"] == pytest.approx(2e6 * (32 * tron.group_ns + tron.merge_ns) * 1e-9)
-    assert parts["home"] == pytest.approx(1e7 * 3e-9 + 2e6 * tron.scatter_ns * 1e-9)
+    # 32 threads' output rows and a merge, on the free columns; the home's image on them
+    assert parts["shares"] == pytest.approx(33 * 2e6 * 2e-9)
+    assert parts["home"] == pytest.approx(2e6 * 4e-9)
     # one share up 4 crossing levels (12 bytes a column), u down a 4-level tree
     assert parts["network"] == pytest.approx(4 * 0.01 + 4 * 2.4e7 / 1e9 + 4 * 1.6e7 / 1e9)
     assert parts["graph"] == 0.02 and parts["home_passes"] == 0.0
-    # a line round: the trial's share and the next CG's, w (all columns) sent
+    # a line round: the trial's share and the next CG's, w (all columns) sent; w's algebra
     line = cd.round_parts(rates, "line", 2e9, 0.0, 1e7, 2e6, layout, net)
     assert line["network"] == pytest.approx(2 * (4 * 0.01 + 4 * 2.4e7 / 1e9) + 4 * 8e7 / 1e9)
+    assert line["home"] == pytest.approx(1e7 * 6e-9)
+    # a pass: its change of w on all the columns, the gradient's share on the free ones
+    assert cd.round_parts(rates, "pass", 2e9, 0.0, 1e7, 2e6, layout, net)["shares"] == (
+        pytest.approx(33 * (1e7 + 2e6) * 3e-9))  # fmt: skip
 
 
 def test_dual_newton_counts_and_plan():
