@@ -647,6 +647,7 @@ def dn_report(args):
     from daskpd.bench import costmodel as cm
     from daskpd.bench import costmodel_dual_newton as cd
     from daskpd.bench import costmodel_tron as ct
+    from daskpd.solvers.dual_newton import DualNewtonOptions
 
     times, tron_runs, apart = _fit_inputs([_load(p) for p in args.tron_runs or TRON_RUNS])
     tron = ct.fit_tron(times, tron_runs, **apart)
@@ -753,10 +754,13 @@ def dn_report(args):
             counts = plans[grid].at(alpha, job.n_samples)
             machines = cm.Machines(count, args.cores, args.memory_gib * 2**30,
                                    args.bandwidth_gbit * 1e9 / 8)  # fmt: skip
-            plan = cd.plan_dual_newton(rates, counts, job, machines, network)
-            kept = cd.plan_dual_newton(rates, counts, job, machines, network, kept_rows=True)
+            cap = DualNewtonOptions().max_cg
+            plan = cd.plan_dual_newton(rates, counts, job, machines, network, max_cg=cap)
+            kept = cd.plan_dual_newton(rates, counts, job, machines, network, kept_rows=True,
+                                       max_cg=cap)  # fmt: skip
             slowly = cd.plan_dual_newton(dataclasses.replace(rates, tron=slow), counts, job,
-                                         machines, network)  # fmt: skip
+                                         machines, network, max_cg=cap)  # fmt: skip
+            counts = plan["counts"]
             parts = plan["parts"]
             cells = " + ".join(f"{parts[k]:.2f}" for k in ("graph", "passes", "shares", "home",
                                                             "network"))  # fmt: skip

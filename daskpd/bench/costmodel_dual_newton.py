@@ -319,14 +319,15 @@ def fit_counts(points, read_points, shares=None) -> CountLaw:
 
 
 def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_read=2.0,
-                     kept_rows=False) -> dict:  # fmt: skip
+                     kept_rows=False, max_cg=None) -> dict:  # fmt: skip
     """The hinge job on ``machines``: one row group a machine, all its cores the group's
     threads, every vector on all the job's features (the free rows' columns too: billions
     of free nonzeros cover them).
 
     ``start_read``: the start's nonzeros read over all (its local pass and gradient round).
     ``kept_rows``: the groups' threads' output rows kept between rounds (one row's cost,
-    not ``T``: not built).
+    not ``T``: not built). ``max_cg``: the solver's cap on a Newton step's CG steps
+    (``DualNewtonOptions.max_cg``), which the count law does not know.
 
     Returns a dict: ``layout``, ``round`` (seconds by kind), ``parts`` (a CG round's by
     term), ``init`` (reading the groups and the start), ``seconds`` to the line and its
@@ -334,6 +335,8 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
     """
     layout = ct.Layout(machines.count, machines.count, machines.cores)
     tron = rates.tron
+    if max_cg is not None:
+        counts = dataclasses.replace(counts, cg=min(counts.cg, max_cg * counts.newton))
     if kept_rows:
         # one output row's cost a column, not T rows'
         rates = dataclasses.replace(rates, share_ns={
@@ -363,5 +366,6 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
         "seconds": total,
         "passes": passes,
         "resident": job.nnz / machines.count * (job.nnz_bytes or 4),
+        "counts": counts,
     }
 
