@@ -771,6 +771,111 @@ def dn_report(args):
                   f"| {kept['seconds'] / 60:.1f} | {slowly['seconds'] / 60:.1f} |")  # fmt: skip
 
 
+# -- dn-precond --------------------------------------------------------------------------------
+
+
+def _pcg_steps(apply_h, b, solve_m, eta, max_steps=5000):
+    """Preconditioned CG steps until ``||r||^2 <= eta^2 ||b||^2`` (the solver's rule)."""
+    x, r = np.zeros_like(b), b.copy()
+    z = solve_m(r)
+    p, rz, rr0 = z.copy(), float(r @ z), float(r @ r)
+    for step in range(1, max_steps + 1):
+        hp = apply_h(p)
+        length = rz / float(p @ hp)
+        x += length * p
+        r -= length * hp
+        if float(r @ r) <= eta**2 * rr0:
+            return step
+        z = solve_m(r)
+        rz_next = float(r @ z)
+        p = z + (rz_next / rz) * p
+        rz = rz_next
+    return max_steps
+
+
+def _free_rows(path, alpha):
+    """The free rows (``0 < a_i < 1``) of dual_newton's point at the line (one group, in
+    this process), as a binary CSR matrix on the columns they touch, and the run's rows."""
+    import scipy.sparse as sparse
+
+    from daskpd.data import open_dataset
+    from daskpd.problem import Problem
+    from daskpd.solvers.dual_newton import DualNewton, DualNewtonOptions
+
+    data = open_dataset(path)
+    method = DualNewton()
+    state = method.init(Problem("hinge", "l2", alpha), data, seed=np.random.SeedSequence(0),
+                        client=None, options=DualNewtonOptions(grid=1))  # fmt: skip
+    epoch = 0
+    while not _reached(*method.certificate(state)) and epoch < 500:
+        epoch += 1
+        state = method.run_epoch(state, epoch)
+    z = method.iterate(state).z
+    z = np.concatenate([np.asarray(piece) for piece in z]) if isinstance(z, list | tuple) else z
+    indptr, indices, _, y = data.read_rows_arrays(0, data.n_samples)
+    x = sparse.csr_matrix((np.ones(indices.shape[0]), indices, indptr),
+                          shape=(data.n_samples, data.n_features))  # fmt: skip
+    a = -np.asarray(z) * np.asarray(y)  # z = -c y a, c = 1 (no weights)
+    free = (a > 1e-9) & (a < 1.0 - 1e-9)
+    x_free = x[free]
+    touched = np.flatnonzero(x_free.getnnz(axis=0) > 0)
+    return x_free[:, touched].tocsr(), int(data.n_samples), epoch
+
+
+def dn_precond(args):
+    """CG steps on the free rows' Newton system at the line, ``(H_FF + damping D) d = b``
+    (``H = X_F X_F^T / (alpha n)``, binary rows, ``b`` random), with the solver's row
+    diagonal and with a Woodbury preconditioner: the columns in at least ``share`` of the
+    free rows exactly (``B_d B_d^T``), the others' contribution as its diagonal."""
+    import json
+
+    import scipy.linalg as linalg
+
+    from daskpd.solvers.dual_newton import DualNewtonOptions
+
+    damping = DualNewtonOptions().damping
+    rows = []
+    for path in args.data:
+        x_free, n, epochs = _free_rows(path, args.alpha)
+        scale = 1.0 / (args.alpha * n)
+        norms = np.asarray(x_free.multiply(x_free).sum(axis=1)).ravel()
+        diag = scale * (1.0 + damping) * norms
+
+        def apply_h(v, x_free=x_free, scale=scale, norms=norms):
+            return scale * (x_free @ (x_free.T @ v)) + damping * scale * norms * v
+
+        b = np.random.default_rng(0).standard_normal(x_free.shape[0])
+        row = {"set": os.path.basename(path), "n_samples": n, "epochs": epochs,
+               "free_rows": int(x_free.shape[0]), "free_columns": int(x_free.shape[1]),
+               "free_nnz": int(x_free.nnz), "alpha": args.alpha, "steps": {}}  # fmt: skip
+        for eta in args.etas:
+            row["steps"][f"diagonal eta {eta:g}"] = _pcg_steps(apply_h, b, diag.__rtruediv__, eta)
+        frequency = x_free.getnnz(axis=0)
+        for share in args.shares:
+            dense = np.flatnonzero(frequency >= share * x_free.shape[0])
+            rest = np.flatnonzero(frequency < share * x_free.shape[0])
+            block = x_free[:, dense].toarray() * np.sqrt(scale)
+            other = x_free[:, rest]
+            delta = scale * np.asarray(other.multiply(other).sum(axis=1)).ravel() + (
+                damping * scale * norms)  # fmt: skip
+            tick = time.perf_counter()
+            factor = linalg.cho_factor(np.eye(dense.size) + block.T @ (block / delta[:, None]))
+            setup = time.perf_counter() - tick
+
+            def solve_m(r, block=block, delta=delta, factor=factor):
+                u = r / delta
+                return u - (block @ linalg.cho_solve(factor, block.T @ u)) / delta
+
+            for eta in args.etas:
+                row["steps"][f"woodbury {share:g} ({dense.size} columns) eta {eta:g}"] = (
+                    _pcg_steps(apply_h, b, solve_m, eta))  # fmt: skip
+            row[f"setup {share:g}"] = round(setup, 3)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        _write_json(args.out, {"command": "bench_cost_model.py dn-precond", "commit": _commit(),
+                               "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})  # fmt: skip
+
+
 def add_parsers(parts):
     """The dual_newton subcommands of ``bench_cost_model.py``."""
     netns = parts.add_parser("dn-netns", help="dual_newton on a namespace cluster")
@@ -826,5 +931,12 @@ def add_parsers(parts):
                      help="the share of a link's rate a transfer gets (as measured at 1gbit)")
     rep.add_argument("--slow-threads", type=float, default=0.5,
                      help="the exponent b of T^b for the slow-threads case (assumed)")
+    pre = parts.add_parser("dn-precond", help="CG steps on the free rows by preconditioner")
+    pre.add_argument("--data", action="append", required=True)
+    pre.add_argument("--alpha", type=float, default=1e-5)
+    pre.add_argument("--shares", type=float, nargs="+", default=[0.1, 0.02],
+                     help="a column is kept exactly when in at least this share of free rows")
+    pre.add_argument("--etas", type=float, nargs="+", default=[0.1, 1e-3])
+    pre.add_argument("--out", required=True)
     return {"dn-netns": dn_netns, "dn-netns-report": dn_netns_report, "dn-rounds": dn_rounds,
-            "dn-runs": dn_runs, "dn-report": dn_report}
+            "dn-runs": dn_runs, "dn-report": dn_report, "dn-precond": dn_precond}
