@@ -488,14 +488,19 @@ def dn_rounds(args):
     import json
 
     from daskpd.data import open_dataset
+    from daskpd.solvers.dual_newton import DualNewtonOptions
 
     rows = []
     for path in args.data:
         data = open_dataset(path)
-        for alpha, grid in itertools.product(args.alphas, args.grids):
+        for alpha, grid, dense in itertools.product(args.alphas, args.grids,
+                                                    args.dense_columns):  # fmt: skip
+            extra = {} if args.home_cg_nnz is None else {"home_cg_nnz": args.home_cg_nnz}
+            options = DualNewtonOptions(grid=grid, dense_columns=dense, **extra)
             row = {"set": os.path.basename(path), "nnz": int(data.nnz),
-                   "n_samples": int(data.n_samples),
-                   **_counts_run(data, alpha, grid, args.cap)}  # fmt: skip
+                   "n_samples": int(data.n_samples), "dense_columns": dense,
+                   "home_cg_nnz": options.home_cg_nnz,
+                   **_counts_run(data, alpha, grid, args.cap, options)}  # fmt: skip
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "free_nnz"}), flush=True)
             _write_json(args.out, {"command": "bench_cost_model.py dn-rounds",
@@ -907,6 +912,11 @@ def add_parsers(parts):
     counts.add_argument("--alphas", type=float, nargs="+", default=[1e-4, 1e-5, 1e-6, 1e-7])
     counts.add_argument("--grids", type=int, nargs="+", default=[1])
     counts.add_argument("--cap", type=int, default=200, help="at most this many epochs")
+    counts.add_argument("--dense-columns", type=int, nargs="+", default=[0],
+                        help="runs with each of these dense_columns (the Woodbury "
+                        "preconditioner's; 0: the diagonal)")  # fmt: skip
+    counts.add_argument("--home-cg-nnz", type=int, help="the solver's home_cg_nnz (default: "
+                        "its default; 0: every CG step a round)")  # fmt: skip
     counts.add_argument("--out", required=True)
     runs = parts.add_parser("dn-runs", help="dual_newton runs to the line on fresh clusters")
     runs.add_argument("--data", action="append", required=True)

@@ -3,7 +3,9 @@ the constants every task of a run needs (:class:`_Settings`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from daskpd.solvers.common.groups import check_group_options
 
@@ -54,6 +56,16 @@ class DualNewtonOptions:
         current point: two rounds and a pass) instead of a Newton step: a step that moves
         ``w`` far frees many rows at once, most of which such a pass returns to their bound,
         where a Newton step on all of them would take many CG rounds. 0: never.
+    dense_columns : int, default=0
+        The CG's preconditioner keeps this many of the data's most frequent columns
+        exactly: ``M = Delta + B B^T`` with ``B`` the free rows on those columns (scaled as
+        the Hessian) and ``Delta`` the diagonal of the rest (and the damping), applied
+        through the Woodbury identity (a ``dense_columns``-square matrix summed over the
+        groups and factored on the home once a Newton step, one more small reduction a CG
+        round). On rows that all have the same norm (binary k-mer windows) the diagonal
+        alone is a constant, and the rows' shared frequent columns make the free rows'
+        Newton system ill-conditioned; keeping them cuts the CG steps (BENCHMARKS.md,
+        "dn-precond"). 0: the diagonal ``h_i`` alone.
     """
 
     grid: int | None = None
@@ -64,6 +76,7 @@ class DualNewtonOptions:
     start_passes: int = 1
     home_cg_nnz: int = 16_000_000
     burst: float = 4.0
+    dense_columns: int = 0
 
     def __post_init__(self):
         check_group_options(self.grid, self.threads)
@@ -83,6 +96,11 @@ class DualNewtonOptions:
             raise ValueError(f"burst must be >= 0, got burst={self.burst!r}")
         if not 0.0 < float(self.damping) < 1.0:
             raise ValueError(f"damping must be in (0, 1), got damping={self.damping!r}")
+        if isinstance(self.dense_columns, bool) or int(self.dense_columns) < 0:
+            raise ValueError(
+                "dense_columns must be a non-negative int, got "
+                f"dense_columns={self.dense_columns!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -100,6 +118,14 @@ class _Settings:
     start_passes: int = 0
     home_cg_nnz: int = 0
     burst: float = 0.0
+    #: the preconditioner's exact columns (positions into the run's used columns,
+    #: increasing; empty: the diagonal alone)
+    dense: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def woodbury(self) -> bool:
+        """Whether the CG's preconditioner keeps columns exactly (``dense_columns``)."""
+        return self.dense.shape[0] > 0
 
     @property
     def scale(self) -> float:

@@ -41,18 +41,22 @@ from daskpd.solvers.dual_newton._tasks import (
     _cg_task,
     _direction,
     _first,
+    _first_direction,
     _gradient_task,
     _home_newton,
     _moved_w,
     _point_scalars,
     _point_task,
     _point_w,
+    _precondition_task,
     _second,
     _start_read,
     _start_w,
     _third,
     _trial_home,
     _trial_task,
+    _woodbury_solve,
+    _woodbury_start,
 )
 
 
@@ -170,6 +174,7 @@ class DualNewton(ExactMethod):
             start_passes=int(options.start_passes),
             home_cg_nnz=int(options.home_cg_nnz),
             burst=float(options.burst),
+            dense=_dense_columns(data, layout.used, int(options.dense_columns)),
         )
 
     def state_fields(self, data, layout) -> dict:
@@ -293,6 +298,16 @@ class DualNewton(ExactMethod):
 
 
 
+def _dense_columns(data, used, count):
+    """The ``count`` most frequent of the run's used columns (positions into ``used``,
+    increasing; ties to the lower column), from the data's column counts: no pass."""
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    frequency = np.asarray(data.col_nnz)[used]
+    order = np.argsort(-frequency, kind="stable")[:count]
+    return np.sort(order).astype(np.int64)
+
+
 # ------------------------------------------------------------------------------------------------
 # the rounds
 
@@ -313,11 +328,37 @@ def _gradient_round(graph, state, w, locals_):
     ]
     totals = _sum_totals(graph, "grad-sum", parts, state)
     total = graph.task("grad-sum", _add_totals, *totals, worker=state.home)
-    point = graph.task("point", _point_task, w, total, settings, worker=state.home)
-    cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
+    if not settings.woodbury:
+        point = graph.task("point", _point_task, w, total, settings, worker=state.home)
+        cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
+    else:
+        # the preconditioner's matrix summed and factored, the first residual's solution
+        # back to the owners, their first direction's image up the tree
+        started = graph.task("woodbury", _woodbury_start, settings, total, worker=state.home)
+        factor = graph.task("woodbury-factor", _first, started, worker=state.home)
+        solved = graph.task("woodbury-s", _second, started, worker=state.home)
+        parts = _precondition_round(graph, "grad", state, parts, solved)
+        seconds = _sum_totals(graph, "grad-pre-sum", parts, state)
+        second = graph.task("grad-pre-sum", _add_totals, *seconds, worker=state.home)
+        point = graph.task("point", _point_task, w, total, settings, second, worker=state.home)
+        cg = graph.task("cg", _cg_first, second, settings, factor, worker=state.home)
     scalars = graph.task("scalars", _point_scalars, point, worker=state.home)
     numbers = graph.task("cg-numbers", _cg_numbers, cg, worker=state.home)
     return [point, cg, scalars, numbers, *parts]
+
+
+def _precondition_round(graph, name, state, parts, solved):
+    """Add the second half of a round with the Woodbury preconditioner: the home's solution
+    ``solved`` to every owner, each group's preconditioned residual and its image's share
+    (:func:`_precondition_task`). Returns the bundle tasks."""
+    solveds = relay(graph, f"{name}-s", solved, state.task_owners, state.home)
+    return [
+        graph.task(
+            f"{name}-pre-{b}", _bundle_step, _precondition_task, groups, parts[b], solveds[b],
+            state.settings, worker=owner,
+        )  # fmt: skip
+        for b, groups, owner in state.tasks()
+    ]
 
 
 def _at_point(state, outputs):
@@ -346,7 +387,11 @@ def _newton_step(state):
         graph = TaskGraph("dual-newton-cg", f"{state.token}-{rounds}")
         # the step's first round gives the owners the free columns (to find their rows'
         # positions in them); later rounds send the image and the numbers only
-        sent = cg if first else graph.task("direction", _direction, cg, worker=state.home)
+        if first:
+            sent = cg if not settings.woodbury else graph.task(
+                "direction", _first_direction, cg, worker=state.home)  # fmt: skip
+        else:
+            sent = graph.task("direction", _direction, cg, worker=state.home)
         first = False
         sents = relay(graph, "direction", sent, state.task_owners, state.home)
         parts = [
@@ -357,6 +402,10 @@ def _newton_step(state):
             for b, groups, owner in state.tasks()
         ]
         totals = _sum_totals(graph, "cg-sum", parts, state)
+        if settings.woodbury:
+            solved = graph.task("woodbury-s", _woodbury_solve, cg, *totals, worker=state.home)
+            parts = _precondition_round(graph, "cg", state, parts, solved)
+            totals = _sum_totals(graph, "cg-pre-sum", parts, state)
         new_cg = graph.task("cg", _cg_next, cg, settings, *totals, worker=state.home)
         numbers = graph.task("numbers", _cg_numbers, new_cg, worker=state.home)
         outputs = _run(state, graph, [new_cg, numbers, *parts])

@@ -16,9 +16,11 @@ Tasks are pure (they return new arrays).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import scipy.linalg
+import scipy.sparse
 from scipy.linalg import blas
 
 from daskpd.kernels import dual_newton as kernels
@@ -67,6 +69,12 @@ class _Local(NamedTuple):
     #: where the free rows' columns are in the Newton step's free columns (the CG's ``u``
     #: is on those), found at the first CG round
     positions: np.ndarray | None = None
+    #: the Woodbury preconditioner's parts on the free rows (``settings.woodbury``): ``B``
+    #: (the rows on the dense columns, scaled as the Hessian: scipy CSR) and ``Delta``
+    dense: Any = None
+    delta: np.ndarray = _EMPTY
+    #: the nonzeros a round's first half read (counted with its second half's sums)
+    read: float = 0.0
 
 
 class _Cg(NamedTuple):
@@ -94,6 +102,9 @@ class _Cg(NamedTuple):
     p_dp: float = 0.0
     #: the nonzeros the round that made it read (a CG round's; 0 for the first)
     read: float = 0.0
+    #: the Woodbury preconditioner's factored ``I + B^T Delta^-1 B`` (a Newton step's; on
+    #: the home only: never sent to the owners)
+    factor: Any = None
 
 
 class _Point(NamedTuple):
@@ -261,6 +272,19 @@ def _gradient_task(group, local, w, settings):
     cy = (c * group.y)[free]
     h = c[free] ** 2 * local.norm_sq[free] / settings.scale
     r = -g[free]
+    if settings.woodbury:
+        dense, delta = _dense_part(rows, cy, h, settings)
+        t = dense.T @ (r / delta)
+        gram = (dense.T @ scipy.sparse.diags(1.0 / delta) @ dense).toarray()
+        size = gram.size + t.size
+        share = Share(np.arange(size, dtype=np.int32), np.concatenate([gram.ravel(), t])[None, :])
+        sums = np.array([
+            float(c @ np.maximum(0.0, 1.0 - margins)), float(c @ a), 0.0, 0.0,
+            read + 2.0 * float(rows.indptr[-1]), 0.0, 0.0, float(rows.indptr[-1]),
+        ])  # fmt: skip
+        new = _Local(a, local.norm_sq, free, rows, cy, h, g[free], r, _EMPTY, _EMPTY,
+                     np.zeros(free.size), dense=dense, delta=delta)  # fmt: skip
+        return new, (share, sums)
     z = r / ((1.0 + settings.damping) * h)
     share, transposed = _transpose(rows, cy * z)
     sums = np.array(
@@ -296,6 +320,11 @@ def _cg_task(group, local, cg, settings):
     hp += settings.damping * local.h * p
     d = local.d + cg.step * p
     r = local.r - cg.step * hp
+    if settings.woodbury:
+        t = local.dense.T @ (r / local.delta)
+        share = Share(np.arange(t.size, dtype=np.int32), t[None, :])
+        moved = local._replace(r=r, p=p, d=d, positions=positions, read=read)
+        return moved, (share, np.zeros(7))
     z = r / ((1.0 + settings.damping) * local.h)
     share, transposed = _transpose(rows, local.cy * z)
     hz = local.h * z
@@ -304,6 +333,45 @@ def _cg_task(group, local, cg, settings):
          float(hz @ p)]
     )  # fmt: skip
     return local._replace(r=r, z=z, p=p, d=d, positions=positions), (share, sums)
+
+
+def _dense_part(rows, cy, h, settings):
+    """The Woodbury preconditioner's ``B`` and ``Delta`` on a block of free rows:
+    ``B = diag(c y) X_F[:, dense] / sqrt(alpha n)`` (CSR, one column a dense column, those
+    the block does not touch empty) and ``Delta = (1 + mu) h - ||b_i||^2``, the diagonal of
+    the other columns' part of the Hessian plus the damping, so that ``M = Delta + B B^T``
+    has the diagonal preconditioner's diagonal."""
+    dense = settings.dense
+    lookup = np.full(rows.columns.shape[0], -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(rows.columns, dense), rows.columns.shape[0] - 1)
+    present = rows.columns.shape[0] > 0
+    hit = (rows.columns[at] == dense) if present else np.zeros(dense.shape[0], dtype=bool)
+    lookup[at[hit]] = np.flatnonzero(hit)
+    which = lookup[rows.indices] if present else np.zeros(0, dtype=np.int64)
+    keep = which >= 0
+    row_of = np.repeat(np.arange(rows.y.shape[0]), np.diff(rows.indptr))
+    values = np.ones(keep.sum()) if rows.binary else np.asarray(rows.vals, np.float64)[keep]
+    values = values * (cy / np.sqrt(settings.scale))[row_of[keep]]
+    b = scipy.sparse.csr_matrix((values, (row_of[keep], which[keep])),
+                                shape=(rows.y.shape[0], dense.shape[0]))  # fmt: skip
+    squares = np.asarray(b.multiply(b).sum(axis=1)).ravel()
+    delta = (1.0 + settings.damping) * h - squares
+    # the rest of a row's norm is never below the damping's share (rounding aside)
+    return b, np.maximum(delta, settings.damping * h)
+
+
+def _precondition_task(group, local, solved, settings):
+    """The second half of a round with the Woodbury preconditioner: ``z = M^-1 r =
+    Delta^-1 (r - B s)`` with ``s`` the home's solution of the summed first halves, and the
+    group's ``X_F^T (c y z)``; returns ``(local, (share, sums))``, the sums as
+    :func:`_cg_task`'s (the first half's reads with them)."""
+    z = (local.r - local.dense @ solved) / local.delta
+    share, transposed = _transpose(local.rows, local.cy * z)
+    hz = local.h * z
+    p_term = float(hz @ local.p) if local.p.size else 0.0
+    sums = np.array([0.0, 0.0, float(local.r @ z), float(local.r @ local.r),
+                     local.read + float(transposed), float(z @ hz), p_term])  # fmt: skip
+    return local._replace(z=z, read=0.0), (share, sums)
 
 
 def _trial_task(group, local, step_length, settings):
@@ -380,9 +448,10 @@ def _bundle_free(previous):
     """The free rows of a task's groups and what a Newton step on ``w``'s home needs of
     them: ``(rows, cy, h, r, z, a_F, g_F)`` a group."""
     return tuple(
-        (local.rows, local.cy, local.h, local.r, local.z, local.a[local.free], local.g)
+        (local.rows, local.cy, local.h, local.r, local.z, local.a[local.free], local.g,
+         local.dense, local.delta)
         for local in _locals_of(previous)
-    )
+    )  # fmt: skip
 
 
 def _bundle_moves(previous, moves, b):
@@ -430,9 +499,14 @@ def _home_newton(point, cg, settings, *bundles_):
     cy, h, r, z, a, g = (np.concatenate([b[k] for b in blocks]) for k in range(1, 7))
     local = _Local(_EMPTY, _EMPTY, _NO_ROWS, rows, cy, h, _EMPTY, r, z, _EMPTY,
                    np.zeros(rows.y.shape[0]))  # fmt: skip
+    if settings.woodbury:
+        local = local._replace(dense=scipy.sparse.vstack([b[7] for b in blocks]).tocsr(),
+                               delta=np.concatenate([b[8] for b in blocks]))  # fmt: skip
     read = 0.0
     while not cg.done:
         local, total = _cg_task(None, local, cg, settings)
+        if settings.woodbury:
+            local, total = _precondition_task(None, local, _woodbury_solve(cg, total), settings)
         cg = _cg_next(cg, settings, total)
         read += cg.read
     step_length, accepted, trials = 1.0, False, 0
@@ -465,16 +539,18 @@ def _start_w(total, settings):
     return dense(share, settings.n_columns)[0] / settings.scale
 
 
-def _point_task(w, total, settings):
-    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums."""
+def _point_task(w, total, settings, second=None):
+    """The :class:`_Point` at ``w = w(a)`` from its gradient round's sums (``second``: the
+    sums of its second half, with the Woodbury preconditioner: their reads count)."""
     _, sums = _as_total(total)
+    more = 0.0 if second is None else float(_as_total(second)[1][4])
     n, alpha = settings.n_samples, settings.alpha
     w_w = float(w @ w)
     scalars = {
         "primal": float(sums[0]) / n + 0.5 * alpha * w_w,
         "dual": float(sums[1]) / n - 0.5 * alpha * w_w,
         "w_w": w_w,
-        "read": float(sums[4]),
+        "read": float(sums[4]) + more,
         "free_nnz": float(sums[7]),
     }
     return _Point(w, scalars)
@@ -487,10 +563,30 @@ def _moved_w(point, settings, *totals):
     return _shifted(point.w, share, settings), {"read": float(sums[4])}
 
 
-def _cg_first(total, settings):
-    """The CG's first step from the gradient round: ``p = z``."""
+def _cg_first(total, settings, factor=None):
+    """The CG's first step from the gradient round: ``p = z`` (``factor``: the Woodbury
+    preconditioner's, kept for the Newton step)."""
     share, sums = _as_total(total)
-    return _next_direction(share, sums, None, settings)
+    return _next_direction(share, sums, None, settings)._replace(factor=factor)
+
+
+def _woodbury_start(settings, *totals):
+    """From the gradient round's first halves summed: the factored ``I + sum_k B_k^T
+    Delta_k^-1 B_k`` and the solution ``s`` for the first residual (``sum_k B_k^T
+    Delta_k^-1 r_k``)."""
+    share, _ = _add_totals(*totals)
+    r = settings.dense.shape[0]
+    values = share.values[0]
+    system = values[: r * r].reshape(r, r) + np.eye(r)
+    factor = scipy.linalg.cho_factor(system, lower=True, check_finite=False)
+    return factor, scipy.linalg.cho_solve(factor, values[r * r :], check_finite=False)
+
+
+def _woodbury_solve(cg, *totals):
+    """``s = (I + B^T Delta^-1 B)^-1 sum_k B_k^T Delta_k^-1 r_k`` on the home, from a CG
+    round's first halves summed."""
+    share, _ = _add_totals(*totals)
+    return scipy.linalg.cho_solve(cg.factor, share.values[0], check_finite=False)
 
 
 def _cg_next(cg, settings, *totals):
@@ -521,14 +617,21 @@ def _next_direction(share, sums, cg, settings):
         or iterations >= settings.max_cg
     )
     step = rz / curvature if curvature > 0.0 else 0.0
-    return _Cg(share.columns, u, step, beta, rz, rr0, iterations, bool(done), p_dp)
+    factor = None if cg is None else cg.factor
+    return _Cg(share.columns, u, step, beta, rz, rr0, iterations, bool(done), p_dp,
+               factor=factor)  # fmt: skip
 
 
 def _direction(cg):
     """What the owners need of the CG state after a step's first round: the image ``u`` and
     the numbers, not the free columns (they keep their positions in them from the first
     round), a third less to send a round."""
-    return cg._replace(columns=None)
+    return cg._replace(columns=None, factor=None)
+
+
+def _first_direction(cg):
+    """The CG state the owners need in a step's first round: all but the home's factor."""
+    return cg._replace(factor=None)
 
 
 def _cg_numbers(cg):
