@@ -640,7 +640,8 @@ def _count_points(rows, grid):
         {"alpha": r["alpha"], "n_samples": r["n_samples"], "newton": r["newton"],
          "cg": r["cg_steps"], "passes": r["graphs"]["pass"],
          "free": statistics.fmean(r["free_nnz"]) / r["nnz"]}
-        for r in rows if r["grid"] == grid and r["reached"]
+        for r in rows
+        if r["grid"] == grid and r["reached"] and not r.get("dense_columns", 0)
     ]  # fmt: skip
 
 
@@ -751,10 +752,9 @@ def dn_report(args):
         print("| machines x cores | law's K | Newton steps | CG rounds | local passes "
               "| free share | start s | CG round s = graph + passes + shares + home + network "
               "| line round s | minutes to the line | of them, passes | minutes, threads' "
-              "rows kept | minutes, slow threads | minutes, Woodbury preconditioner "
-              "| minutes, both |")  # fmt: skip
+              "rows kept | minutes, slow threads |")  # fmt: skip
         print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
-              "| ---: | ---: | ---: | ---: |")  # fmt: skip
+              "| ---: | ---: |")  # fmt: skip
         for count in args.machines:
             grid = min(plans, key=lambda k: abs(math.log(k) - math.log(count)))
             counts = plans[grid].at(alpha, job.n_samples)
@@ -766,11 +766,6 @@ def dn_report(args):
                                        max_cg=cap)  # fmt: skip
             slowly = cd.plan_dual_newton(dataclasses.replace(rates, tron=slow), counts, job,
                                          machines, network, max_cg=cap)  # fmt: skip
-            precondition = (args.woodbury_factor, args.woodbury_columns)
-            woodbury = cd.plan_dual_newton(rates, counts, job, machines, network, max_cg=cap,
-                                           woodbury=precondition)  # fmt: skip
-            both = cd.plan_dual_newton(rates, counts, job, machines, network, max_cg=cap,
-                                       kept_rows=True, woodbury=precondition)  # fmt: skip
             counts = plan["counts"]
             parts = plan["parts"]
             cells = " + ".join(f"{parts[k]:.2f}" for k in ("graph", "passes", "shares", "home",
@@ -779,8 +774,7 @@ def dn_report(args):
                   f"| {counts.passes:.1f} | {counts.free:.4f} | {plan['init']:.0f} "
                   f"| {plan['round']['cg']:.2f} = {cells} | {plan['round']['line']:.2f} "
                   f"| {plan['seconds'] / 60:.1f} | {plan['passes'] / 60:.1f} "
-                  f"| {kept['seconds'] / 60:.1f} | {slowly['seconds'] / 60:.1f} "
-                  f"| {woodbury['seconds'] / 60:.1f} | {both['seconds'] / 60:.1f} |")  # fmt: skip
+                  f"| {kept['seconds'] / 60:.1f} | {slowly['seconds'] / 60:.1f} |")  # fmt: skip
 
 
 # -- dn-precond --------------------------------------------------------------------------------
@@ -948,10 +942,6 @@ def add_parsers(parts):
                      help="the share of a link's rate a transfer gets (as measured at 1gbit)")
     rep.add_argument("--slow-threads", type=float, default=0.5,
                      help="the exponent b of T^b for the slow-threads case (assumed)")
-    rep.add_argument("--woodbury-factor", type=float, default=4.6,
-                     help="the CG steps' reduction of the Woodbury preconditioner (dn-precond)")
-    rep.add_argument("--woodbury-columns", type=int, default=2250,
-                     help="the columns it keeps exactly")
     pre = parts.add_parser("dn-precond", help="CG steps on the free rows by preconditioner")
     pre.add_argument("--data", action="append", required=True)
     pre.add_argument("--alpha", type=float, default=1e-5)

@@ -319,7 +319,7 @@ def fit_counts(points, read_points, shares=None) -> CountLaw:
 
 
 def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_read=2.0,
-                     kept_rows=False, max_cg=None, woodbury=None) -> dict:  # fmt: skip
+                     kept_rows=False, max_cg=None) -> dict:  # fmt: skip
     """The hinge job on ``machines``: one row group a machine, all its cores the group's
     threads, every vector on all the job's features (the free rows' columns too: billions
     of free nonzeros cover them).
@@ -327,11 +327,7 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
     ``start_read``: the start's nonzeros read over all (its local pass and gradient round).
     ``kept_rows``: the groups' threads' output rows kept between rounds (one row's cost,
     not ``T``: not built). ``max_cg``: the solver's cap on a Newton step's CG steps
-    (``DualNewtonOptions.max_cg``), which the count law does not know. ``woodbury``:
-    ``(factor, columns)``, a preconditioner that keeps ``columns`` frequent columns exactly
-    (not built): the CG steps divided by ``factor`` (measured on the free rows at the line),
-    each CG round one more reduction of a ``columns``-vector and its solution sent back, each
-    Newton step the reduction of a ``columns x columns`` matrix.
+    (``DualNewtonOptions.max_cg``), which the count law does not know.
 
     Returns a dict: ``layout``, ``round`` (seconds by kind), ``parts`` (a CG round's by
     term), ``init`` (reading the groups and the start), ``seconds`` to the line and its
@@ -341,14 +337,6 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
     tron = rates.tron
     if max_cg is not None:
         counts = dataclasses.replace(counts, cg=min(counts.cg, max_cg * counts.newton))
-    extra = {}
-    if woodbury is not None:
-        factor, dense = woodbury
-        counts = dataclasses.replace(counts, cg=counts.cg / factor)
-        # a small vector up the tree and its solution down, a CG round; the matrix a step
-        extra = {"cg": network.reduce_seconds(layout, dense, 1)
-                 + network.send_seconds(layout, dense, 1),
-                 "line": network.reduce_seconds(layout, dense * dense, 1)}  # fmt: skip
     if kept_rows:
         # one output row's cost a column, not T rows'
         rates = dataclasses.replace(rates, share_ns={
@@ -359,8 +347,7 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
         return round_parts(rates, kind, read, 0.0, d, d, layout, network)
 
     kinds = [k for k in AT_SCALE if k in counts.reads]
-    per_kind = {k: sum(parts(k, counts.read(k, job.nnz)).values()) + extra.get(k, 0.0)
-                for k in kinds}  # fmt: skip
+    per_kind = {k: sum(parts(k, counts.read(k, job.nnz)).values()) for k in kinds}
     start_parts = parts("start", start_read * job.nnz)
     reading = tron.init_fixed + job.nnz / machines.count * tron.init_ns * 1e-9
     if kept_rows:
