@@ -64,8 +64,10 @@ class DualNewtonOptions:
         groups and factored on the home once a Newton step, one more small reduction a CG
         round). On rows that all have the same norm (binary k-mer windows) the diagonal
         alone is a constant, and the rows' shared frequent columns make the free rows'
-        Newton system ill-conditioned; keeping them cuts the CG steps (BENCHMARKS.md,
-        "dn-precond"). 0: the diagonal ``h_i`` alone.
+        Newton system ill-conditioned; keeping them cuts the CG steps, and the rounds when
+        many groups make every CG step a round (BENCHMARKS.md, "A preconditioner that
+        keeps the frequent columns"). Its matrix costs a product of the free rows' dense
+        part a Newton step. 0: the diagonal ``h_i`` alone.
     """
 
     grid: int | None = None
