@@ -512,34 +512,12 @@ def dn_rounds(args):
 def _cluster_run(path, alpha, grid, home_cg_nnz, args):
     """One ``solve`` call of dual_newton (``home_cg_nnz`` None: the solver's) on a fresh
     LocalCluster, stopped at the line, every graph stamped."""
-    from cost_model_tron import _owners_threads
+    from cost_model_tron import solve_to_line
 
-    from daskpd._cluster import ClusterOptions, cluster_client
-    from daskpd.data import open_dataset
-    from daskpd.solvers import solve
-
-    data = open_dataset(path)
-    options = ClusterOptions(n_workers=args.workers, memory_limit=args.memory_limit)
-    hit = {}
-    with cluster_client(options, start=True) as client, GraphClock() as clock:
-        threads = _owners_threads(client, grid)
-        cpu, tick = _cpu_seconds(), time.perf_counter()
-
-        def stop(info):
-            row = info.row
-            if row is not None and "dual" in row and _reached(row["primal"], row["dual"]):
-                hit.update(epoch=row["epoch"], wall=row["wall_seconds"], at=len(clock.stamps),
-                           graphs=len(clock.graphs),
-                           others=_others_cores(cpu, _cpu_seconds(),
-                                                time.perf_counter() - tick))  # fmt: skip
-                return True
-            return False
-
-        extra = {} if home_cg_nnz is None else {"home_cg_nnz": home_cg_nnz}
-        result = solve(
-            data, loss="hinge", alpha=alpha, solver="dual_newton", grid=grid, client=client,
-            tol=0.0, max_epochs=args.cap, eval_every=args.cap, callbacks=[stop], **extra,
-        )  # fmt: skip
+    clock = GraphClock()
+    extra = {} if home_cg_nnz is None else {"home_cg_nnz": home_cg_nnz}
+    result, hit, threads = solve_to_line(path, grid, args, clock, loss="hinge", alpha=alpha,
+                                         solver="dual_newton", **extra)  # fmt: skip
     clock.stamps = clock.stamps[: hit.get("at", len(clock.stamps))]
     clock.graphs = clock.graphs[: hit.get("graphs", len(clock.graphs))]
     rows = clock.rounds()
@@ -882,6 +860,12 @@ def dn_precond(args):
                                "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows})  # fmt: skip
 
 
+def _home_cg_option(parser):
+    parser.add_argument("--home-cg-nnz", type=int, nargs="+",
+                        help="runs with each of these home_cg_nnz (default: the solver's); 0: "
+                        "every CG step a round")  # fmt: skip
+
+
 def add_parsers(parts):
     """The dual_newton subcommands of ``bench_cost_model.py``."""
     netns = parts.add_parser("dn-netns", help="dual_newton on a namespace cluster")
@@ -890,9 +874,7 @@ def add_parsers(parts):
     netns.add_argument("--grids", type=int, nargs="+", default=[2, 4])
     netns.add_argument("--workers", type=int, default=2)
     netns.add_argument("--rate", default="1gbit")
-    netns.add_argument("--home-cg-nnz", type=int, nargs="+",
-                       help="runs with each of these home_cg_nnz (default: the solver's); 0: "
-                       "every CG step a round")  # fmt: skip
+    _home_cg_option(netns)
     netns.add_argument("--cap", type=int, default=60, help="at most this many Newton steps")
     netns.add_argument("--out", required=True)
     report = parts.add_parser("dn-netns-report", help="dual_newton's namespace rounds, modelled")
@@ -919,9 +901,7 @@ def add_parsers(parts):
     runs.add_argument("--workers", type=int, default=2)
     runs.add_argument("--memory-limit", default="5GiB")
     runs.add_argument("--repeats", type=int, default=3)
-    runs.add_argument("--home-cg-nnz", type=int, nargs="+",
-                      help="runs with each of these home_cg_nnz (default: the solver's); 0: "
-                      "every CG step a round")  # fmt: skip
+    _home_cg_option(runs)
     runs.add_argument("--cap", type=int, default=200, help="at most this many epochs")
     runs.add_argument("--out", required=True)
     rep = parts.add_parser("dn-report", help="fit, check and plan dual_newton")

@@ -349,8 +349,15 @@ def _owners_threads(client, grid):
     return min(idle_cores(client, owners), 64)
 
 
-def _one_run(path, alpha, grid, args):
-    """One solve call on a fresh cluster, every round stamped, stopped at the line."""
+def solve_to_line(path, grid, args, clock, **solve_kwargs):
+    """One ``solve`` call on a fresh LocalCluster of ``args.workers`` (``args.memory_limit``
+    each) with ``clock`` entered around it, stopped by a callback at the certified line
+    (the first certificate with ``gap <= 1e-3 * dual``) or ``args.cap`` epochs.
+
+    Returns ``(result, hit, threads)``: ``hit`` holds the line's epoch, its wall seconds, the
+    clock's stamps (and graphs, for a clock that keeps them) when it was reached, and the
+    cores other processes kept busy meanwhile (empty when the line was not reached);
+    ``threads`` those of a group's owner."""
     from daskpd._cluster import ClusterOptions, cluster_client
     from daskpd.data import open_dataset
     from daskpd.solvers import solve
@@ -358,7 +365,7 @@ def _one_run(path, alpha, grid, args):
     data = open_dataset(path)
     options = ClusterOptions(n_workers=args.workers, memory_limit=args.memory_limit)
     hit = {}
-    with cluster_client(options, start=True) as client, RoundClock() as clock:
+    with cluster_client(options, start=True) as client, clock:
         threads = _owners_threads(client, grid)
         cpu, tick = _cpu_seconds(), time.perf_counter()
 
@@ -366,15 +373,24 @@ def _one_run(path, alpha, grid, args):
             row = info.row
             if row is not None and "dual" in row and _reached(row["primal"], row["dual"]):
                 hit.update(epoch=row["epoch"], wall=row["wall_seconds"], at=len(clock.stamps),
+                           graphs=len(getattr(clock, "graphs", ())),
                            others=_others_cores(cpu, _cpu_seconds(),
                                                 time.perf_counter() - tick))  # fmt: skip
                 return True
             return False
 
         result = solve(
-            data, loss="logistic", alpha=alpha, solver="tron", grid=grid, client=client,
-            tol=0.0, max_epochs=args.cap, eval_every=args.cap, callbacks=[stop],
+            data, grid=grid, client=client, tol=0.0, max_epochs=args.cap, eval_every=args.cap,
+            callbacks=[stop], **solve_kwargs,
         )  # fmt: skip
+    return result, hit, threads
+
+
+def _one_run(path, alpha, grid, args):
+    """One solve call on a fresh cluster, every round stamped, stopped at the line."""
+    clock = RoundClock()
+    result, hit, threads = solve_to_line(path, grid, args, clock, loss="logistic", alpha=alpha,
+                                         solver="tron")  # fmt: skip
     rounds = clock.rounds(hit.get("at"))
     return {
         "threads": threads,
