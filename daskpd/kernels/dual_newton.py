@@ -1,6 +1,7 @@
 """Kernels of the projected Newton method on the hinge loss's dual
-(:mod:`daskpd.solvers.dual_newton`): a block's transpose product, and the local passes of
-dual coordinate descent that give the method its start.
+(:mod:`daskpd.solvers.dual_newton`): a block's transpose product, the Gram matrix of its
+rows on a few columns (the Woodbury preconditioner's), and the local passes of dual
+coordinate descent that give the method its start.
 
 The dual's Hessian is ``diag(c y) X X^T diag(c y) / (alpha n)``; a Newton step solves it on
 the free rows only (those not held at a bound of the box ``0 <= a_i <= 1``), which on
@@ -18,7 +19,7 @@ import numpy as np
 
 from daskpd.kernels._config import njit
 
-__all__ = ["box_pass", "rows_transpose"]
+__all__ = ["box_pass", "rows_gram", "rows_transpose"]
 
 
 @njit
@@ -81,3 +82,31 @@ def box_pass(indptr, indices, vals, binary, y, c, norm_sq, scale, a, u):
             for e in range(start, stop):
                 u[indices[e]] += coef * np.float64(vals[e])
     return read
+
+
+@njit
+def rows_gram(indptr, indices, values, weight, out):
+    """``out += sum_i weight[i] b_i b_i^T`` over the rows of a CSR matrix ``B`` (``indices``
+    into ``out``'s columns, unique within a row; ``out`` square, symmetric): each pair of a
+    row's nonzeros once, into the upper triangle, then mirrored. The Woodbury
+    preconditioner's ``B^T Delta^-1 B``: a row's cost is its nonzeros on the dense columns
+    squared, where a sparse product would build the matrix as a sparse one first."""
+    n = out.shape[0]
+    upper = np.zeros((n, n))
+    for i in range(indptr.shape[0] - 1):
+        w = weight[i]
+        start, stop = indptr[i], indptr[i + 1]
+        for p in range(start, stop):
+            vp = values[p] * w
+            kp = indices[p]
+            for q in range(p, stop):
+                kq = indices[q]
+                if kp <= kq:
+                    upper[kp, kq] += vp * values[q]
+                else:
+                    upper[kq, kp] += vp * values[q]
+    for k in range(n):
+        out[k, k] += upper[k, k]
+        for m in range(k + 1, n):
+            out[k, m] += upper[k, m]
+            out[m, k] += upper[k, m]

@@ -230,6 +230,10 @@ def test_the_woodbury_preconditioner_is_the_inverse_of_its_matrix():
     b, delta = _tasks._dense_part(rows, cy, h, settings)
     full = np.asarray(X[free].todense()) * cy[:, None] / np.sqrt(settings.scale)
     np.testing.assert_allclose(b.toarray(), full[:, dense], rtol=1e-12)
+    gram = np.zeros((12, 12))
+    kernels.rows_gram(b.indptr, b.indices, b.data, 1.0 / delta, gram)
+    np.testing.assert_allclose(gram, full[:, dense].T @ (full[:, dense] / delta[:, None]),
+                               rtol=1e-10, atol=1e-14)  # fmt: skip
     matrix = np.diag(delta) + full[:, dense] @ full[:, dense].T
     np.testing.assert_allclose(np.diag(matrix), (1 + settings.damping) * h, rtol=1e-12)
     r = np.random.default_rng(4).standard_normal(free.size)

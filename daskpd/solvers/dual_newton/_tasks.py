@@ -275,7 +275,8 @@ def _gradient_task(group, local, w, settings):
     if settings.woodbury:
         dense, delta = _dense_part(rows, cy, h, settings)
         t = dense.T @ (r / delta)
-        gram = (dense.T @ scipy.sparse.diags(1.0 / delta) @ dense).toarray()
+        gram = np.zeros((dense.shape[1], dense.shape[1]))
+        kernels.rows_gram(dense.indptr, dense.indices, dense.data, 1.0 / delta, gram)
         size = gram.size + t.size
         share = Share(np.arange(size, dtype=np.int32), np.concatenate([gram.ravel(), t])[None, :])
         sums = np.array([
