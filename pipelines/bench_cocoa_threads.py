@@ -14,9 +14,9 @@ proven inactive; one group, the hinge losses) within each thread count.
 Reproduce (BENCHMARKS.md, "The dual solver's threads"; the data set is the one ``daskpd
 bench --scales 1e8`` made)::
 
-    python pipelines/bench_cocoa_threads.py /work/bench-work/splice-1e08-train.zarr \\
+    python pipelines/bench_cocoa_threads.py bench-work/splice-1e08-train.zarr \\
         --alpha 1e-3 --threads 1,2 --repeats 2 --rounds 4 --workers 0
-    python pipelines/bench_cocoa_threads.py /work/bench-work/splice-1e08-train.zarr \\
+    python pipelines/bench_cocoa_threads.py bench-work/splice-1e08-train.zarr \\
         --alpha 1e-3 --threads 2 --screening on,off --repeats 3 --rounds 5 --workers 2
 """
 

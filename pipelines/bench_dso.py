@@ -15,9 +15,9 @@ Parts (``--parts``, default all):
 
 Reproduce (the data is generated when missing)::
 
-    python pipelines/bench_dso.py --data /work/bench_dso/splice_train.zarr \\
-        --test /work/bench_dso/splice_test.zarr --grid 2 --repeats 3 \\
-        --out /work/bench_dso/results.json
+    python pipelines/bench_dso.py --data bench_dso/splice_train.zarr \\
+        --test bench_dso/splice_test.zarr --grid 2 --repeats 3 \\
+        --out bench_dso/results.json
 
 Timings are medians over ``--repeats`` runs; the JSON holds every run.
 """

@@ -16,8 +16,8 @@ chosen alpha.
 Reproduce (BENCHMARKS.md, "The regularization path"; the data sets are the ones ``daskpd
 bench --scales 1e7`` made, ``daskpd.bench.data.datasets(BenchConfig(workdir=...), 1e7)``)::
 
-    python pipelines/bench_path.py /work/benchdata/splice-1e07-train.zarr \\
-        /work/benchdata/splice-1e07-valid.zarr --losses hinge,logistic,squared_hinge \\
+    python pipelines/bench_path.py bench-data/splice-1e07-train.zarr \\
+        bench-data/splice-1e07-valid.zarr --losses hinge,logistic,squared_hinge \\
         --repeats 3 --workers 2 --tol 1e-6 --liblinear 1 > path-runs.jsonl
     python pipelines/bench_path.py --summarize path-runs.jsonl
 

@@ -10,8 +10,8 @@ after each epoch.
 Reproduce (BENCHMARKS.md, DSO section; the data sets are those ``daskpd bench`` made)::
 
     python pipelines/bench_start_step.py --epochs 5 --steps 0.005,0.05,0.25 \\
-        --set splice-1e7=/work/bench-work/run13/splice-1e07-train.zarr,/work/bench-work/run13/splice-1e07-test.zarr \\
-        --set text-1e7=/work/bench-work/text/text-1e07-train.zarr,/work/bench-work/text/text-1e07-test.zarr
+        --set splice-1e7=bench-work/run13/splice-1e07-train.zarr,bench-work/run13/splice-1e07-test.zarr \\
+        --set text-1e7=bench-work/text/text-1e07-train.zarr,bench-work/text/text-1e07-test.zarr
 """  # noqa: E501
 
 from __future__ import annotations

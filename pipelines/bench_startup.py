@@ -24,8 +24,8 @@ or ``daskpd demo`` has).
 Reproduce (BENCHMARKS.md, "First epoch and evaluation (issue 26)"; the data sets are those
 ``daskpd bench --scales 1e8`` made)::
 
-    python pipelines/bench_startup.py /work/bench-work/splice-1e08-train.zarr \\
-        --test /work/bench-work/splice-1e08-test.zarr --solvers auto,dso --repeats 3
+    python pipelines/bench_startup.py bench-work/splice-1e08-train.zarr \\
+        --test bench-work/splice-1e08-test.zarr --solvers auto,dso --repeats 3
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ that measure a streamed run and check tron's cost model against it
 
 Reproduce (BENCHMARKS.md, "Many machines: the cost model of tron", "Streamed rows")::
 
-    python pipelines/bench_cost_model.py tron-stream /work/benchdata/splice-1e08-train.zarr \\
+    python pipelines/bench_cost_model.py tron-stream bench-data/splice-1e08-train.zarr \\
         --rows stream --memory-limit 1.5GiB --out pipelines/cost_model/tron_stream_1e8.json
-    daskpd generate splice /work/benchdata/splice-1e09-train.zarr --n-samples 2250000 \\
+    daskpd generate splice bench-data/splice-1e09-train.zarr --n-samples 2250000 \\
         --binary --positive-rate 0.01 --seed 0 --workers 2 --memory-limit 2GiB
-    python pipelines/bench_cost_model.py tron-stream /work/benchdata/splice-1e09-train.zarr \\
+    python pipelines/bench_cost_model.py tron-stream bench-data/splice-1e09-train.zarr \\
         --rows auto --memory-limit 1.5GiB --out pipelines/cost_model/tron_stream_1e9.json
     python pipelines/bench_cost_model.py tron-stream-report \\
         --runs pipelines/cost_model/tron_runs.json \\
