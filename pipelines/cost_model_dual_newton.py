@@ -509,13 +509,15 @@ def dn_rounds(args):
     print(f"wrote {args.out}")
 
 
-def _cluster_run(path, alpha, grid, home_cg_nnz, args):
+def _cluster_run(path, alpha, grid, home_cg_nnz, args, dense_columns=0):
     """One ``solve`` call of dual_newton (``home_cg_nnz`` None: the solver's) on a fresh
     LocalCluster, stopped at the line, every graph stamped."""
     from cost_model_tron import solve_to_line
 
     clock = GraphClock()
     extra = {} if home_cg_nnz is None else {"home_cg_nnz": home_cg_nnz}
+    if dense_columns:
+        extra["dense_columns"] = dense_columns
     result, hit, threads = solve_to_line(path, grid, args, clock, loss="hinge", alpha=alpha,
                                          solver="dual_newton", **extra)  # fmt: skip
     clock.stamps = clock.stamps[: hit.get("at", len(clock.stamps))]
@@ -537,25 +539,26 @@ def dn_runs(args):
     from daskpd.data import open_dataset
 
     configs = list(itertools.product(args.data, args.alphas, args.grids,
-                                     args.home_cg_nnz or [None]))  # fmt: skip
+                                     args.home_cg_nnz or [None], args.dense_columns))  # fmt: skip
     records = {}
-    for path, alpha, grid, home_cg_nnz in configs:
+    for path, alpha, grid, home_cg_nnz, dense in configs:
         data = open_dataset(path)
-        records[path, alpha, grid, home_cg_nnz] = {
+        records[path, alpha, grid, home_cg_nnz, dense] = {
             "set": os.path.basename(path), "nnz": int(data.nnz),
             "n_samples": int(data.n_samples),
             "n_used": int(np.count_nonzero(np.asarray(data.col_nnz))), "alpha": alpha,
-            "grid": grid, "home_cg_nnz": home_cg_nnz, "workers": args.workers, "runs": [],
+            "grid": grid, "home_cg_nnz": home_cg_nnz, "dense_columns": dense,
+            "workers": args.workers, "runs": [],
         }  # fmt: skip
     started = time.strftime("%Y-%m-%d %H:%M")
     for repeat in range(args.repeats):
         for config in configs:
             tick = time.perf_counter()
-            run = _cluster_run(*config, args)
+            path, alpha, grid, home_cg_nnz, dense = config
+            run = _cluster_run(path, alpha, grid, home_cg_nnz, args, dense)
             records[config]["runs"].append(run)
-            path, alpha, grid, home_cg_nnz = config
             print(f"repeat {repeat + 1}: {os.path.basename(path)} alpha {alpha:g} K {grid} "
-                  f"home_cg_nnz {home_cg_nnz}: "
+                  f"home_cg_nnz {home_cg_nnz} dense_columns {dense}: "
                   f"line at {run['wall_to']} s ({run['kinds']}), others "
                   f"{run['others_cores']:.2f} cores, call "
                   f"{time.perf_counter() - tick:.1f} s", flush=True)  # fmt: skip
@@ -636,7 +639,9 @@ def dn_report(args):
     times, tron_runs, apart = _fit_inputs([_load(p) for p in args.tron_runs or TRON_RUNS])
     tron = ct.fit_tron(times, tron_runs, **apart)
     loopback = ct.Network(tron.hop, apart["bandwidth"])
-    records = [rec for path in args.runs for rec in _load(path)["records"]]
+    # the model's runs are the diagonal preconditioner's
+    records = [rec for path in args.runs for rec in _load(path)["records"]
+               if not rec.get("dense_columns", 0)]  # fmt: skip
     fit_alphas = set(args.fit_alphas)
     fitted_on = _measured_rounds(records, args.max_others, lambda r: r["alpha"] in fit_alphas)
     rates = cd.fit_rates(fitted_on, tron, loopback)
@@ -902,6 +907,8 @@ def add_parsers(parts):
     runs.add_argument("--memory-limit", default="5GiB")
     runs.add_argument("--repeats", type=int, default=3)
     _home_cg_option(runs)
+    runs.add_argument("--dense-columns", type=int, nargs="+", default=[0],
+                      help="runs with each of these dense_columns (0: the diagonal)")
     runs.add_argument("--cap", type=int, default=200, help="at most this many epochs")
     runs.add_argument("--out", required=True)
     rep = parts.add_parser("dn-report", help="fit, check and plan dual_newton")
