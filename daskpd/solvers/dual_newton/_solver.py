@@ -88,6 +88,8 @@ class _State(ResidentState):
     #: a local pass (see ``DualNewtonOptions.burst``)
     fewest_free: float = float("inf")
     passed: bool = False
+    #: whether the gradient round at ``point`` prepared the Woodbury preconditioner
+    preconditioned: bool = False
 
     def tasks(self):
         """``(b, groups, owner)`` of each bundle: its index, its groups' references and
@@ -318,17 +320,18 @@ def _gradient_round(graph, state, w, locals_):
     Returns the references of the point, the CG state, their numbers and the groups'
     locals."""
     settings = state.settings
+    woodbury = _preconditioned(state)
     ws = relay(graph, "w", w, state.task_owners, state.home)
     parts = [
         graph.task(
             f"grad-{b}", _bundle_step, _gradient_task, groups, locals_[b], ws[b], settings,
-            worker=owner,
+            woodbury, worker=owner,
         )  # fmt: skip
         for b, groups, owner in state.tasks()
     ]
     totals = _sum_totals(graph, "grad-sum", parts, state)
     total = graph.task("grad-sum", _add_totals, *totals, worker=state.home)
-    if not settings.woodbury:
+    if not woodbury:
         point = graph.task("point", _point_task, w, total, settings, worker=state.home)
         cg = graph.task("cg", _cg_first, total, settings, worker=state.home)
     else:
@@ -361,12 +364,26 @@ def _precondition_round(graph, name, state, parts, solved):
     ]
 
 
+def _preconditioned(state):
+    """Whether the gradient round after ``state`` prepares the Woodbury preconditioner
+    (``DualNewtonOptions.dense_columns``): where the Newton step at its point is likely to
+    run as rounds, predicted from the free rows at ``state``'s point (any, at the start).
+    Every quantity in it is global, so the choice does not depend on ``K``."""
+    settings = state.settings
+    if not settings.woodbury:
+        return False
+    return state.scalars is None or state.scalars["free_nnz"] > settings.home_cg_nnz
+
+
 def _at_point(state, outputs):
-    """The state at a gradient round's outputs (one round more)."""
+    """The state at a gradient round's outputs (one round more); ``state`` is the one the
+    round was built from (its preconditioner's choice)."""
     point, cg, scalars, numbers, *kept = outputs
+    preconditioned = _preconditioned(state)
     scalars = value(scalars, state.owners)
     return dataclasses.replace(
         state,
+        preconditioned=preconditioned,
         point=point,
         cg=cg,
         scalars=scalars,
@@ -388,7 +405,7 @@ def _newton_step(state):
         # the step's first round gives the owners the free columns (to find their rows'
         # positions in them); later rounds send the image and the numbers only
         if first:
-            sent = cg if not settings.woodbury else graph.task(
+            sent = cg if not state.preconditioned else graph.task(
                 "direction", _first_direction, cg, worker=state.home)  # fmt: skip
         else:
             sent = graph.task("direction", _direction, cg, worker=state.home)
@@ -402,7 +419,7 @@ def _newton_step(state):
             for b, groups, owner in state.tasks()
         ]
         totals = _sum_totals(graph, "cg-sum", parts, state)
-        if settings.woodbury:
+        if state.preconditioned:
             solved = graph.task("woodbury-s", _woodbury_solve, cg, *totals, worker=state.home)
             parts = _precondition_round(graph, "cg", state, parts, solved)
             totals = _sum_totals(graph, "cg-pre-sum", parts, state)

@@ -69,7 +69,8 @@ class _Local(NamedTuple):
     #: where the free rows' columns are in the Newton step's free columns (the CG's ``u``
     #: is on those), found at the first CG round
     positions: np.ndarray | None = None
-    #: the Woodbury preconditioner's parts on the free rows (``settings.woodbury``): ``B``
+    #: the Woodbury preconditioner's parts on the free rows (when the gradient round made
+    #: them): ``B``
     #: (the rows on the dense columns, scaled as the Hessian: scipy CSR) and ``Delta``
     dense: Any = None
     delta: np.ndarray = _EMPTY
@@ -255,7 +256,7 @@ def _start_read(total):
     return float(_as_total(total)[1][4])
 
 
-def _gradient_task(group, local, w, settings):
+def _gradient_task(group, local, w, settings, woodbury=False):
     """A group's margins at ``w``, its free rows, the CG's start on them, and its sums.
 
     Returns ``(local, (share, sums))``: ``share`` is ``X_F^T (c y z)`` (the first direction's
@@ -272,7 +273,7 @@ def _gradient_task(group, local, w, settings):
     cy = (c * group.y)[free]
     h = c[free] ** 2 * local.norm_sq[free] / settings.scale
     r = -g[free]
-    if settings.woodbury:
+    if woodbury:
         dense, delta = _dense_part(rows, cy, h, settings)
         t = dense.T @ (r / delta)
         gram = np.zeros((dense.shape[1], dense.shape[1]))
@@ -321,7 +322,7 @@ def _cg_task(group, local, cg, settings):
     hp += settings.damping * local.h * p
     d = local.d + cg.step * p
     r = local.r - cg.step * hp
-    if settings.woodbury:
+    if local.dense is not None:
         t = local.dense.T @ (r / local.delta)
         share = Share(np.arange(t.size, dtype=np.int32), t[None, :])
         moved = local._replace(r=r, p=p, d=d, positions=positions, read=read)
@@ -500,13 +501,13 @@ def _home_newton(point, cg, settings, *bundles_):
     cy, h, r, z, a, g = (np.concatenate([b[k] for b in blocks]) for k in range(1, 7))
     local = _Local(_EMPTY, _EMPTY, _NO_ROWS, rows, cy, h, _EMPTY, r, z, _EMPTY,
                    np.zeros(rows.y.shape[0]))  # fmt: skip
-    if settings.woodbury:
+    if cg.factor is not None:
         local = local._replace(dense=scipy.sparse.vstack([b[7] for b in blocks]).tocsr(),
                                delta=np.concatenate([b[8] for b in blocks]))  # fmt: skip
     read = 0.0
     while not cg.done:
         local, total = _cg_task(None, local, cg, settings)
-        if settings.woodbury:
+        if cg.factor is not None:
             local, total = _precondition_task(None, local, _woodbury_solve(cg, total), settings)
         cg = _cg_next(cg, settings, total)
         read += cg.read
