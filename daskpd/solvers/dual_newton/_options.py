@@ -62,12 +62,14 @@ class DualNewtonOptions:
         the Hessian) and ``Delta`` the diagonal of the rest (and the damping), applied
         through the Woodbury identity (a ``dense_columns``-square matrix summed over the
         groups and factored on the home once a Newton step, one more small reduction a CG
-        round). On rows that all have the same norm (binary k-mer windows) the diagonal
-        alone is a constant, and the rows' shared frequent columns make the free rows'
-        Newton system ill-conditioned; keeping them cuts the CG steps, and the rounds when
-        many groups make every CG step a round (BENCHMARKS.md, "A preconditioner that
-        keeps the frequent columns"). Its matrix costs a product of the free rows' dense
-        part a Newton step. 0: the diagonal ``h_i`` alone.
+        round), prepared at the start and where the next Newton step is likely to run as
+        rounds (the free rows at the current point above ``home_cg_nnz``). On rows that
+        all have the same norm (binary k-mer windows) the diagonal alone is a constant,
+        and the rows' shared frequent columns make the free rows' Newton system
+        ill-conditioned; keeping them cuts the CG steps, and the rounds when many groups
+        make every CG step a round (BENCHMARKS.md, "A preconditioner that keeps the
+        frequent columns"). Its matrix costs a product of the free rows' dense part a
+        Newton step. 0: the diagonal ``h_i`` alone.
     """
 
     grid: int | None = None
