@@ -291,6 +291,7 @@ def _direct_workload():
         dataset,
         dso,
         dspdc,
+        dual_newton,
         features,
         gsfw,
         parsing,
@@ -402,6 +403,8 @@ def _direct_workload():
                        np.array([1, 2], dtype=np.int32), np.ones((2, 2)))  # fmt: skip
     packed = dso.pack_columns(w, w.copy(), w.copy())
     dso.unpack_columns(packed, np.empty(3), np.empty(3))
+    # dual_newton's Woodbury matrix (its preconditioner is off by default)
+    dual_newton.rows_gram(indptr, indices, data, np.ones(2), np.zeros((3, 3)))
 
 
 def test_all_kernels_compile_once(tmp_path, builtin_solvers):
