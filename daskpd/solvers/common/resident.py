@@ -94,21 +94,16 @@ class Share(NamedTuple):
     values: np.ndarray
 
 
-def load_group(source, start, stop, class_pair, threads, used, own_columns):
-    """Task: rows ``start:stop`` of ``source`` as a :class:`RowGroup` (kept by the owner), its
-    column ids renumbered into the data's used columns (``used``: positions by column id, or
-    None when every column is used) and, with ``own_columns`` (several groups), into the
-    group's own columns, so that its shares of a product are as long as those."""
+def _kernel_rows(source, start, stop, positions):
+    """Rows ``start:stop`` of ``source`` as the kernels read them: ``(indptr, indices,
+    vals, binary, y)``, the offsets from 0 (int64), the column ids (int32) renumbered by
+    ``positions`` (None: as stored), the values float (:data:`NO_VALUES` for binary rows)."""
     indptr, indices, vals, y = source.read_rows_arrays(start, stop)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indptr = indptr - indptr[0]
     indices = np.ascontiguousarray(indices, dtype=np.int32)
-    if used is not None:
-        indices = used[indices]
-    columns = None
-    if own_columns:
-        n_columns = int(source.n_features) if used is None else int(used.max()) + 1
-        columns, indices = local_columns(indices, n_columns)
+    if positions is not None:
+        indices = positions[indices]
     binary = vals is None
     if binary:
         vals = NO_VALUES
@@ -116,6 +111,19 @@ def load_group(source, start, stop, class_pair, threads, used, own_columns):
         vals = np.ascontiguousarray(vals)
         if vals.dtype not in (np.float32, np.float64):
             vals = vals.astype(np.float64)
+    return indptr, indices, vals, binary, y
+
+
+def load_group(source, start, stop, class_pair, threads, used, own_columns):
+    """Task: rows ``start:stop`` of ``source`` as a :class:`RowGroup` (kept by the owner), its
+    column ids renumbered into the data's used columns (``used``: positions by column id, or
+    None when every column is used) and, with ``own_columns`` (several groups), into the
+    group's own columns, so that its shares of a product are as long as those."""
+    indptr, indices, vals, binary, y = _kernel_rows(source, start, stop, used)
+    columns = None
+    if own_columns:
+        n_columns = int(source.n_features) if used is None else int(used.max()) + 1
+        columns, indices = local_columns(indices, n_columns)
     y = np.ascontiguousarray(y, dtype=np.float64)
     weight = row_weights(source, y, start, stop, class_pair)
     cuts = thread_cuts(indptr, int(threads))
@@ -166,19 +174,7 @@ def open_group(source, start, stop, class_pair, threads, used, stream_nnz):
 def _read_chunk(group, lo, hi):
     """Rows ``lo:hi`` (absolute) of a streamed group as a :class:`RowGroup` on the run's
     columns (its per-row vectors views of the group's), and their first row in the group."""
-    indptr, indices, vals, _ = group.source.read_rows_arrays(lo, hi)
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    indptr = indptr - indptr[0]
-    indices = np.ascontiguousarray(indices, dtype=np.int32)
-    if group.positions is not None:
-        indices = group.positions[indices]
-    binary = vals is None
-    if binary:
-        vals = NO_VALUES
-    else:
-        vals = np.ascontiguousarray(vals)
-        if vals.dtype not in (np.float32, np.float64):
-            vals = vals.astype(np.float64)
+    indptr, indices, vals, binary, _ = _kernel_rows(group.source, lo, hi, group.positions)
     first, last = lo - group.start, hi - group.start
     rows = RowGroup(
         indptr, indices, vals, binary, group.y[first:last],
