@@ -88,11 +88,12 @@ def box_pass(indptr, indices, vals, binary, y, c, norm_sq, scale, a, u):
 def rows_gram(indptr, indices, values, weight, out):
     """``out += sum_i weight[i] b_i b_i^T`` over the rows of a CSR matrix ``B`` (``indices``
     into ``out``'s columns, unique within a row; ``out`` square, symmetric): each pair of a
-    row's nonzeros once, into the upper triangle, then mirrored. The Woodbury
-    preconditioner's ``B^T Delta^-1 B``: a row's cost is its nonzeros on the dense columns
-    squared, where a sparse product would build the matrix as a sparse one first."""
+    row's nonzeros once, into the upper triangle, then mirrored (``out`` being symmetric,
+    its lower triangle becomes its upper one). The Woodbury preconditioner's
+    ``B^T Delta^-1 B``: a row's cost is its nonzeros on the dense columns squared, where a
+    sparse product would build the matrix as a sparse one first."""
     n = out.shape[0]
-    upper = np.zeros((n, n))
+    upper = out
     for i in range(indptr.shape[0] - 1):
         w = weight[i]
         start, stop = indptr[i], indptr[i + 1]
@@ -106,7 +107,5 @@ def rows_gram(indptr, indices, values, weight, out):
                 else:
                     upper[kq, kp] += vp * values[q]
     for k in range(n):
-        out[k, k] += upper[k, k]
         for m in range(k + 1, n):
-            out[k, m] += upper[k, m]
-            out[m, k] += upper[k, m]
+            out[m, k] = out[k, m]
