@@ -326,7 +326,8 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
 
     ``start_read``: the start's nonzeros read over all (its local pass and gradient round).
     ``kept_rows``: the groups' threads' output rows kept between rounds (one row's cost,
-    not ``T``: not built). ``max_cg``: the solver's cap on a Newton step's CG steps
+    not ``T``) and the rows read at the start by every core, as tron's plan's changes
+    (neither built). ``max_cg``: the solver's cap on a Newton step's CG steps
     (``DualNewtonOptions.max_cg``), which the count law does not know.
 
     Returns a dict: ``layout``, ``round`` (seconds by kind), ``parts`` (a CG round's by
@@ -347,16 +348,14 @@ def plan_dual_newton(rates, counts: Counts, job, machines, network, *, start_rea
         return round_parts(rates, kind, read, 0.0, d, d, layout, network)
 
     kinds = [k for k in AT_SCALE if k in counts.reads]
-    per_kind = {k: sum(parts(k, counts.read(k, job.nnz)).values()) for k in kinds}
+    by_kind = {k: parts(k, counts.read(k, job.nnz)) for k in kinds}
+    per_kind = {k: sum(p.values()) for k, p in by_kind.items()}
     start_parts = parts("start", start_read * job.nnz)
-    reading = tron.init_fixed + job.nnz / machines.count * tron.init_ns * 1e-9
-    if kept_rows:
-        reading = tron.init_fixed + job.nnz / machines.count * tron.init_ns * 1e-9 / machines.cores
+    readers = machines.cores if kept_rows else 1
+    reading = tron.init_fixed + job.nnz / machines.count * tron.init_ns * 1e-9 / readers
     init = reading + sum(start_parts.values())
     total = init + sum(counts.count(k) * per_kind[k] for k in kinds)
-    passes = start_parts["passes"] + sum(
-        counts.count(k) * parts(k, counts.read(k, job.nnz))["passes"] for k in kinds
-    )
+    passes = start_parts["passes"] + sum(counts.count(k) * by_kind[k]["passes"] for k in kinds)
     return {
         "layout": layout,
         "round": per_kind,
