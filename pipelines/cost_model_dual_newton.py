@@ -838,7 +838,8 @@ def dn_precond(args):
                "free_rows": int(x_free.shape[0]), "free_columns": int(x_free.shape[1]),
                "free_nnz": int(x_free.nnz), "alpha": args.alpha, "steps": {}}  # fmt: skip
         for eta in args.etas:
-            row["steps"][f"diagonal eta {eta:g}"] = _pcg_steps(apply_h, b, diag.__rtruediv__, eta)
+            row["steps"][f"diagonal eta {eta:g}"] = _pcg_steps(
+                apply_h, b, lambda r, diag=diag: r / diag, eta)  # fmt: skip
         frequency = x_free.getnnz(axis=0)
         for share in args.shares:
             dense = np.flatnonzero(frequency >= share * x_free.shape[0])
