@@ -8,10 +8,11 @@ table each, one when they coincide):
 
 1. P* from an independent tight solve of the same objective (liblinear at tol 1e-6, or the
    closed form for ridge), its time reported;
-2. daskpd's solvers, each on a fresh LocalCluster of ``workers`` processes (the cluster's
-   start is not timed; everything after it is, evaluation included), and the default solver
-   once more on 1 worker; every evaluated epoch is a point (wall seconds, epoch seconds,
-   primal);
+2. daskpd's solvers, each on a fresh LocalCluster of ``workers`` processes, the timed call
+   a notebook user's second one (the cluster's start and a first call on a small set of the
+   same kind, :func:`daskpd.bench.runners.warmup_set`, are not timed; everything after them
+   is, reads and evaluation included), and the default solver once more on 1 worker; every
+   evaluated epoch is a point (wall seconds, epoch seconds, primal);
 3. the peers on the same data in memory, each over a ladder of effort (tolerances, passes);
 4. for every method, the wall seconds to ``P <= (1 + eps) P*`` for eps in 1e-1, 1e-2, 1e-3,
    1e-4, as true medians over ``repeats`` runs (first run included; the methods take turns

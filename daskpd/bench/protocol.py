@@ -3,9 +3,10 @@
 Everything here is a pure function of measured runs; nothing runs a solver. What a run is:
 
 * a method's **points** ``(wall_seconds, epoch_seconds, primal)``, in the order the user saw
-  them. For daskpd's solvers, ``wall_seconds`` is the wall time of the user's ``solve`` call up
-  to the moment the point was known (data reads, compilation, start, epochs and evaluation in;
-  the start of a cluster out), ``epoch_seconds`` the solver's training clock (start and epochs).
+  them. For daskpd's solvers, ``wall_seconds`` is the wall time of the user's second ``solve``
+  call on a fresh cluster up to the moment the point was known (data reads, start, epochs and
+  evaluation in; the cluster's start and the first call, which loads the kernels, out),
+  ``epoch_seconds`` the solver's training clock (start and epochs).
   For a peer, each point is one fit of its effort ladder (a tolerance, a number of passes) and
   both clocks are that fit's time on data already in memory;
 * the **chosen** model: the one a stopping rule picked without the test set (daskpd: the first
@@ -59,6 +60,10 @@ class Run:
     from_files : float
         Wall seconds of the "from files" clock: a fresh process from the data on disk (the
         method's own format) to the model at ``(1 + 1e-3) P*`` (NaN: not measured).
+    warmup_seconds : float
+        daskpd's runs: wall seconds of the untimed first call on the same fresh cluster
+        (:func:`daskpd.bench.runners.warmup_set`) that makes the timed call a second one
+        (NaN: a peer, or results saved before the warm-up existed).
     """
 
     points: list = field(default_factory=list)
@@ -68,6 +73,7 @@ class Run:
     clock: list = field(default_factory=list)
     ended: str = ""
     from_files: float = math.nan
+    warmup_seconds: float = math.nan
 
 
 def budget_end(budget: float) -> str:

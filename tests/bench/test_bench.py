@@ -366,3 +366,14 @@ def test_a_run_without_a_certified_model_reports_the_model_it_returned(tmp_path)
     assert run.chosen["rule"] == "budget"
     assert run.points[-1][3] == 4 and run.chosen["primal"] == run.points[-1][2]
     assert 0.5 < run.chosen["metric"] <= 1.0
+    # the timed call was the cluster's second: the first ran on the warm-up set, the
+    # training set's first rows in a store of the same kind
+    assert run.warmup_seconds > 0
+    from daskpd.bench.runners import WARMUP_ROWS, warmup_set
+
+    warm = warmup_set(config, train)
+    assert warm.path != train.path and warm.n_features == train.n_features
+    assert warm.n_samples == min(WARMUP_ROWS, train.n_samples) and warm.binary == train.binary
+    Xw, yw = warm.read_rows(0, warm.n_samples)
+    Xt, yt = train.read_rows(0, warm.n_samples)
+    assert (Xw != Xt).nnz == 0 and np.array_equal(yw, yt)
