@@ -270,8 +270,9 @@ def readme_results(results: dict, command: str | None = None) -> str:
     workers = config["workers"]
     lines = [
         f"`{command}` ({machine_text(results)}) Seconds to a model within `(1 + 1e-3) P*`, "
-        "true medians; warm: a fresh cluster, data read in the call / peers' data in memory; "
-        "from files: fresh processes from the data on disk:",
+        "true medians; warm: a fresh cluster's second call (its first, on 2,000 rows, loaded "
+        "the kernels), the data read in the call / peers' data in memory; from files: fresh "
+        "processes from the data on disk:",
         "",
         "| nonzeros, loss, alpha | default solver, warm | liblinear (1 core) | multi-core "
         f"LIBLINEAR ({workers} threads) | Snap ML ({workers} threads) | from files: default "

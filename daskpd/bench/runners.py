@@ -197,17 +197,23 @@ WARMUP_ROWS = 2000
 
 def warmup_set(config, train):
     """The set of the warm-up call: the first :data:`WARMUP_ROWS` rows of ``train``, as a
-    store of the same kind (binary or valued, dtype, every column) made once in
-    ``config.workdir``, so that its kernels are the timed call's."""
-    from daskpd.data import open_dataset, write_dataset
+    store of the same kind (binary or valued, dtype, every column, the tiled layouts of the
+    grids ``train`` has, which DSO reads) made once in ``config.workdir``, so that its
+    kernels are the timed call's."""
+    from daskpd.data import open_dataset, partition_dataset, write_dataset
 
     name = "warmup-" + os.path.basename(os.path.normpath(str(train.path)))
     path = os.path.join(config.workdir, name)
     if os.path.exists(path):
-        return open_dataset(path)
-    rows = min(int(train.n_samples), WARMUP_ROWS)
-    X, y = train.read_rows(0, rows)
-    return write_dataset(X, y, path, binary=bool(train.binary), dtype=train.dtype)
+        warm = open_dataset(path)
+    else:
+        rows = min(int(train.n_samples), WARMUP_ROWS)
+        X, y = train.read_rows(0, rows)
+        warm = write_dataset(X, y, path, binary=bool(train.binary), dtype=train.dtype)
+    missing = sorted({int(g) for g in train.grids} - {int(g) for g in warm.grids})
+    for grid in missing:
+        partition_dataset(path, grid=grid)
+    return open_dataset(path) if missing else warm
 
 
 def _timed_solve(config, solver, train, p_star, alpha, seed, client):

@@ -370,6 +370,7 @@ def test_a_run_without_a_certified_model_reports_the_model_it_returned(tmp_path)
     # training set's first rows in a store of the same kind
     assert run.warmup_seconds > 0
     from daskpd.bench.runners import WARMUP_ROWS, warmup_set
+    from daskpd.data import open_dataset
 
     warm = warmup_set(config, train)
     assert warm.path != train.path and warm.n_features == train.n_features
@@ -377,3 +378,8 @@ def test_a_run_without_a_certified_model_reports_the_model_it_returned(tmp_path)
     Xw, yw = warm.read_rows(0, warm.n_samples)
     Xt, yt = train.read_rows(0, warm.n_samples)
     assert (Xw != Xt).nnz == 0 and np.array_equal(yw, yt)
+    # DSO reads its grid's tiled layout: the warm-up set gets the grids the training set has
+    from daskpd.data import partition_dataset
+
+    partition_dataset(train.path, grid=2)
+    assert warmup_set(config, open_dataset(train.path)).grids == [2]
