@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 from daskpd.bench.data import METRIC_LABELS, data_label
 from daskpd.bench.protocol import LADDER, missed_text, peer_of, time_text
@@ -32,10 +33,16 @@ def _number(value, digits=3) -> str:
 _COLUMNS = len(LADDER) + 7
 
 
+#: An absolute path in a failed row's reason (the bench's work directory on the machine that
+#: ran it): printed as its last part, so that no machine path reaches a published table.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s/`'\"]+/)+([^\s/`'\"]+)")
+
+
 def _row(row) -> str:
     name = row["method"]
     if row["status"] != "ok":
-        status = f"{row['status']}: {row['reason']}"
+        reason = _ABSOLUTE_PATH.sub(r"\1", row["reason"])
+        status = f"{row['status']}: {reason}"
         return f"| {name} | {status} |" + " |" * _COLUMNS
     summary = row["summary"]
     lines = summary["lines"]

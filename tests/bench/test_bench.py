@@ -383,3 +383,17 @@ def test_a_run_without_a_certified_model_reports_the_model_it_returned(tmp_path)
 
     partition_dataset(train.path, grid=2)
     assert warmup_set(config, open_dataset(train.path)).grids == [2]
+
+
+def test_a_failed_row_prints_no_machine_path():
+    # a failure's message names files under the bench's work directory: the table keeps
+    # their names, not the machine's directories
+    from daskpd.bench.report import _row
+
+    reason = (
+        "ValueError: dataset /tmp/x/bw/warmup-a.zarr has no tiled layout for grid 2; run "
+        "`daskpd partition /tmp/x/bw/warmup-a.zarr --grid 2` first (1/2 of the rows)"
+    )
+    text = _row({"method": "daskpd dso", "status": "failed", "reason": reason})
+    assert "/tmp" not in text and "dataset warmup-a.zarr has no" in text
+    assert "partition warmup-a.zarr --grid 2" in text and "(1/2 of the rows)" in text
