@@ -47,6 +47,8 @@ def test_the_peer_ladder_is_multicore_liblinear_on_our_objective():
     y = np.where(X @ rng.normal(size=40) + 0.1 * rng.normal(size=300) > 0, 1.0, -1.0)
     problem = Problem("hinge", "l2", 1e-2)
     rungs = race.peer_rungs(X, y, 1e-2, 2, problem)
+    stopped = race.peer_rungs(X, y, 1e-2, 1, problem, bound=float("inf"))
+    assert len(stopped) == 1 and stopped[0][0] == race.PEER_TOLS[0]
     assert [tol for tol, _, _ in rungs] == list(race.PEER_TOLS)
     # tighter -e, no worse a primal (to rounding), and each a real fit that took time
     primals = [primal for _, _, primal in rungs]
