@@ -37,11 +37,12 @@ import argparse
 import statistics
 import time
 
+from daskpd.bench.runners import LIBLINEAR_MC_DEFAULT_TOL, LIBLINEAR_MC_TOLS
+
 #: The line of the race: ``P <= (1 + LINE) P*``.
 LINE = 1e-3
-#: multi-core LIBLINEAR's ladder of ``-e`` (its command line's default first), as far as
-#: the bench's (:data:`daskpd.bench.runners.LIBLINEAR_MC_TOLS`).
-PEER_TOLS = (0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6)
+#: multi-core LIBLINEAR's ladder of ``-e``: the bench's, from its command line's default on
+PEER_TOLS = tuple(tol for tol in LIBLINEAR_MC_TOLS if tol <= LIBLINEAR_MC_DEFAULT_TOL["hinge"])
 
 
 def _first_below(history, eps):
