@@ -216,30 +216,20 @@ def warmup_set(config, train):
     return open_dataset(path) if missing else warm
 
 
-def _timed_solve(config, solver, train, p_star, alpha, seed, client):
-    """The timed ``solve`` call of :func:`run_daskpd`: its recorder, result and the wall
-    seconds until it returned (points' own gathers of ``w`` excepted)."""
+def _solve(config, solver, data, alpha, seed, client, **kwargs):
+    """``solve`` as :func:`run_daskpd` calls it (the table's loss, L2, ``tol=0``: the recorder
+    or ``max_epochs`` ends the run), ``kwargs`` passed on."""
     from daskpd.solvers import solve
 
-    recorder = _Recorder(time.perf_counter(), p_star, config.rule_tol, config.budget)
-    result = solve(
-        train,
-        loss=config.loss,
-        regularizer="l2",
-        alpha=alpha,
-        solver=solver,
-        max_epochs=config.max_epochs,
-        tol=0.0,
-        time_limit=config.budget,
-        random_state=seed,
-        client=client,
-        callbacks=[recorder],
-    )
-    return recorder, result, time.perf_counter() - recorder.start - recorder.gathering
+    return solve(
+        data, loss=config.loss, regularizer="l2", alpha=alpha, solver=solver, tol=0.0,
+        random_state=seed, client=client, **kwargs,
+    )  # fmt: skip
 
 
 def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers, seed):
-    """One run of one of daskpd's solvers on a fresh cluster of ``workers`` processes.
+    """One run of one of daskpd's solvers on a fresh cluster of ``workers`` processes: the
+    timed call is the cluster's second, after an untimed one on :func:`warmup_set`.
 
     Parameters
     ----------
@@ -259,22 +249,20 @@ def run_daskpd(config, solver, train, test_xy, metric, p_star, alpha, *, workers
     -------
     Run
     """
-    from daskpd.solvers import solve
-
     warmup = warmup_set(config, train)
     with fresh_cluster(workers, config.memory_limit) as client:
         # a notebook user's second call: the first, on a small set of the same kind, has
         # imported the solver's modules and loaded (or compiled) its kernels in every worker
         warmed = time.perf_counter()
-        solve(
-            warmup, loss=config.loss, regularizer="l2", alpha=alpha, solver=solver,
-            max_epochs=2, tol=0.0, random_state=seed, client=client,
-        )  # fmt: skip
+        _solve(config, solver, warmup, alpha, seed, client, max_epochs=2)
         warmed = time.perf_counter() - warmed
         with PeakMemory(client) as memory:
-            recorder, result, returned = _timed_solve(
-                config, solver, train, p_star, alpha, seed, client
-            )
+            recorder = _Recorder(time.perf_counter(), p_star, config.rule_tol, config.budget)
+            result = _solve(
+                config, solver, train, alpha, seed, client, max_epochs=config.max_epochs,
+                time_limit=config.budget, callbacks=[recorder],
+            )  # fmt: skip
+            returned = time.perf_counter() - recorder.start - recorder.gathering
     if recorder.stopped == "the last line":
         ended = "the last line"
     elif result.stop_reason == "max_epochs":
