@@ -534,7 +534,14 @@ def _path_client(client, data):
 
     if client is not None:
         if client is False:
-            yield False
+            from daskpd.solvers.driver.run import _local_scheduler_configured
+
+            # in this process even beside a distributed client (dask's default otherwise)
+            if _local_scheduler_configured():
+                yield False
+            else:
+                with dask.config.set(scheduler="threads"):
+                    yield False
             return
         with client.as_current():
             yield client

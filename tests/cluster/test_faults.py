@@ -275,3 +275,23 @@ def test_client_policy(local_cluster, counting_scheduler):
     remote = solve(data, client=local_cluster, **kwargs)
     assert counting_scheduler.calls == 6
     np.testing.assert_allclose(remote.w, local.w, rtol=1e-13, atol=1e-15)
+
+
+def test_client_false_stays_in_this_process_beside_an_active_client(local_cluster, tmp_path):
+    """``client=False`` runs in this process even where a distributed client is dask's
+    default: no task of the run reaches the cluster (before, its graphs went there, the
+    rows in them), and the model is the in-process one."""
+    from distributed import get_task_stream
+
+    from daskpd.data import MemoryDataset
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((80, 5))
+    data = MemoryDataset(X, np.where(X[:, 0] + 0.3 * X[:, 1] > 0, 1.0, -1.0))
+    kwargs = {"loss": "hinge", "alpha": 1e-2, "solver": "cocoa", "tol": 0.0,
+              "max_epochs": 3, "eval_every": 1}  # fmt: skip
+    alone = solve(data, client=False, **kwargs)
+    with local_cluster.as_current(), get_task_stream(local_cluster) as stream:
+        beside = solve(data, client=False, **kwargs)
+    assert stream.data == []
+    np.testing.assert_array_equal(beside.w, alone.w)

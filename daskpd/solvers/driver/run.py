@@ -135,7 +135,7 @@ def run_plan(plan: Plan, client=None):
     SolveResult
     """
     if client is False:
-        return _execute(plan, None)
+        return _in_process(plan)
     if client is None and _local_scheduler_configured():
         return _execute(plan, None)
     if client is None:
@@ -153,6 +153,19 @@ def run_plan(plan: Plan, client=None):
     # is not the process-wide default one.
     with client.as_current():
         return _execute(plan, client)
+
+
+def _in_process(plan: Plan):
+    """``client=False``: every ``dask.compute`` of the run in this process, on the local
+    scheduler named in ``dask.config`` or else the threaded one, even where a distributed
+    client exists (it would otherwise be dask's default and receive the run's graphs, the
+    rows in them)."""
+    import dask
+
+    if _local_scheduler_configured():
+        return _execute(plan, None)
+    with dask.config.set(scheduler="threads"):
+        return _execute(plan, None)
 
 
 def _execute(plan: Plan, client):
