@@ -555,6 +555,40 @@ def test_every_round_is_certified_without_an_evaluation(loss):
     assert stopped.gap == target
 
 
+def test_auto_cadence_reads_the_certificate_and_gathers_w_once(monkeypatch):
+    # eval_every="auto" and no test data: an evaluation would only gather w (the rounds
+    # certify themselves), so every row before the stop is the certificate and w is
+    # gathered once, at the first round within tol. With test data the cadence's first
+    # evaluation still comes (its metrics need the model).
+    from daskpd.solvers.cocoa import Cocoa
+
+    X, y = _loss_data("hinge", seed=12)
+    X_test, y_test = _loss_data("hinge", seed=13)
+    fetched = []
+    iterate = Cocoa.iterate
+
+    def counted(self, state):
+        fetched.append(state.epoch)
+        return iterate(self, state)
+
+    monkeypatch.setattr(Cocoa, "iterate", counted)
+    common = {"loss": "hinge", "alpha": 1e-3, "solver": "cocoa", "client": False}
+    exact = solve((X, y), tol=0.0, max_epochs=6, eval_every=1, **common)
+    target = exact.history[3]["gap"]
+    fetched.clear()
+    auto = solve((X, y), tol=target, max_epochs=50, **common)
+    assert auto.stop_reason == "tol" and auto.n_epochs == 4
+    assert [row.get("certificate_only", False) for row in auto.history] == [True] * 3 + [False]
+    assert fetched == [4]
+    for a, b in zip(auto.history, exact.history, strict=False):
+        assert (a["primal"], a["dual"]) == (b["primal"], b["dual"])
+    np.testing.assert_array_equal(auto.w, solve((X, y), tol=0.0, max_epochs=4, **common).w)
+    fetched.clear()
+    tested = solve((X, y), tol=target, max_epochs=50, test_data=(X_test, y_test), **common)
+    assert "test_auprc" in tested.history[0] and not tested.history[0].get("certificate_only")
+    assert fetched[0] == 1 and tested.n_epochs == 4
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_round_certified_within_tol_skips_its_shrunk_passes(monkeypatch, threads):
     # The run stops at the first round whose certifying pass shows gap <= tol and returns

@@ -52,7 +52,11 @@ def solve(data, *args, client=None, **kwargs) -> SolveResult:
         and so is the epoch where a callback stops the run. ``tol`` is checked at
         evaluations, or at every epoch for a solver that certifies its epochs from their own
         pass (``"cocoa"``); so with ``"auto"`` the epoch where a run stops by ``tol`` may
-        depend on timing: pass an int for a reproducible stop.
+        depend on timing: pass an int for a reproducible stop. With ``"auto"`` and no
+        ``test_data``, a solver whose epochs certify themselves from their own sums
+        (``"cocoa"``, ``"tron"``, ``"dual_newton"``) reports those certificates and gathers
+        the model once, at the epoch that ends the run (an evaluation would add nothing but
+        moving ``w``).
     random_state : int, None or numpy.random.SeedSequence, default=0
         Root of the run's randomness; epoch ``e`` uses :func:`epoch_seed` ``(root, e)``.
     callbacks : sequence of callables or Callback objects, default=()
