@@ -392,14 +392,20 @@ def peer_rows(name, loss, workers):
     """The rows of a peer in a table: ``(label, solver)``, one per solver it offers.
 
     liblinear gets a row per solver of the loss (the logistic loss: ``-s 0`` and ``-s 7``),
+    Snap ML one per formulation (the logistic loss: ``snapml dual`` and ``snapml primal``),
     multi-core LIBLINEAR is labelled by its solver and threads, the others by their name.
     """
+    from daskpd.bench.peers import SNAPML_FORMULATIONS
     from daskpd.bench.runners import LIBLINEAR_MC_SOLVERS, LIBLINEAR_SOLVERS
 
     if name == "liblinear":
         return [(f"liblinear -s {solver}", solver) for solver in LIBLINEAR_SOLVERS[loss]]
     if name == "liblinear-mc":
         return [(f"liblinear-mc -s {LIBLINEAR_MC_SOLVERS[loss]} -m {workers}", None)]
+    if name == "snapml" and len(SNAPML_FORMULATIONS.get(loss, ())) > 1:
+        return [
+            (f"snapml {'dual' if dual else 'primal'}", dual) for dual in SNAPML_FORMULATIONS[loss]
+        ]
     return [(name, None)]
 
 

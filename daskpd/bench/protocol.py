@@ -18,8 +18,11 @@ or below it (``inf``: missed). Medians are true medians over every repeat, the f
 included; a line that more than half of the repeats missed has a median of ``inf``, never a
 ratio. Why a run missed a line is its ``ended``: ``"budget S s"`` (the time budget ran out: the
 only case a table calls "not reached"), ``"ladder ended at tol X"`` (a peer's ladder of
-efforts ran out before its budget: more effort was not tried, so nothing is decided against
-it), ``"epoch cap N"`` (daskpd's ``max_epochs``), or ``""`` (results saved before runs said).
+efforts ran out before its budget while its model still moved: more effort was not tried, so
+nothing is decided against it), ``"settled at P/P* - 1 = E ..."`` (the ladder ran out with
+its last two rungs' models the same to 1e-6, E above P*: the peer converged to a point of its
+own, and missed every line below it for good), ``"epoch cap N"`` (daskpd's ``max_epochs``),
+or ``""`` (results saved before runs said).
 """
 
 from __future__ import annotations
@@ -91,9 +94,22 @@ def ladder_end(rung) -> str:
     return f"ladder ended at {rung}"
 
 
+def settled_end(rung, excess: float) -> str:
+    """``Run.ended`` of a peer whose ladder ended with its last two rungs' models the same
+    (to 1e-6), ``excess = P / P* - 1`` above P*: it converged to a point of its own, and no
+    line below it is reached by more effort of that kind."""
+    rung = f"tol {rung:g}" if isinstance(rung, float) else rung
+    return f"settled at P/P* - 1 = {excess:.2g} (its ladder to {rung})"
+
+
 def ran_out_of_budget(ended: str) -> bool:
     """Whether ``Run.ended`` says the time budget ran out."""
     return ended.startswith("budget")
+
+
+def settled_above(ended: str) -> bool:
+    """Whether ``Run.ended`` says the run's ladder settled above P* (:func:`settled_end`)."""
+    return ended.startswith("settled at")
 
 
 def seconds_to(points, bound: float, clock: int = WALL) -> float:
@@ -333,13 +349,15 @@ def _line_time(row, eps) -> float:
     return row["summary"]["lines"][repr(eps)]["median_wall"]
 
 
-def _missed_by_budget(row, eps) -> bool:
+def _missed_for_good(row, eps) -> bool:
+    """Whether every run of ``row`` that missed line ``eps`` ran out of its budget or settled
+    above the line (its model does not move with more effort): a miss that decides."""
     line = row["summary"]["lines"][repr(eps)]
     missed = line.get("missed") or []
     return (
         row["summary"].get("primal_known", True)
         and bool(missed)
-        and all(ran_out_of_budget(reason) for reason in missed)
+        and all(ran_out_of_budget(reason) or settled_above(reason) for reason in missed)
     )
 
 
@@ -347,14 +365,15 @@ def compare(mine: float, ours_label: str, theirs: dict, eps_theirs: float, scale
     """``(verdict, text)``: is ``mine`` at most ``scale`` times ``theirs``' time to its line?
 
     ``verdict`` is ``"met"``, ``"not met"`` or ``"not decided"`` (the peer missed the line
-    for another reason than its budget: its ladder ended, or it has no primal).
+    for another reason than its budget or a model settled above the line: its ladder ended
+    while its model still moved, or it has no primal).
     """
     other = _line_time(theirs, eps_theirs)
     said = f"{theirs['method']} {time_text(theirs, eps_theirs)}"
     if math.isinf(mine):
         return "not met", said
     if math.isinf(other):
-        if _missed_by_budget(theirs, eps_theirs):
+        if _missed_for_good(theirs, eps_theirs):
             return "met", said
         return "not decided", said
     return ("met" if mine <= scale * other else "not met"), said
@@ -397,9 +416,10 @@ def target_lines(table: dict) -> list[str]:
     """The targets of one table, computed from its rows; each can come out "not met".
 
     Against a peer with several solvers (liblinear's ``-s 0`` and ``-s 7`` on the logistic
-    loss) a line is met when it is met against each of them, so against the faster one.
-    Against a peer that missed the line because its ladder of efforts ended (not its
-    budget), nothing is decided.
+    loss, Snap ML's dual and primal) a line is met when it is met against each of them, so
+    against the faster one. Against a peer that missed the line because its ladder of
+    efforts ended (not its budget) while its model still moved, nothing is decided; one
+    whose ladder settled above the line (its last two rungs' models the same) missed it.
 
     Parameters
     ----------

@@ -239,10 +239,10 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     assert saved["config"]["scales"] == [4 * 10**5]
     (table,) = results["tables"]
     rows = {row["method"]: row for row in table["methods"]}
-    # liblinear offers both of its logistic solvers, a row each
+    # liblinear offers both of its logistic solvers, Snap ML both formulations, a row each
     assert set(rows) == {
-        "daskpd batch", "daskpd batch, 1 worker", "liblinear -s 0", "liblinear -s 7", "snapml",
-        "sgd",
+        "daskpd batch", "daskpd batch, 1 worker", "liblinear -s 0", "liblinear -s 7",
+        "snapml dual", "snapml primal", "sgd",
     }  # fmt: skip
     # P* is the primal of an independent tight liblinear solve of the same objective
     X, y = in_memory(open_dataset(str(work / "splice-4e05-h16-train.zarr")))
@@ -255,7 +255,8 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     assert table["reference"]["certified_within"] >= -1e-9
     # a failing peer is a row saying why; the others ran twice each
     assert rows["sgd"]["status"] == "failed" and "RuntimeError" in rows["sgd"]["reason"]
-    for name in ("daskpd batch", "liblinear -s 0", "liblinear -s 7", "snapml"):
+    for name in ("daskpd batch", "liblinear -s 0", "liblinear -s 7", "snapml dual",
+                 "snapml primal"):  # fmt: skip
         assert rows[name]["status"] == "ok" and len(rows[name]["runs"]) == 2
     # medians are medians of the two runs (first run included)
     for row in (rows["liblinear -s 7"], rows["daskpd batch"]):
@@ -272,7 +273,7 @@ def test_protocol_end_to_end_on_a_tiny_set(tmp_path, monkeypatch, capsys):
     assert lines[0].startswith("daskpd batch to (1+1e-3)P* no slower than liblinear (1 core")
     assert "**not met**: daskpd batch epoch cap 1;" in lines[0]
     # the chosen models were scored on the test set
-    for name in ("daskpd batch", "liblinear -s 0", "snapml"):
+    for name in ("daskpd batch", "liblinear -s 0", "snapml dual", "snapml primal"):
         assert 0.0 <= rows[name]["summary"]["chosen"]["metric"] <= 1.0
     assert rows["daskpd batch"]["runs"][0]["chosen"]["rule"] == "budget"
     text = markdown(results, "daskpd bench --scales 4e5")

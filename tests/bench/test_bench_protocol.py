@@ -18,6 +18,7 @@ from daskpd.bench.protocol import (
     Run,
     budget_end,
     ladder_end,
+    settled_end,
     start_apart,
     summarize,
     target_lines,
@@ -87,9 +88,18 @@ def test_the_ladder_says_what_ended_it():
     p_star = float(problem.evaluate(best, (X, y)).primal)
     far = np.zeros(2)
     rungs = [(1e-1, {"tol": 1e-1}), (1e-6, {"tol": 1e-6})]
-    # every rung run, none below the last line: the ladder ended
-    *_, ended = _ladder(rungs, fit(0.1, far), problem, (X, y), p_star, budget=5.0)
+    # every rung run, none below the last line, the model still moving: the ladder ended
+    moving = iter([far, 0.5 * best])
+
+    def closer(**kw):
+        return peers.PeerFit("p", next(moving), 0.1)
+
+    *_, ended = _ladder(rungs, closer, problem, (X, y), p_star, budget=5.0)
     assert ended == "ladder ended at tol 1e-06"
+    # the same model at the last two rungs, above P*: it settled there
+    points, _, ended = _ladder(rungs, fit(0.1, far), problem, (X, y), p_star, budget=5.0)
+    excess = points[-1][2] / p_star - 1.0
+    assert ended == f"settled at P/P* - 1 = {excess:.2g} (its ladder to tol 1e-06)"
     # a rung that took the budget: the budget ended it
     points, _, ended = _ladder(rungs, fit(5.0, far), problem, (X, y), p_star, budget=5.0)
     assert ended == "budget 5 s" and len(points) == 1
@@ -98,6 +108,35 @@ def test_the_ladder_says_what_ended_it():
     assert ended == "the last line" and len(points) == 1
     assert cheapest_rung(rungs, points, 1.001 * p_star) == {"tol": 1e-1}
     assert cheapest_rung(rungs, [(0.1, 0.1, 2 * p_star)], 1.001 * p_star) is None
+
+
+def test_a_peer_settled_above_the_line_missed_it_for_good():
+    # Snap ML's logistic dual: its last rungs end at the same model, 0.9% above P*; its
+    # primal reaches the line. The line is decided against both, each row named.
+    ours = _row("daskpd auto", [Run(points=[(2.0, 2.0, 1.0005)], ended="the last line")], "daskpd")
+    settled = _row("snapml dual", [Run(points=[(1.0, 1.0, 1.009)], ended=settled_end(1e-6, 0.009))])
+    primal = _row("snapml primal", [Run(points=[(5.0, 5.0, 1.0002)], ended="the last line")])
+    table = {**_table([ours, settled, primal]), "default": "daskpd auto",
+             "single_worker": "daskpd auto, 1 worker", "loss": "logistic"}  # fmt: skip
+    snap = next(line for line in target_lines(table) if "Snap ML" in line)
+    assert "**met**" in snap
+    assert "snapml dual settled at P/P* - 1 = 0.009 (its ladder to tol 1e-06)" in snap
+    assert "snapml primal 5 s" in snap
+    # faster than ours: not met, whatever the other row
+    quick = _row("snapml primal", [Run(points=[(1.5, 1.5, 1.0002)], ended="the last line")])
+    table["methods"] = [ours, settled, quick]
+    assert "**not met**" in next(line for line in target_lines(table) if "Snap ML" in line)
+    # a ladder that ended while its model still moved decides nothing
+    moving = _row("snapml dual", [Run(points=[(1.0, 1.0, 1.009)], ended=ladder_end(1e-6))])
+    table["methods"] = [ours, moving, primal]
+    assert "**not decided**" in next(line for line in target_lines(table) if "Snap ML" in line)
+
+
+def test_snapml_has_a_row_per_formulation_of_the_loss():
+    assert peer_rows("snapml", "hinge", 2) == [("snapml", None)]
+    assert peer_rows("snapml", "logistic", 2) == [("snapml dual", True), ("snapml primal", False)]
+    with pytest.raises(ValueError, match="no dual=False solver for loss='hinge'"):
+        peers.fit_snapml(sp.csr_matrix(np.eye(2)), np.array([1.0, -1.0]), 1.0, dual=False)
 
 
 # the timed call ends when the user holds w ----------------------------------------------------

@@ -39,8 +39,12 @@ VW_BITS = 16
         lambda X, y: peers.fit_vw(X, y, ALPHA, batch=True, passes=30, bits=VW_BITS),
         lambda X, y: peers.fit_liblinear_multicore(X, y, ALPHA, loss="logistic", tol=1e-10),
         lambda X, y: peers.fit_snapml(X, y, ALPHA, loss="logistic", tol=1e-12, max_iter=10**5),
+        lambda X, y: peers.fit_snapml(
+            X, y, ALPHA, loss="logistic", tol=1e-12, max_iter=10**5, dual=False
+        ),
     ],
-    ids=["liblinear", "saga", "dask-ml", "vw-bfgs", "liblinear-multicore", "snapml"],
+    ids=["liblinear", "saga", "dask-ml", "vw-bfgs", "liblinear-multicore", "snapml",
+         "snapml-primal"],  # fmt: skip
 )
 def test_peer_solves_our_logistic_objective(fit):
     X, y = _problem()
