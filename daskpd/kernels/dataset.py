@@ -350,6 +350,49 @@ def append_tile_column(rows, cols, vals, n_rows, column, value):
 
 
 @njit
+def mark_columns(indices, lo, hi, seen):
+    """``seen[j] = 1`` for the column id ``j`` of every nonzero of ``indices[lo:hi]``.
+
+    Threads marking their own ranges of one ``seen`` write the same value where they
+    meet, so they need no lock (:func:`daskpd.solvers.common.groups.renumbered`)."""
+    for e in range(lo, hi):
+        seen[indices[e]] = 1
+
+
+@njit
+def ranked_columns(seen, positions, has_positions):
+    """The marked columns (``seen``, by column id) and the table of their ranks.
+
+    Returns
+    -------
+    columns : ndarray of shape (n_marked,), int32
+        The marked column ids, increasing, each as ``positions[j]`` (with
+        ``has_positions``: an increasing numbering of the run's used columns) or as ``j``.
+    table : ndarray of shape (seen.shape[0],), int32
+        ``table[j]``: the rank of column ``j`` among the marked ones (-1: not marked).
+    """
+    n_marked = 0
+    for j in range(seen.shape[0]):
+        n_marked += seen[j]
+    columns = np.empty(n_marked, dtype=np.int32)
+    table = np.full(seen.shape[0], -1, dtype=np.int32)
+    rank = 0
+    for j in range(seen.shape[0]):
+        if seen[j]:
+            table[j] = rank
+            columns[rank] = positions[j] if has_positions else j
+            rank += 1
+    return columns, table
+
+
+@njit
+def map_columns(indices, table, lo, hi, out):
+    """``out[e] = table[indices[e]]`` for ``e`` in ``lo:hi`` (column ids renumbered)."""
+    for e in range(lo, hi):
+        out[e] = table[indices[e]]
+
+
+@njit
 def local_columns(indices, n_features):
     """The columns a group uses, increasing, and its indices renumbered into them.
 

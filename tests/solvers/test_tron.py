@@ -119,6 +119,38 @@ def test_shares_on_their_own_columns_sum_as_dense_vectors():
     assert np.all(np.diff(merged.columns) > 0)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("with_positions", [False, True])
+def test_a_groups_columns_renumbered_in_threads_as_numpy_does(threads, with_positions):
+    # the run's used columns (positions) and the group's own, in two reads of the ids split
+    # among the threads: the same as mapping through positions, then np.unique
+    from daskpd.solvers.common.groups import renumbered
+
+    rng = np.random.default_rng(5)
+    n_features = 40
+    used = np.sort(rng.choice(n_features, 25, replace=False))
+    indices = rng.choice(used, 301).astype(np.int32)
+    positions = None
+    run = indices
+    if with_positions:
+        positions = np.full(n_features, -1, dtype=np.int32)
+        positions[used] = np.arange(used.shape[0], dtype=np.int32)
+        run = positions[indices]
+    columns, local = renumbered(indices, n_features, positions, True, threads)
+    expected, expected_local = np.unique(run, return_inverse=True)
+    np.testing.assert_array_equal(columns, expected)
+    np.testing.assert_array_equal(local, expected_local)
+    assert columns.dtype == np.int32 and local.dtype == np.int32
+    # the run's columns only: the mapped ids (the input itself when every column is used)
+    none, mapped = renumbered(indices, n_features, positions, False, threads)
+    assert none is None
+    np.testing.assert_array_equal(mapped, run)
+    assert (mapped is indices) == (positions is None)
+    # no nonzero: nothing marked
+    columns, local = renumbered(indices[:0], n_features, positions, True, threads)
+    assert columns.shape == (0,) and local.shape == (0,)
+
+
 def test_thread_cuts_balance_nonzeros_and_cover_every_row():
     indptr = np.cumsum([0, 5, 1, 1, 1, 8, 0, 2, 2]).astype(np.int64)
     cuts = kernels.thread_cuts(indptr, 3)

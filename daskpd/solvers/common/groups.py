@@ -217,6 +217,64 @@ def in_threads(n_threads, work):
         list(pool.map(work, range(n_threads)))
 
 
+def renumbered(indices, n_features, positions, own_columns, threads):
+    """A group's column ids renumbered as its kernels read them, in ``threads`` threads.
+
+    Parameters
+    ----------
+    indices : ndarray of shape (nnz,), int32
+        The column ids of the group's nonzeros as stored.
+    n_features : int
+        The stored column ids' range.
+    positions : ndarray of shape (n_features,), int32, or None
+        The run's used columns' positions by column id (increasing; -1: unused); None:
+        every column is used, ids as stored.
+    own_columns : bool
+        Renumber into the group's own columns (several groups: its shares of a product are
+        then as long as those) rather than the run's.
+    threads : int
+
+    Returns
+    -------
+    columns : ndarray of int32 or None
+        With ``own_columns``: the group's columns in the run's numbering, increasing; else
+        None.
+    indices : ndarray of shape (nnz,), int32
+        ``columns[indices[e]]`` (or, without ``own_columns``, ``indices[e]`` itself) is the
+        run's number of nonzero ``e``'s column; the input itself when nothing changes.
+
+    Notes
+    -----
+    Two reads of the ids, each split among the threads: one marks the columns used (a
+    byte a column id), one maps every id through one table (the ranks, or ``positions``).
+    Mapping through ``positions`` first and renumbering that into the group's columns read
+    the ids three times in one thread, through tables of 4 and 8 bytes a column, most of a
+    resident group's start on the splice-like sets (BENCHMARKS.md, issue 49).
+    """
+    from daskpd.kernels.dataset import map_columns, mark_columns, ranked_columns
+
+    nnz = indices.shape[0]
+    threads = max(1, min(int(threads), nnz))
+    cuts = [t * nnz // threads for t in range(threads + 1)]
+    columns, table = None, positions
+    if own_columns:
+        seen = np.zeros(int(n_features), dtype=np.uint8)
+        in_threads(threads, lambda t: mark_columns(indices, cuts[t], cuts[t + 1], seen))
+        has_positions = positions is not None
+        columns, table = ranked_columns(
+            seen, positions if has_positions else _NO_POSITIONS, has_positions
+        )
+    if table is None:
+        return columns, indices
+    out = np.empty(nnz, dtype=np.int32)
+    in_threads(threads, lambda t: map_columns(indices, table, cuts[t], cuts[t + 1], out))
+    return columns, out
+
+
+#: ``positions`` of :func:`renumbered`'s kernels when every column is used (never read)
+_NO_POSITIONS = np.empty(0, dtype=np.int32)
+
+
 def check_group_options(grid, threads) -> None:
     """Raise ``ValueError`` for a resident-group run's ``grid`` (a positive int or None) or
     ``threads`` (1..64 or None) out of range (the options of ``tron`` and ``dual_newton``)."""

@@ -24,7 +24,6 @@ import numpy as np
 from daskpd._graphs import TaskGraph
 from daskpd.data.format import NO_VALUES
 from daskpd.kernels import scalar
-from daskpd.kernels.dataset import local_columns
 from daskpd.kernels.tron import merge_columns, row_products, thread_cuts
 from daskpd.solvers.common.groups import (
     check_grid_rows,
@@ -32,6 +31,7 @@ from daskpd.solvers.common.groups import (
     idle_cores,
     in_threads,
     is_on_disk,
+    renumbered,
     row_group_bounds,
     row_weights,
     worker_list,
@@ -94,16 +94,16 @@ class Share(NamedTuple):
     values: np.ndarray
 
 
-def _kernel_rows(source, start, stop, positions):
+def _kernel_rows(source, start, stop, positions, threads):
     """Rows ``start:stop`` of ``source`` as the kernels read them: ``(indptr, indices,
     vals, binary, y)``, the offsets from 0 (int64), the column ids (int32) renumbered by
-    ``positions`` (None: as stored), the values float (:data:`NO_VALUES` for binary rows)."""
+    ``positions`` (None: as stored) in ``threads`` threads, the values float
+    (:data:`NO_VALUES` for binary rows)."""
     indptr, indices, vals, y = source.read_rows_arrays(start, stop)
     indptr = np.ascontiguousarray(indptr, dtype=np.int64)
     indptr = indptr - indptr[0]
     indices = np.ascontiguousarray(indices, dtype=np.int32)
-    if positions is not None:
-        indices = positions[indices]
+    _, indices = renumbered(indices, int(source.n_features), positions, False, threads)
     binary = vals is None
     if binary:
         vals = NO_VALUES
@@ -119,11 +119,11 @@ def load_group(source, start, stop, class_pair, threads, used, own_columns):
     column ids renumbered into the data's used columns (``used``: positions by column id, or
     None when every column is used) and, with ``own_columns`` (several groups), into the
     group's own columns, so that its shares of a product are as long as those."""
-    indptr, indices, vals, binary, y = _kernel_rows(source, start, stop, used)
-    columns = None
-    if own_columns:
-        n_columns = int(source.n_features) if used is None else int(used.max()) + 1
-        columns, indices = local_columns(indices, n_columns)
+    indptr, indices, vals, binary, y = _kernel_rows(source, start, stop, None, threads)
+    # one renumbering into the run's columns and the group's own (two reads of the ids)
+    columns, indices = renumbered(
+        indices, int(source.n_features), used, own_columns, int(threads)
+    )
     y = np.ascontiguousarray(y, dtype=np.float64)
     weight = row_weights(source, y, start, stop, class_pair)
     cuts = thread_cuts(indptr, int(threads))
@@ -174,7 +174,9 @@ def open_group(source, start, stop, class_pair, threads, used, stream_nnz):
 def _read_chunk(group, lo, hi):
     """Rows ``lo:hi`` (absolute) of a streamed group as a :class:`RowGroup` on the run's
     columns (its per-row vectors views of the group's), and their first row in the group."""
-    indptr, indices, vals, binary, _ = _kernel_rows(group.source, lo, hi, group.positions)
+    indptr, indices, vals, binary, _ = _kernel_rows(
+        group.source, lo, hi, group.positions, group.threads
+    )
     first, last = lo - group.start, hi - group.start
     rows = RowGroup(
         indptr, indices, vals, binary, group.y[first:last],

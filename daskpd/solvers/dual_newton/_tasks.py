@@ -25,9 +25,8 @@ from scipy.linalg import blas
 
 from daskpd.kernels import dual_newton as kernels
 from daskpd.kernels.cocoa import row_norms
-from daskpd.kernels.dataset import local_columns
 from daskpd.kernels.tron import thread_cuts
-from daskpd.solvers.common.groups import in_threads
+from daskpd.solvers.common.groups import in_threads, renumbered
 from daskpd.solvers.common.resident import (
     RowGroup,
     Share,
@@ -405,7 +404,9 @@ def _free_rows(group, free):
     np.cumsum(lengths, out=indptr[1:])
     positions = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
     own = group.indices.shape[0] and int(group.indices.max()) + 1
-    columns, indices = local_columns(group.indices[positions], own)
+    columns, indices = renumbered(
+        group.indices[positions], own, None, True, group.cuts.shape[0] - 1
+    )
     if group.columns is not None:
         columns = group.columns[columns]
     vals = group.vals if group.binary else np.ascontiguousarray(group.vals[positions])
