@@ -458,7 +458,9 @@ def cluster_client(options: ClusterOptions | None = None, *, start: bool = True)
             preload=[WORKER_PRELOAD],
             **kwargs,
         )
-    client = Client(cluster)
+    # this process reaches the workers it started: gathers and scatters go straight to them,
+    # not through the scheduler (a model's w of 37 MB: about 0.02 s against 0.04-0.18 s)
+    client = Client(cluster, direct_to_workers=True)
     try:
         yield client
     finally:
