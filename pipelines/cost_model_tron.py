@@ -206,13 +206,17 @@ def scatter_seconds(d, repeats=7):
 
 def group_seconds(d, threads, repeats=7):
     """Seconds a group's task spends on one vector of its share beyond its kernel: its
-    threads' output rows allocated and written (every page), summed."""
-    from daskpd.solvers.tron import _tasks as tasks
+    threads' output rows (the group's kept ones) zeroed, written (every page) and summed in
+    its threads, the sum copied out of them, as tron's tasks do."""
+    from daskpd.solvers.common import resident
+
+    group = resident.RowGroup(None, None, None, True, None, None, None, None, [])
 
     def work():
-        rows = np.zeros((threads, d))
+        rows = resident.zeroed_rows(resident.thread_rows(group, (threads, d)), threads)
         rows[:, ::512] = 1.0
-        tasks._thread_sum(rows)[None, :]
+        resident.summed_rows(rows, threads)[None, :].copy()
+        resident.keep_rows(group, rows)
 
     work()
     return _best(work, repeats)

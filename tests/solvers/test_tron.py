@@ -151,6 +151,38 @@ def test_a_groups_columns_renumbered_in_threads_as_numpy_does(threads, with_posi
     assert columns.shape == (0,) and local.shape == (0,)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_groups_kept_output_rows_are_zeroed_and_summed_in_threads(threads):
+    # a task's threads' output rows: the group's kept ones on its next task (pages mapped),
+    # zeroed and summed by column ranges in the threads, the rows added in order
+    from daskpd.solvers.common.resident import (
+        RowGroup,
+        keep_rows,
+        summed_rows,
+        thread_rows,
+        thread_sum,
+        zeroed_rows,
+    )
+
+    group = RowGroup(None, None, None, True, None, None, None, None, [])
+    rows = zeroed_rows(thread_rows(group, (threads, 11, 2)), threads)
+    assert not rows.any()
+    values = np.random.default_rng(2).normal(size=rows.shape)
+    rows[...] = values
+    total = summed_rows(rows, threads)
+    np.testing.assert_array_equal(total, thread_sum(values.copy()))
+    keep_rows(group, rows)
+    again = thread_rows(group, (threads, 11, 2))
+    assert again is rows and group.spare == []
+    assert not zeroed_rows(again, threads).any()
+    # another shape, or a group that keeps none: new rows
+    keep_rows(group, again)
+    assert thread_rows(group, (threads, 12, 2)) is not again
+    none = group._replace(spare=None)
+    keep_rows(none, again)
+    assert none.spare is None and thread_rows(none, (threads, 11, 2)) is not again
+
+
 def test_thread_cuts_balance_nonzeros_and_cover_every_row():
     indptr = np.cumsum([0, 5, 1, 1, 1, 8, 0, 2, 2]).astype(np.int64)
     cuts = kernels.thread_cuts(indptr, 3)

@@ -64,6 +64,10 @@ __all__ = [
     "row_pieces",
     "run_graph",
     "thread_sum",
+    "thread_rows",
+    "keep_rows",
+    "zeroed_rows",
+    "summed_rows",
     "tree",
     "value",
 ]
@@ -83,6 +87,9 @@ class RowGroup(NamedTuple):
     #: the group's own columns (increasing, into the run's used columns) that ``indices``
     #: number; None: the group's indices are the run's columns (one group)
     columns: np.ndarray | None = None
+    #: the threads' output rows its last task handed back (:func:`thread_rows`); None: a
+    #: group that keeps none (a Newton step's free rows)
+    spare: list | None = None
 
 
 class Share(NamedTuple):
@@ -127,7 +134,7 @@ def load_group(source, start, stop, class_pair, threads, used, own_columns):
     y = np.ascontiguousarray(y, dtype=np.float64)
     weight = row_weights(source, y, start, stop, class_pair)
     cuts = thread_cuts(indptr, int(threads))
-    return RowGroup(indptr, indices, vals, binary, y, weight, cuts, columns)
+    return RowGroup(indptr, indices, vals, binary, y, weight, cuts, columns, [])
 
 
 class StreamedGroup(NamedTuple):
@@ -153,6 +160,8 @@ class StreamedGroup(NamedTuple):
     y: np.ndarray
     weight: np.ndarray
     columns: None = None
+    #: as :attr:`RowGroup.spare`
+    spare: list | None = None
 
 
 def open_group(source, start, stop, class_pair, threads, used, stream_nnz):
@@ -167,7 +176,7 @@ def open_group(source, start, stop, class_pair, threads, used, stream_nnz):
     weight = row_weights(source, y, start, stop, class_pair)
     binary = bool(getattr(source, "binary", False))
     return StreamedGroup(
-        source, int(start), int(stop), chunks, used, int(threads), binary, y, weight
+        source, int(start), int(stop), chunks, used, int(threads), binary, y, weight, None, []
     )
 
 
@@ -239,6 +248,66 @@ def thread_sum(rows):
     total = rows[0]
     for t in range(1, rows.shape[0]):
         total += rows[t]
+    return total
+
+
+def thread_rows(group, shape):
+    """Output rows of ``shape`` (threads first) for a task of ``group``, not zeroed.
+
+    The group's spare rows of that shape when its last task handed them back
+    (:func:`keep_rows`): their pages are mapped already. New rows of a wide share are above
+    glibc's mmap threshold, so every task used to fault in (and zero) fresh pages for each
+    of its threads, and sum the rows in one thread: about 3 ns a column, thread and vector
+    (BENCHMARKS.md, tron's cost model), most of a round's cost beyond its passes at the
+    job's scale. A task zeroes the rows in its threads and sums them the same way
+    (:func:`summed_rows`).
+    """
+    spare = getattr(group, "spare", None)
+    if spare:
+        rows = spare.pop()
+        if rows.shape == tuple(shape):
+            return rows
+    return np.empty(shape)
+
+
+def keep_rows(group, rows):
+    """Hand a task's output rows back to ``group`` for its next task (one set kept; a group
+    without a ``spare`` list keeps none)."""
+    spare = getattr(group, "spare", None)
+    if spare is not None and not spare:
+        spare.append(rows)
+
+
+def _column_cuts(n_columns, n_threads):
+    return [t * n_columns // n_threads for t in range(n_threads + 1)]
+
+
+def zeroed_rows(rows, n_threads):
+    """``rows`` (threads first) set to 0, each thread a range of the columns (numpy's fill
+    releases the GIL), so that the pages are written by as many cores as the task has."""
+    cuts = _column_cuts(rows.shape[1], n_threads)
+
+    def work(t):
+        rows[:, cuts[t] : cuts[t + 1]] = 0.0
+
+    in_threads(n_threads, work)
+    return rows
+
+
+def summed_rows(rows, n_threads):
+    """The sum over the first axis of ``rows``, added into ``rows[0]`` (returned: a caller
+    that keeps the rows copies it first), each of ``n_threads`` threads summing a range of
+    the columns, the rows added in order (:func:`thread_sum`'s bits)."""
+    total = rows[0]
+    cuts = _column_cuts(rows.shape[1], n_threads)
+
+    def work(t):
+        lo, hi = cuts[t], cuts[t + 1]
+        block = total[lo:hi]
+        for k in range(1, rows.shape[0]):
+            block += rows[k, lo:hi]
+
+    in_threads(n_threads, work)
     return total
 
 

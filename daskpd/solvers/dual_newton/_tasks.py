@@ -33,8 +33,12 @@ from daskpd.solvers.common.resident import (
     add,
     dense,
     group_products,
+    keep_rows,
     local_sum,
     on_own_columns,
+    summed_rows,
+    thread_rows,
+    zeroed_rows,
 )
 
 #: Armijo's constant of the projected line search
@@ -427,7 +431,9 @@ def _transpose(group, coef, n_columns=None):
     cuts = group.cuts
     n_threads = cuts.shape[0] - 1
     width = n_columns if group.columns is None else group.columns.shape[0]
-    out = np.zeros((n_threads, width))
+    # the group's kept rows (a whole group's; a Newton step's free rows keep none), zeroed
+    # and summed in its threads
+    out = zeroed_rows(thread_rows(group, (n_threads, width)), n_threads)
     read = np.zeros(n_threads, dtype=np.int64)
 
     def work(t):
@@ -437,9 +443,11 @@ def _transpose(group, coef, n_columns=None):
         )  # fmt: skip
 
     in_threads(n_threads, work)
-    total = out[0]
-    for t in range(1, n_threads):
-        total += out[t]
+    total = summed_rows(out, n_threads)
+    if group.spare is not None:
+        # the rows go back to the group
+        total = total.copy()
+        keep_rows(group, out)
     if group.columns is not None and n_columns is None:
         return Share(group.columns, total[None, :]), int(read.sum())
     touched = np.flatnonzero(total).astype(np.int32)

@@ -20,9 +20,12 @@ from daskpd.solvers.common.resident import (
     dense,
     group_products,
     group_threads,
+    keep_rows,
     on_own_columns,
     row_pieces,
-    thread_sum,
+    summed_rows,
+    thread_rows,
+    zeroed_rows,
 )
 from daskpd.solvers.tron._options import PCG_MIX
 
@@ -93,16 +96,19 @@ def _gradient_task(group, margins, step_margins, step_length, settings):
     z = np.empty(m)
     curv = np.empty(m)
     # a thread's X^T z and the diagonal's share, a column's two in one record; the kernel
-    # writes the diagonal whether or not the run uses it
-    packs = np.zeros((n_threads, d, 2))
+    # writes the diagonal whether or not the run uses it (the group's kept rows, zeroed and
+    # summed in its threads)
+    packs = zeroed_rows(thread_rows(group, (n_threads, d, 2)), n_threads)
     sums = np.zeros((n_threads, 4))
     for rows, first in row_pieces(group):
         last = first + rows.y.shape[0]
         _gradient_piece(
             rows, margins[first:last], z[first:last], curv[first:last], packs, sums, settings
         )
-    total = thread_sum(packs)
+    total = summed_rows(packs, n_threads)
+    # (a copy: the rows go back to the group)
     vectors = np.ascontiguousarray(total.T if settings.precondition else total[:, :1].T)
+    keep_rows(group, packs)
     return (Share(group.columns, vectors), sums.sum(axis=0), z, curv, margins)
 
 
@@ -127,14 +133,21 @@ def _hessian_task(group, curv, v):
     group's chunks whose rows all have curvature 0 not read)."""
     n_threads = group_threads(group)
     v = on_own_columns(group, v)
-    # each thread's record a column: v to read, its share of the product to add to
-    packs = np.zeros((n_threads, v.shape[0], 2))
-    packs[:, :, 0] = v
+    # each thread's record a column: v to read, its share of the product to add to (the
+    # group's kept rows, written and summed in its threads)
+    packs = thread_rows(group, (n_threads, v.shape[0], 2))
+    cuts = [t * v.shape[0] // n_threads for t in range(n_threads + 1)]
+
+    def prepare(t):
+        lo, hi = cuts[t], cuts[t + 1]
+        packs[:, lo:hi, 0] = v[lo:hi]
+        packs[:, lo:hi, 1] = 0.0
+
+    in_threads(n_threads, prepare)
     for rows, first in row_pieces(group, curv):
         _hessian_piece(rows, curv[first : first + rows.y.shape[0]], packs)
-    product = packs[0, :, 1].copy()
-    for t in range(1, n_threads):
-        product += packs[t, :, 1]
+    product = summed_rows(packs[:, :, 1], n_threads).copy()
+    keep_rows(group, packs)
     return Share(group.columns, product[None, :])
 
 
