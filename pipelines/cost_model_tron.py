@@ -160,17 +160,18 @@ def home_seconds(d, repeats=9):
     more). The CG start, once a Newton step, is charged to the step round."""
     from types import SimpleNamespace
 
+    from daskpd.solvers.common import resident
     from daskpd.solvers.tron import _tasks as tasks
 
     rng = np.random.default_rng(0)
     settings = SimpleNamespace(n_samples=200_000, alpha=1e-5, eps_cg=0.5, max_cg=250,
                                precondition=True)  # fmt: skip
     w = rng.standard_normal(d) * 1e-3
-    shares = (tasks._Share(None, np.stack([rng.standard_normal(d), rng.random(d) + 1.0])),
+    shares = (resident.Share(None, np.stack([rng.standard_normal(d), rng.random(d) + 1.0])),
               np.ones(4))  # fmt: skip
     point = tasks._point_task(w, shares, settings)
     cg = tasks._cg_start(point, settings)
-    products = tasks._Share(None, 50.0 * cg.direction[None, :])
+    products = resident.Share(None, 50.0 * cg.direction[None, :])
     moved = tasks._cg_step(cg, products, point, settings)
 
     def hessian():
@@ -197,11 +198,11 @@ def home_seconds(d, repeats=9):
 def scatter_seconds(d, repeats=7):
     """Seconds the home takes to make a merged share of one vector on all ``d`` columns
     dense (with several groups, before its algebra)."""
-    from daskpd.solvers.tron import _tasks as tasks
+    from daskpd.solvers.common import resident
 
-    share = tasks._Share(np.arange(d, dtype=np.int32), np.ones((1, d)))
-    tasks._dense(share, d)
-    return _best(lambda: tasks._dense(share, d), repeats)
+    share = resident.Share(np.arange(d, dtype=np.int32), np.ones((1, d)))
+    resident.dense(share, d)
+    return _best(lambda: resident.dense(share, d), repeats)
 
 
 def group_seconds(d, threads, repeats=7):
@@ -225,15 +226,15 @@ def group_seconds(d, threads, repeats=7):
 def merge_seconds(d, repeats=7):
     """Seconds of merging two shares of ``d`` columns each (a quarter not in common) up the
     tree: what a share of ``2 d`` columns costs merged, for one vector."""
-    from daskpd.solvers.tron import _tasks as tasks
+    from daskpd.solvers.common import resident
 
     rng = np.random.default_rng(1)
     pool = np.arange(int(1.25 * d), dtype=np.int32)
     a = np.sort(rng.choice(pool, d, replace=False)).astype(np.int32)
     b = np.sort(rng.choice(pool, d, replace=False)).astype(np.int32)
-    left, right = (tasks._Share(c, rng.random((1, d))) for c in (a, b))
-    tasks._add(left, right)
-    return _best(lambda: tasks._add(left, right), repeats)
+    left, right = (resident.Share(c, rng.random((1, d))) for c in (a, b))
+    resident.add(left, right)
+    return _best(lambda: resident.add(left, right), repeats)
 
 
 def _through_origin(xs, ys):
