@@ -530,33 +530,20 @@ def _as_data(data, name):
 def _path_client(client, data):
     """The one client of the whole path, chosen as :func:`daskpd.solve` chooses (``False``:
     in-process); a LocalCluster started here serves every point and closes at the end."""
-    import dask
+    from daskpd.solvers.driver.run import _local_scheduler_configured, in_this_process
 
     if client is not None:
         if client is False:
-            from daskpd.solvers.driver.run import _local_scheduler_configured
-
-            # in this process even beside a distributed client (dask's default otherwise)
-            if _local_scheduler_configured():
+            with in_this_process():
                 yield False
-            else:
-                with dask.config.set(scheduler="threads"):
-                    yield False
             return
         with client.as_current():
             yield client
         return
-    scheduler = dask.config.get("scheduler", None)
-    if scheduler is not None:
+    if _local_scheduler_configured():
         # a local scheduler named in dask.config wins, as in solve
-        distributed = (
-            scheduler.lower() in ("distributed", "dask.distributed")
-            if isinstance(scheduler, str)
-            else "Client" in type(scheduler).__name__
-        )
-        if not distributed:
-            yield False
-            return
+        yield False
+        return
     from daskpd._cluster import active_client, cluster_client
 
     active = active_client()

@@ -160,16 +160,23 @@ def run_plan(plan: Plan, client=None):
 
 
 def _in_process(plan: Plan):
-    """``client=False``: every ``dask.compute`` of the run in this process, on the local
-    scheduler named in ``dask.config`` or else the threaded one, even where a distributed
-    client exists (it would otherwise be dask's default and receive the run's graphs, the
-    rows in them)."""
+    """``client=False``: the run in this process (:func:`in_this_process`)."""
+    with in_this_process():
+        return _execute(plan, None)
+
+
+def in_this_process():
+    """A context in which every ``dask.compute`` runs in this process: on the local
+    scheduler named in ``dask.config``, else on the threaded one, even where a distributed
+    client exists (it would otherwise be dask's default and receive a run's graphs, the rows
+    in them). ``client=False`` of :func:`solve` and of the path."""
+    import contextlib
+
     import dask
 
     if _local_scheduler_configured():
-        return _execute(plan, None)
-    with dask.config.set(scheduler="threads"):
-        return _execute(plan, None)
+        return contextlib.nullcontext()
+    return dask.config.set(scheduler="threads")
 
 
 def _execute(plan: Plan, client):
