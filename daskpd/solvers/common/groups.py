@@ -217,6 +217,11 @@ def in_threads(n_threads, work):
         list(pool.map(work, range(n_threads)))
 
 
+def even_cuts(n, n_threads):
+    """``n_threads + 1`` bounds cutting ``range(n)`` into nearly equal contiguous ranges."""
+    return [t * n // n_threads for t in range(n_threads + 1)]
+
+
 def renumbered(indices, n_features, positions, own_columns, threads):
     """A group's column ids renumbered as its kernels read them, in ``threads`` threads.
 
@@ -255,7 +260,7 @@ def renumbered(indices, n_features, positions, own_columns, threads):
 
     nnz = indices.shape[0]
     threads = max(1, min(int(threads), nnz))
-    cuts = [t * nnz // threads for t in range(threads + 1)]
+    cuts = even_cuts(nnz, threads)
     columns, table = None, positions
     if own_columns:
         seen = np.zeros(int(n_features), dtype=np.uint8)

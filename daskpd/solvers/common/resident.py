@@ -28,6 +28,7 @@ from daskpd.kernels.tron import merge_columns, row_products, thread_cuts
 from daskpd.solvers.common.groups import (
     check_grid_rows,
     class_weight_pair,
+    even_cuts,
     idle_cores,
     in_threads,
     is_on_disk,
@@ -278,14 +279,10 @@ def keep_rows(group, rows):
         spare.append(rows)
 
 
-def _column_cuts(n_columns, n_threads):
-    return [t * n_columns // n_threads for t in range(n_threads + 1)]
-
-
 def zeroed_rows(rows, n_threads):
     """``rows`` (threads first) set to 0, each thread a range of the columns (numpy's fill
     releases the GIL), so that the pages are written by as many cores as the task has."""
-    cuts = _column_cuts(rows.shape[1], n_threads)
+    cuts = even_cuts(rows.shape[1], n_threads)
 
     def work(t):
         rows[:, cuts[t] : cuts[t + 1]] = 0.0
@@ -299,7 +296,7 @@ def summed_rows(rows, n_threads):
     that keeps the rows copies it first), each of ``n_threads`` threads summing a range of
     the columns, the rows added in order (:func:`thread_sum`'s bits)."""
     total = rows[0]
-    cuts = _column_cuts(rows.shape[1], n_threads)
+    cuts = even_cuts(rows.shape[1], n_threads)
 
     def work(t):
         lo, hi = cuts[t], cuts[t + 1]

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from daskpd.kernels import tron as kernels
-from daskpd.solvers.common.groups import in_threads
+from daskpd.solvers.common.groups import even_cuts, in_threads
 from daskpd.solvers.common.resident import (
     Share,
     dense,
@@ -136,7 +136,7 @@ def _hessian_task(group, curv, v):
     # each thread's record a column: v to read, its share of the product to add to (the
     # group's kept rows, written and summed in its threads)
     packs = thread_rows(group, (n_threads, v.shape[0], 2))
-    cuts = [t * v.shape[0] // n_threads for t in range(n_threads + 1)]
+    cuts = even_cuts(v.shape[0], n_threads)
 
     def prepare(t):
         lo, hi = cuts[t], cuts[t + 1]
